@@ -1,0 +1,5 @@
+"""`python -m server` is the `attp` command."""
+
+from server.cli import cli
+
+cli()

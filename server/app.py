@@ -1,0 +1,126 @@
+"""The MCP face: the `attp_execute` tool on an `MCPServer`, and the transports that serve it.
+
+``stdio`` for Claude Desktop; ``http`` serves Streamable HTTP at ``/mcp``, the legacy SSE transport
+at ``/sse`` + ``/messages/`` (n8n's older node) and ``GET /healthz``, from one process.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated
+
+import uvicorn
+from mcp.server.mcpserver import MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import Field
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from server import __version__
+from server.results import ExecutionResult, render
+from server.runtime import ExecuteRequest, Runtime
+from server.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+SERVER_NAME = "attp-server"
+INSTRUCTIONS = (
+    "This server has one tool, attp_execute: write a short Python program that calls the listed tools and "
+    "assigns the answer to __result__. Prefer one program that does all the steps over many small calls."
+)
+
+
+def create_server(runtime: Runtime) -> MCPServer:
+    """An `MCPServer` publishing exactly one tool, `attp_execute`."""
+    settings = runtime.settings
+    server: MCPServer = MCPServer(
+        SERVER_NAME, version=__version__, instructions=INSTRUCTIONS, log_level=settings.log_level
+    )
+
+    async def attp_execute(
+        code: Annotated[str | None, Field(description="The Python program to run.")] = None,
+        envelope: Annotated[
+            str | None, Field(description="Instead of code: a whole ATTP TOML envelope ([tool_call] with code).")
+        ] = None,
+        target: Annotated[str | None, Field(description="What this call is for (echoed in the result).")] = None,
+        thought: Annotated[str | None, Field(description="Your reasoning, for the log; not executed.")] = None,
+    ) -> Annotated[CallToolResult, ExecutionResult]:
+        result = await runtime.execute(ExecuteRequest(code=code, envelope=envelope, target=target, thought=thought))
+        return CallToolResult(
+            content=[TextContent(type="text", text=render(result, settings.result_format))],
+            structured_content=result.model_dump(mode="json"),
+            is_error=result.is_error,
+        )
+
+    packs = runtime.registry.packs.values()
+    read_only = all(getattr(pack, "read_only", False) for pack in packs)
+    server.add_tool(
+        attp_execute,
+        name="attp_execute",
+        title="Run a Python program against the tools",
+        description=runtime.catalog.description,
+        annotations=ToolAnnotations(
+            title="Run a Python program against the tools",
+            read_only_hint=read_only,
+            destructive_hint=not read_only,
+            idempotent_hint=False,
+            open_world_hint=any(getattr(pack, "open_world", False) for pack in packs),
+        ),
+        structured_output=True,
+    )
+    return server
+
+
+def transport_security(settings: Settings) -> TransportSecuritySettings:
+    """DNS-rebinding protection: loopback names, the bind address, and `allowed_hosts`."""
+    hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*", f"{settings.host}:*", *settings.allowed_hosts]
+    origins = [f"http://{host.replace(':*', '')}:*" for host in hosts if host.endswith(":*")]
+    origins += [f"https://{host.replace(':*', '')}:*" for host in hosts if host.endswith(":*")]
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
+
+
+def http_app(server: MCPServer, runtime: Runtime) -> Starlette:
+    """One Starlette app: Streamable HTTP at /mcp, SSE at /sse + /messages/, and /healthz."""
+    settings = runtime.settings
+    security = transport_security(settings)
+    app = server.streamable_http_app(transport_security=security, host=settings.host)
+    sse = server.sse_app(transport_security=security, host=settings.host)
+    app.router.routes.extend(sse.routes)
+
+    async def healthz(request: Request) -> JSONResponse:
+        return JSONResponse(
+            {
+                "status": "ok",
+                "version": __version__,
+                "transports": {"streamable_http": "/mcp", "sse": "/sse"},
+                "workers": runtime.pool.stats(),
+                "sandbox": runtime.pool.lockdown,
+            }
+        )
+
+    app.router.routes.append(Route("/healthz", healthz, methods=["GET"]))
+    return app
+
+
+async def serve_http(server: MCPServer, runtime: Runtime) -> None:
+    settings = runtime.settings
+    config = uvicorn.Config(
+        http_app(server, runtime),
+        host=settings.host,
+        port=settings.port,
+        log_config=None,
+        log_level=settings.log_level.lower(),
+        timeout_graceful_shutdown=2,
+    )
+    web = uvicorn.Server(config)
+    logger.info(
+        "attp-server %s: http://%s:%d/mcp (Streamable HTTP), /sse (SSE)", __version__, settings.host, settings.port
+    )
+    await web.serve()
+
+
+async def serve_stdio(server: MCPServer) -> None:
+    await server.run_stdio_async()

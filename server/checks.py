@@ -1,0 +1,136 @@
+"""Static checks of a program before anything runs: syntax, the sandbox's refusals, unknown names.
+
+Nothing is executed here. The refusals themselves (imports, ``_`` names, classes, ...) come from
+`server.sandbox.policy.scan`, which the worker applies again; this module adds what only the server
+knows: which tools exist, so that ``reed_file(...)`` is answered with ``suggested_value = "read_file"``
+before a worker is even involved.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from server.errors import ErrorCode, ErrorInfo, suggest
+from server.sandbox.policy import bound_names, scan
+
+_SOLUTIONS = {
+    "IMPORT_FORBIDDEN": "Delete the import: the pre-injected modules and the tools are already available by name.",
+    "FORBIDDEN": "Rewrite that part with plain data (lists, dicts, str methods) and the available tools.",
+}
+
+
+@dataclass(frozen=True)
+class KnownNames:
+    """Every name a program can use without defining it, by kind (for suggestions, tools come first)."""
+
+    tools: frozenset[str]
+    builtins: frozenset[str]
+    namespaces: dict[str, frozenset[str]]
+
+    def all(self) -> set[str]:
+        return {*self.tools, *self.builtins, *self.namespaces}
+
+
+def _source_line(code: str, line: int | None) -> str | None:
+    lines = code.splitlines()
+    return lines[line - 1].strip() if line and 0 < line <= len(lines) else None
+
+
+def check_program(code: str, known: KnownNames) -> ErrorInfo | None:
+    """Return the first problem of `code` as a model-facing error, or None if it may run."""
+    try:
+        tree = ast.parse(code, mode="exec")
+    except SyntaxError as exc:
+        return ErrorInfo(
+            code=ErrorCode.SYNTAX_ERROR,
+            message=f"invalid Python syntax: {exc.msg}",
+            line=exc.lineno,
+            column=exc.offset,
+            source_line=_source_line(code, exc.lineno),
+            solution="Fix the syntax at that line; the code must be plain Python 3 statements.",
+        )
+    except (RecursionError, MemoryError, ValueError) as exc:
+        return ErrorInfo(
+            code=ErrorCode.SYNTAX_ERROR,
+            message=f"the program cannot be parsed: {exc or 'nested too deeply'}",
+            solution="Simplify the program: fewer nested brackets and expressions.",
+        )
+    violations = scan(tree)
+    if violations:
+        first = violations[0]
+        return ErrorInfo(
+            code=first.code,
+            message=first.message,
+            line=first.line,
+            column=first.column,
+            source_line=_source_line(code, first.line),
+            solution=_SOLUTIONS.get(first.code),
+        )
+    return _misplaced_return(tree, code) or _unknown_name(tree, code, known)
+
+
+def _misplaced_return(tree: ast.Module, code: str) -> ErrorInfo | None:
+    functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.Lambda)]
+    inside = {id(n) for f in functions for n in ast.walk(f)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Return) and id(node) not in inside:
+            return ErrorInfo(
+                code=ErrorCode.SYNTAX_ERROR,
+                message="'return' outside a function",
+                line=node.lineno,
+                column=node.col_offset,
+                source_line=_source_line(code, node.lineno),
+                solution="At the top level, assign the answer instead: __result__ = <value>",
+            )
+    return None
+
+
+def _unknown_name(tree: ast.Module, code: str, known: KnownNames) -> ErrorInfo | None:
+    bound = bound_names(tree)
+    available = known.all() | bound
+    problems: list[tuple[int, int, ErrorInfo]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            name = node.func.id
+            if name in available:
+                continue
+            suggestion = suggest(name, known.tools) or suggest(name, available)
+            message = f"{name}() is not a tool or function available here"
+            if suggestion:
+                message += f"; did you mean {suggestion}()?"
+            problems.append((node.lineno, node.col_offset, _not_found(message, name, suggestion, node, code)))
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in known.namespaces
+            and node.value.id not in bound
+            and node.attr not in known.namespaces[node.value.id]
+            and not node.attr.startswith("_")
+        ):
+            space = node.value.id
+            suggestion = suggest(node.attr, known.namespaces[space])
+            message = f"{space} has no member {node.attr!r}"
+            if suggestion:
+                message += f"; did you mean {space}.{suggestion}?"
+            full = f"{space}.{suggestion}" if suggestion else None
+            problems.append(
+                (node.lineno, node.col_offset, _not_found(message, f"{space}.{node.attr}", full, node, code))
+            )
+    if not problems:
+        return None
+    problems.sort(key=lambda p: (p[0], p[1]))
+    return problems[0][2]
+
+
+def _not_found(message: str, name: str, suggestion: str | None, node: ast.expr, code: str) -> ErrorInfo:
+    return ErrorInfo(
+        code=ErrorCode.NAME_NOT_FOUND,
+        message=message,
+        line=node.lineno,
+        column=node.col_offset,
+        source_line=_source_line(code, node.lineno),
+        received=name,
+        suggested_value=suggestion,
+        solution="Call only the tools listed in the tool description; help() and tools('word') list them.",
+    )

@@ -1,0 +1,199 @@
+"""The ``attp`` command: serve, exec, check, tools. Thin faces over the runtime.
+
+``main(argv) -> int`` does all the work (tests call it directly); ``cli()`` only exits with it.
+Exit codes: 0 ok, 1 the program failed (status error or fail), 2 bad usage or configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from server import __version__
+from server.app import create_server, serve_http, serve_stdio
+from server.catalog import tool_text
+from server.checks import check_program
+from server.envelope import Declined, EnvelopeError, parse_envelope
+from server.errors import AttpError, ErrorInfo
+from server.results import ExecutionResult, render
+from server.runtime import ExecuteRequest, Runtime, build_registry, open_runtime
+from server.settings import Settings, load_settings
+
+logger = logging.getLogger("server")
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def _settings_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("settings (override ATTP_* variables and the config file)")
+    group.add_argument("--config", type=Path, help="TOML config file (default: ./attp.toml if present)")
+    group.add_argument("--workspace", type=Path, help="root directory of the files toolpack")
+    group.add_argument(
+        "--toolpack", dest="toolpacks", action="append", metavar="PACK", help="enable a toolpack (repeatable)"
+    )
+    group.add_argument("--timeout-s", dest="timeout_s", type=float, help="wall-clock limit per run")
+    group.add_argument("--memory-mb", dest="memory_mb", type=int, help="memory limit per worker")
+    group.add_argument("--max-tool-calls", dest="max_tool_calls", type=int, help="tool calls per run")
+    group.add_argument("--result-format", dest="result_format", choices=["toml", "json"])
+    group.add_argument("--workers", type=int, help="sandbox workers kept ready")
+    group.add_argument("--log-level", dest="log_level", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="attp", description="attp-server: one MCP tool that runs Python programs.")
+    parser.add_argument("--version", action="version", version=f"attp-server {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve = commands.add_parser("serve", help="run the MCP server (stdio by default)")
+    serve.add_argument("--transport", choices=["stdio", "http"])
+    serve.add_argument("--host", help="HTTP bind address (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="HTTP port (default 8765)")
+    _settings_flags(serve)
+
+    run = commands.add_parser("exec", help="run one envelope or program and print the result")
+    run.add_argument("file", nargs="?", help="envelope file, or - for standard input")
+    run.add_argument("--code", help="a Python program instead of an envelope")
+    run.add_argument("--json", action="store_true", help="print the result as JSON instead of TOML")
+    _settings_flags(run)
+
+    check = commands.add_parser("check", help="validate an envelope and check its code statically; runs nothing")
+    check.add_argument("file", nargs="?", default="-", help="envelope file, or - for standard input")
+    check.add_argument("--code", help="a Python program instead of an envelope")
+    _settings_flags(check)
+
+    tools = commands.add_parser("tools", help="print the catalog of enabled tools")
+    tools.add_argument("--format", choices=["attp", "json"], default="attp")
+    _settings_flags(tools)
+    return parser
+
+
+def _cli_values(args: argparse.Namespace) -> dict[str, Any]:
+    keys = ("workspace", "toolpacks", "timeout_s", "memory_mb", "max_tool_calls", "result_format", "workers",
+            "log_level", "transport", "host", "port")  # fmt: skip
+    return {key: getattr(args, key) for key in keys if getattr(args, key, None) is not None}
+
+
+def _read_input(path: str | None) -> str:
+    if path is None or path == "-":
+        return sys.stdin.read()
+    return Path(path).read_text(encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+
+    try:
+        settings = load_settings(_cli_values(args), args.config)
+    except AttpError as exc:
+        print(f"attp: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    logging.basicConfig(
+        stream=sys.stderr, level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        if args.command == "serve":
+            return _serve(settings)
+        if args.command == "exec":
+            return _exec(settings, args)
+        if args.command == "check":
+            return _check(settings, args)
+        return _tools(settings, args)
+    except AttpError as exc:
+        print(f"attp: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as exc:
+        print(f"attp: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+
+
+def _serve(settings: Settings) -> int:
+
+    async def run() -> None:
+        async with open_runtime(settings) as runtime:
+            server = create_server(runtime)
+            logger.info("sandbox lockdown: %s", runtime.pool.lockdown)
+            if settings.transport == "http":
+                await serve_http(server, runtime)
+            else:
+                await serve_stdio(server)
+
+    anyio.run(run)
+    return EXIT_OK
+
+
+def _request(args: argparse.Namespace) -> ExecuteRequest:
+
+    if args.code is not None:
+        if args.file not in (None, "-"):
+            raise AttpError("give either FILE or --code, not both")
+        return ExecuteRequest(code=args.code)
+    return ExecuteRequest(envelope=_read_input(args.file))
+
+
+def _exec(settings: Settings, args: argparse.Namespace) -> int:
+
+    request = _request(args)
+    settings = settings.model_copy(update={"workers": 0})
+
+    async def run() -> Any:
+        async with open_runtime(settings) as runtime:
+            return await runtime.execute(request)
+
+    result = anyio.run(run)
+    print(render(result, "json" if args.json else settings.result_format))
+    return EXIT_OK if result.status == "ok" else EXIT_FAILED
+
+
+def _check(settings: Settings, args: argparse.Namespace) -> int:
+
+    request = _request(args)
+    registry = build_registry(settings)
+    known = Runtime.known_names(registry)
+    problem: ErrorInfo | None = None
+    hint = "the program passed the static checks (nothing was run)"
+    code = request.code
+    if request.envelope is not None:
+        try:
+            parsed = parse_envelope(request.envelope, strict=settings.envelope_strict)
+        except EnvelopeError as exc:
+            problem = exc.info
+        else:
+            if isinstance(parsed, Declined):
+                hint = f'the envelope declines the task (status = "fail"): {parsed.message}'
+            else:
+                code = parsed.code
+    if problem is None and code is not None:
+        problem = check_program(code, known)
+    result = ExecutionResult(status="error" if problem else "ok", error=problem, hint=None if problem else hint)
+    print(render(result, settings.result_format))
+    return EXIT_FAILED if problem else EXIT_OK
+
+
+def _tools(settings: Settings, args: argparse.Namespace) -> int:
+
+    registry = build_registry(settings)
+    if args.format == "json":
+        data = [
+            {"name": t.name, "pack": t.pack, "signature": t.signature_text(), "doc": t.doc}
+            for t in registry.tools.values()
+        ]
+        print(json.dumps(data, indent=2, ensure_ascii=False))
+    else:
+        print("\n\n".join(tool_text(t) for t in registry.tools.values()))
+    return EXIT_OK
+
+
+def cli() -> None:
+    sys.exit(main())

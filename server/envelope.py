@@ -1,0 +1,198 @@
+"""The ATTP TOML envelope (seed 000): lenient extraction, validation, and errors that show the fix.
+
+    thought = \"\"\"1. ... 2. ...\"\"\"
+
+    [tool_call]
+    status = "success"          # or "fail", with `message` instead of `code`
+    target = "what this call is for"
+    code = '''
+    __result__ = read_file("notes.md")
+    '''
+
+Models are sloppy: the envelope may sit in a ```` ```toml ```` fence or between prose. Unless
+``envelope_strict`` is set, the first TOML document in the text that has a ``[tool_call]`` table wins.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from typing import Any
+
+from server.errors import ErrorCode, ErrorInfo, short_repr
+
+MINIMAL_ENVELOPE = """[tool_call]
+status = "success"
+target = "what this call is for"
+code = '''
+__result__ = tools()
+'''"""
+
+FAIL_ENVELOPE = """[tool_call]
+status = "fail"
+message = "why the task cannot be done, and what to do instead\""""
+
+_FENCE = re.compile(r"```[ \t]*(?:toml|TOML)?[ \t]*\n(.*?)```", re.DOTALL)
+_START = re.compile(r"^[ \t]*(?:thought[ \t]*=|\[tool_call\])", re.MULTILINE)
+_TOML_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
+MAX_SUFFIX_TRIES = 200
+
+
+@dataclass(frozen=True)
+class Program:
+    """An envelope that asks to run code."""
+
+    code: str
+    target: str | None = None
+    thought: str | None = None
+
+
+@dataclass(frozen=True)
+class Declined:
+    """An envelope with ``status = "fail"``: the model says it cannot do the task. Nothing runs."""
+
+    message: str
+    target: str | None = None
+    thought: str | None = None
+
+
+class EnvelopeError(Exception):
+    """The text is not a usable envelope; `info` says what was wrong and shows a corrected one."""
+
+    def __init__(self, info: ErrorInfo) -> None:
+        super().__init__(info.message)
+        self.info = info
+
+
+def _invalid(
+    message: str,
+    *,
+    field: str | None = None,
+    received: Any = None,
+    expected: str | None = None,
+    example: str = MINIMAL_ENVELOPE,
+    line: int | None = None,
+    column: int | None = None,
+) -> EnvelopeError:
+    return EnvelopeError(
+        ErrorInfo(
+            code=ErrorCode.INVALID_ENVELOPE,
+            message=message,
+            parameter_name=field,
+            received=None if received is None else short_repr(received),
+            expected=expected,
+            line=line,
+            column=column,
+            solution=f"Send an envelope shaped like this:\n{example}",
+        )
+    )
+
+
+def _candidates(text: str) -> list[str]:
+    """Texts that may be the envelope, most likely first: the whole text, fenced blocks, then prose cuts."""
+    out = [text]
+    out.extend(match.group(1) for match in _FENCE.finditer(text))
+    for start in _START.finditer(text):
+        tail = text[start.start() :]
+        out.append(tail)
+        lines = tail.splitlines(keepends=True)
+        for end in range(len(lines) - 1, 0, -1)[:MAX_SUFFIX_TRIES]:
+            out.append("".join(lines[:end]))
+    return out
+
+
+def _load(text: str, strict: bool) -> dict[str, Any]:
+    first_error: tomllib.TOMLDecodeError | None = None
+    for candidate in [text] if strict else _candidates(text):
+        try:
+            document = tomllib.loads(candidate)
+        except tomllib.TOMLDecodeError as exc:
+            first_error = first_error or exc
+            continue
+        if "tool_call" in document or strict:
+            return document
+    if first_error is not None:
+        position = _TOML_POSITION.search(str(first_error))
+        line, column = (int(position.group(1)), int(position.group(2))) if position else (None, None)
+        advice = ""
+        if "'''" in text and text.count("'''") > 2:
+            advice = ' If your code itself contains \'\'\', wrap it in """ ... """ instead (and escape backslashes).'
+        raise _invalid(
+            f"the envelope is not valid TOML: {first_error}.{advice}",
+            field="envelope",
+            expected="a TOML document with a [tool_call] table",
+            line=line,
+            column=column,
+        )
+    raise _invalid(
+        "no [tool_call] table was found in the envelope",
+        field="tool_call",
+        received=text[:80],
+        expected="a [tool_call] table with status, target and code",
+    )
+
+
+def parse_envelope(text: str, *, strict: bool = False) -> Program | Declined:
+    """Read an envelope; raise `EnvelopeError` with a precise, fixable message when it is not usable."""
+    if not text.strip():
+        raise _invalid("the envelope is empty", field="envelope", received="", expected="an ATTP TOML envelope")
+    if "<|[REQUEST_TOOL]|>" in text:
+        raise _invalid(
+            "TAM <|[REQUEST_TOOL]|> blocks are not supported by this server version",
+            field="envelope",
+            expected="an ATTP TOML envelope",
+        )
+    document = _load(text, strict)
+    call = document.get("tool_call")
+    if not isinstance(call, dict):
+        raise _invalid(
+            "the envelope has no [tool_call] table" if call is None else "tool_call must be a table",
+            field="tool_call",
+            received=call,
+            expected="a [tool_call] table",
+        )
+    thought = document.get("thought")
+    if thought is not None and not isinstance(thought, str):
+        raise _invalid("thought must be a string", field="thought", received=thought, expected="a string")
+    if strict and not thought:
+        raise _invalid(
+            "envelope_strict is on: the envelope needs a thought",
+            field="thought",
+            expected='thought = """1. ... 2. ... 3. ... 4. ..."""',
+            example='thought = """1. ... 2. ... 3. ... 4. ..."""\n\n' + MINIMAL_ENVELOPE,
+        )
+    target = call.get("target")
+    if target is not None and not isinstance(target, str):
+        raise _invalid(
+            "tool_call.target must be a string", field="tool_call.target", received=target, expected="a string"
+        )
+    status = call.get("status")
+    normalized = status.strip().lower() if isinstance(status, str) else status
+    if normalized == "success":
+        code = call.get("code")
+        if not isinstance(code, str) or not code.strip():
+            raise _invalid(
+                'status = "success" needs the program in tool_call.code',
+                field="tool_call.code",
+                received=code,
+                expected="a non-empty string of Python code",
+            )
+        return Program(code=code, target=target, thought=thought)
+    if normalized == "fail":
+        message = call.get("message")
+        if not isinstance(message, str) or not message.strip():
+            raise _invalid(
+                'status = "fail" needs tool_call.message saying why',
+                field="tool_call.message",
+                received=message,
+                expected="a non-empty string",
+                example=FAIL_ENVELOPE,
+            )
+        return Declined(message=message, target=target, thought=thought)
+    raise _invalid(
+        'tool_call.status must be "success" or "fail"' + (" (it is missing)" if status is None else ""),
+        field="tool_call.status",
+        received=status,
+        expected='"success" or "fail"',
+    )

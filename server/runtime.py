@@ -1,0 +1,288 @@
+"""Text in, result out: envelope -> static check -> worker (tool calls answered here) -> result object.
+
+The MCP face and the CLI are thin layers over `Runtime.execute`; this module knows nothing of
+either. Tools run here, in the server process: the worker only asks for them by name.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import pydantic_core
+from pydantic import ValidationError
+
+from server.catalog import Catalog
+from server.checks import KnownNames, check_program
+from server.envelope import Declined, EnvelopeError, Program, parse_envelope
+from server.errors import ErrorCode, ErrorInfo, short_repr
+from server.results import CallRecord, ExecutionResult, Status
+from server.sandbox.namespaces import SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS, public_names
+from server.sandbox.pool import Job, WorkerPool
+from server.settings import Settings
+from server.toolpacks import ToolError, ToolRegistry, load_toolpack
+
+logger = logging.getLogger(__name__)
+
+META_TOOLS = ("help", "tools")
+
+SOLUTIONS: dict[str, str] = {
+    ErrorCode.TIMEOUT: "Do less per call: smaller inputs, fewer iterations, or split the work across several calls.",
+    ErrorCode.MEMORY_LIMIT: "Work on smaller pieces of data; avoid building huge strings or lists.",
+    ErrorCode.TOOL_CALL_LIMIT: "Make fewer tool calls per program, or split the work across several calls.",
+    ErrorCode.RESULT_TOO_LARGE: "Return a summary, counts, or a slice of the data instead of all of it.",
+    ErrorCode.RESULT_NOT_SERIALIZABLE: "Return plain data: dict, list, str, int, float, bool or None.",
+    ErrorCode.RUNTIME_ERROR: "Fix the code at that line; wrap risky steps in try/except if a failure is expected.",
+    ErrorCode.INTERNAL_ERROR: "Retry the call; if it keeps failing, simplify the program.",
+}
+
+
+@dataclass(frozen=True)
+class ExecuteRequest:
+    """The inputs of `attp_execute`: exactly one of `code` / `envelope`."""
+
+    code: str | None = None
+    envelope: str | None = None
+    target: str | None = None
+    thought: str | None = None
+
+
+@dataclass
+class _Run:
+    """State of one run: its trace and call count (the server's count is authoritative)."""
+
+    calls: list[CallRecord] = field(default_factory=list)
+    count: int = 0
+
+
+class Runtime:
+    """Runs programs. One per server; shared by all sessions (each run gets its own worker)."""
+
+    def __init__(self, settings: Settings, registry: ToolRegistry, pool: WorkerPool) -> None:
+        self.settings = settings
+        self.registry = registry
+        self.pool = pool
+        self.catalog = Catalog(registry, settings)
+        self.known = self.known_names(registry)
+
+    @staticmethod
+    def known_names(registry: ToolRegistry) -> KnownNames:
+        """Every name a program may use without defining it: tools, builtins, modules and pack namespaces."""
+        spaces = public_names()
+        spaces.update({pack: frozenset(names) for pack, names in registry.namespaces().items()})
+        return KnownNames(
+            tools=frozenset([*registry.callable_names(), *META_TOOLS]),
+            builtins=frozenset([*SAFE_BUILTIN_FUNCTIONS, *SAFE_EXCEPTIONS, "ToolError", "print"]),
+            namespaces=spaces,
+        )
+
+    async def execute(self, request: ExecuteRequest) -> ExecutionResult:
+        started = time.perf_counter()
+        result = await self._execute(request)
+        result.elapsed_ms = round((time.perf_counter() - started) * 1000, 2)
+        if result.error is not None and result.error.solution is None:
+            result.error.solution = SOLUTIONS.get(result.error.code)
+        logger.info(
+            "attp_execute status=%s error=%s calls=%d ms=%.1f",
+            result.status,
+            result.error.code if result.error else "-",
+            len(result.calls),
+            result.elapsed_ms,
+        )
+        return result
+
+    async def _execute(self, request: ExecuteRequest) -> ExecutionResult:
+        target = request.target
+        if (request.code is None) == (request.envelope is None):
+            return _error(
+                target,
+                ErrorInfo(
+                    code=ErrorCode.INVALID_ARGUMENT,
+                    message="give exactly one of `code` (a Python program) or `envelope` (an ATTP TOML envelope)",
+                    parameter_name="code",
+                    received="both" if request.code is not None else "neither",
+                    expected="exactly one of code / envelope",
+                ),
+            )
+        if request.envelope is not None:
+            try:
+                parsed = parse_envelope(request.envelope, strict=self.settings.envelope_strict)
+            except EnvelopeError as exc:
+                return _error(target, exc.info)
+            target = target or parsed.target
+            if isinstance(parsed, Declined):
+                return ExecutionResult(status="fail", target=target, hint=parsed.message)
+            program = parsed
+        else:
+            program = Program(code=request.code or "", target=target, thought=request.thought)
+        if len(program.code) > self.settings.max_code_chars:
+            return _error(
+                target,
+                ErrorInfo(
+                    code=ErrorCode.INVALID_ARGUMENT,
+                    message=f"the program is {len(program.code):,} characters; the limit is "
+                    f"{self.settings.max_code_chars:,}",
+                    parameter_name="code",
+                    received=f"{len(program.code):,} characters",
+                    expected=f"at most {self.settings.max_code_chars:,} characters",
+                    solution="Split the work into several calls, or keep large data in files and read it with tools.",
+                ),
+            )
+        problem = check_program(program.code, self.known)
+        if problem is not None:
+            return _error(target, problem)
+        return await self._run(program.code, target)
+
+    async def _run(self, code: str, target: str | None) -> ExecutionResult:
+        run = _Run()
+        job = Job(
+            code=code,
+            tools=self.registry.callable_names(),
+            namespaces=self.registry.namespaces(),
+            timeout_s=self.settings.timeout_s,
+            max_output_bytes=self.settings.max_output_bytes,
+            max_result_bytes=self.settings.max_result_bytes,
+            max_tool_calls=self.settings.max_tool_calls,
+            capture_print=self.settings.capture_print,
+        )
+        done = await self.pool.run(job, functools.partial(self._traced_call, run))
+        return self._result(done, run, target)
+
+    def _result(self, done: dict[str, Any], run: _Run, target: str | None) -> ExecutionResult:
+        # The worker is sandboxed, not trusted: its report is validated like any other input.
+        stdout = done.get("stdout")
+        stdout = stdout if isinstance(stdout, str) else ""
+        cut = stdout.encode("utf-8")[: self.settings.max_output_bytes].decode("utf-8", "ignore")
+        try:
+            error = ErrorInfo.model_validate(done["error"]) if done.get("error") is not None else None
+        except ValidationError:
+            logger.error("worker sent a malformed error: %s", short_repr(done.get("error"), 500))
+            error = ErrorInfo(code=ErrorCode.INTERNAL_ERROR, message="the sandbox reported a malformed error")
+        status: Status = "error" if error is not None or done.get("status") != "ok" else "ok"
+        if status == "error" and error is None:
+            error = ErrorInfo(code=ErrorCode.INTERNAL_ERROR, message="the sandbox reported an error without details")
+        hint = done.get("hint") if isinstance(done.get("hint"), str) else None
+        return ExecutionResult(
+            status=status,
+            target=target,
+            result=done.get("result") if status == "ok" else None,
+            stdout=cut,
+            truncated=bool(done.get("truncated")) or len(cut) < len(stdout),
+            hint=hint,
+            calls=run.calls,
+            error=error,
+        )
+
+    # ------------------------------------------------------------ tool calls from the worker
+
+    async def _traced_call(self, run: _Run, name: str, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+        started = time.perf_counter()
+        reply = await self._call(run, name, args, kwargs)
+        tool = self.registry.resolve(name)
+        error = reply.get("error") or {}
+        run.calls.append(
+            CallRecord(
+                tool=tool.name if tool is not None else name,
+                ok=bool(reply.get("ok")),
+                ms=round((time.perf_counter() - started) * 1000, 3),
+                error_code=error.get("code"),
+            )
+        )
+        return reply
+
+    async def _call(self, run: _Run, name: str, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+        if name in META_TOOLS:
+            meta = self.catalog.help if name == "help" else self.catalog.search
+            if len(args) + len(kwargs) > 1 or set(kwargs) - {"name", "query"}:
+                usage = "help(name=None)" if name == "help" else "tools(query=None)"
+                return _reply_error(
+                    ErrorInfo(code=ErrorCode.INVALID_ARGUMENT, message=f"call it as {usage}", tool_name=name)
+                )
+            return {"ok": True, "value": meta(*args, *kwargs.values())}
+        run.count += 1
+        if run.count > self.settings.max_tool_calls:
+            return _reply_error(
+                ErrorInfo(
+                    code=ErrorCode.TOOL_CALL_LIMIT,
+                    message=f"the program made more than {self.settings.max_tool_calls} tool calls",
+                    tool_name=name,
+                )
+            )
+        tool = self.registry.resolve(name)
+        if tool is None:
+            return _reply_error(
+                ErrorInfo(code=ErrorCode.NAME_NOT_FOUND, message=f"no tool named {name!r}", tool_name=name)
+            )
+        bound = tool.bind(args, kwargs)
+        if isinstance(bound, ErrorInfo):
+            return _reply_error(bound)
+        try:
+            if tool.is_async:
+                value = await tool.function(**bound)
+            else:
+                value = await anyio.to_thread.run_sync(
+                    functools.partial(tool.function, **bound), abandon_on_cancel=True
+                )
+        except ToolError as exc:
+            return _reply_error(
+                ErrorInfo(
+                    code=exc.code,
+                    message=exc.message,
+                    tool_name=tool.name,
+                    parameter_name=exc.parameter_name,
+                    received=exc.received,
+                    expected=exc.expected,
+                    suggested_value=exc.suggested_value,
+                    solution=exc.solution,
+                )
+            )
+        except Exception as exc:
+            logger.exception("tool %s raised", tool.name)
+            return _reply_error(
+                ErrorInfo(
+                    code=ErrorCode.TOOL_ERROR,
+                    message=f"{tool.name}() failed: {type(exc).__name__}: {exc}",
+                    tool_name=tool.name,
+                )
+            )
+        try:
+            return {"ok": True, "value": pydantic_core.to_jsonable_python(value)}
+        except pydantic_core.PydanticSerializationError:
+            logger.error("tool %s returned a non-JSON %s", tool.name, type(value).__name__)
+            return _reply_error(
+                ErrorInfo(
+                    code=ErrorCode.TOOL_ERROR,
+                    message=f"{tool.name}() returned a {type(value).__name__}, which is not JSON data",
+                    tool_name=tool.name,
+                )
+            )
+
+
+def _reply_error(info: ErrorInfo) -> dict[str, Any]:
+    return {"ok": False, "error": info.model_dump(exclude_none=True)}
+
+
+def _error(target: str | None, info: ErrorInfo) -> ExecutionResult:
+    return ExecutionResult(status="error", target=target, error=info)
+
+
+def build_registry(settings: Settings) -> ToolRegistry:
+    """Load the enabled toolpacks and register their tools (raises `ToolpackLoadError` naming the culprit)."""
+    packs = [load_toolpack(spec) for spec in settings.toolpacks]
+    return ToolRegistry(packs, settings.workspace.resolve(), settings.toolpack_options)
+
+
+@asynccontextmanager
+async def open_runtime(settings: Settings, *, registry: ToolRegistry | None = None) -> AsyncIterator[Runtime]:
+    """Start the worker pool and yield a ready `Runtime`; stop every worker on exit."""
+    registry = registry if registry is not None else build_registry(settings)
+    async with WorkerPool(
+        size=settings.workers, max_workers=settings.max_workers, memory_mb=settings.memory_mb
+    ) as pool:
+        yield Runtime(settings, registry, pool)

@@ -1,0 +1,483 @@
+"""The asteval subclass that runs a program: allowlisted attributes, size checks, a deadline, a step budget.
+
+Differences from stock asteval, each for a reason:
+
+* Errors are real Python exceptions (asteval keeps a list and prints it), so ``try/except`` matches
+  by class, including ``except ToolError as e`` and tuples of classes.
+* ``run`` counts every node against a step budget and checks the deadline; both end the run with a
+  `BaseException` subclass (`server.sandbox.limits.Abort`) that no ``except`` can catch.
+* ``obj.name`` goes through `policy.get_attribute`; attribute assignment and deletion are refused.
+* Operators that build big values (``*``, ``**``, ``<<``, ``+``, ``%``) and format specs are size-checked.
+* ``print`` writes to a capped in-memory buffer, never to a file descriptor.
+* Generator expressions, ``*args``/``**kwargs`` in calls, ``[*a, *b]``, ``{**a}``, walrus and annotated
+  assignments work (stock asteval refuses them), and symbol names are not re-tokenized on every
+  assignment (stock asteval runs ``tokenize`` each time).
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import operator
+import re
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from asteval import Interpreter
+
+from server.sandbox.limits import MAX_FORMAT_WIDTH, MAX_INT_BITS, MAX_SEQUENCE_LEN, Forbidden, SizeLimitError, Timeout
+from server.sandbox.namespaces import check_format_spec, check_power
+from server.sandbox.policy import RESULT_NAME, get_attribute, register_exception
+
+CHECK_EVERY = 200
+"""Steps between two deadline checks: about a tenth of a millisecond of evaluation."""
+
+
+class ToolError(Exception):
+    """A tool call failed. Catch it with ``except ToolError as e`` and read ``e.code`` / ``e.message``."""
+
+    def __init__(self, info: dict[str, Any]) -> None:
+        super().__init__(info.get("message", ""))
+        self.info = info
+        self.code: str = str(info.get("code", "TOOL_ERROR"))
+        self.message: str = str(info.get("message", ""))
+        self.tool_name = info.get("tool_name")
+        self.parameter_name = info.get("parameter_name")
+        self.suggested_value = info.get("suggested_value")
+        self.solution = info.get("solution")
+
+
+register_exception(ToolError, ("code", "message", "tool_name", "parameter_name", "suggested_value", "solution"))
+
+
+class OutputBuffer:
+    """Captured ``print`` output, cut at `limit` bytes and marked truncated rather than silently cut."""
+
+    def __init__(self, limit: int, enabled: bool = True) -> None:
+        self.limit = limit
+        self.enabled = enabled
+        self.parts: list[str] = []
+        self.size = 0
+        self.truncated = False
+
+    def write(self, text: str) -> None:
+        if not self.enabled or self.truncated:
+            return
+        data = text.encode("utf-8", "replace")
+        room = self.limit - self.size
+        if len(data) > room:
+            self.parts.append(data[:room].decode("utf-8", "ignore"))
+            self.size = self.limit
+            self.truncated = True
+            return
+        self.parts.append(text)
+        self.size += len(data)
+
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+_PERCENT_SPEC = re.compile(r"%(?:\([^)]*\))?[#0\- +]*(\*|\d+)?(?:\.(\*|\d+))?[hlL]?[a-zA-Z%]")
+
+
+def _check_percent_format(template: str | bytes) -> None:
+    text = template.decode("latin-1") if isinstance(template, bytes) else template
+    for width, precision in _PERCENT_SPEC.findall(text):
+        for value in (width, precision):
+            if value == "*":
+                raise Forbidden("'*' widths in %-formatting are not available; write the width as a number")
+            if value and (len(value) > 6 or int(value) > MAX_FORMAT_WIDTH):
+                raise SizeLimitError(f"%-format width/precision {value} exceeds {MAX_FORMAT_WIDTH:,}")
+
+
+def _check_len(size: int, what: str) -> None:
+    if size > MAX_SEQUENCE_LEN:
+        raise SizeLimitError(f"{what} would build {size:,} items; the limit is {MAX_SEQUENCE_LEN:,}")
+
+
+_SEQUENCES = (str, bytes, bytearray, list, tuple)
+
+
+def _add(a: Any, b: Any) -> Any:
+    if isinstance(a, _SEQUENCES) and isinstance(b, _SEQUENCES):
+        _check_len(len(a) + len(b), "'+'")
+    return a + b
+
+
+def _mul(a: Any, b: Any) -> Any:
+    if isinstance(b, _SEQUENCES) and isinstance(a, int):
+        a, b = b, a
+    if isinstance(a, _SEQUENCES) and isinstance(b, int):
+        _check_len(len(a) * b, "'*'")
+    elif type(a) is int and type(b) is int and a.bit_length() + b.bit_length() > MAX_INT_BITS:
+        raise SizeLimitError(f"'*' would build an integer over {MAX_INT_BITS:,} bits")
+    return a * b
+
+
+def _pow(a: Any, b: Any) -> Any:
+    if isinstance(a, int) and isinstance(b, int):
+        check_power(a, b)
+    return a**b
+
+
+def _lshift(a: Any, b: Any) -> Any:
+    if isinstance(a, int) and isinstance(b, int) and a and a.bit_length() + b > MAX_INT_BITS:
+        raise SizeLimitError(f"'<<' would build an integer over {MAX_INT_BITS:,} bits")
+    return a << b
+
+
+def _mod(a: Any, b: Any) -> Any:
+    if isinstance(a, str | bytes):
+        _check_percent_format(a)
+    return a % b
+
+
+BINARY_OPERATORS: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
+    ast.Add: _add,
+    ast.Sub: operator.sub,
+    ast.Mult: _mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: _mod,
+    ast.Pow: _pow,
+    ast.LShift: _lshift,
+    ast.RShift: operator.rshift,
+    ast.BitOr: operator.or_,
+    ast.BitXor: operator.xor,
+    ast.BitAnd: operator.and_,
+    ast.MatMult: operator.matmul,
+}
+
+
+class Evaluator(Interpreter):  # type: ignore[misc]
+    """One run of one program. Build a new one per run: symbols do not survive between runs."""
+
+    def __init__(self, symbols: dict[str, Any], *, deadline: float, max_steps: int, output: OutputBuffer) -> None:
+        self.output = output
+        self.deadline = deadline
+        self.max_steps = max_steps
+        self.steps = 0
+        self._next_check = CHECK_EVERY
+        self._handling: list[BaseException] = []
+        super().__init__(symtable=symbols, use_numpy=False, minimal=False, config={"import": False})
+        self.symtable["print"] = self._printer
+        extra = {
+            "generatorexp": self.on_generatorexp,
+            "namedexpr": self.on_namedexpr,
+            "annassign": self.on_annassign,
+            "starred": self.on_starred,
+        }
+        self.handlers: dict[type, Callable[[Any], Any]] = {}
+        for name, handler in {**self.node_handlers, **extra}.items():
+            for cls in _AST_CLASSES.get(name, ()):
+                self.handlers[cls] = handler
+
+    # ------------------------------------------------------------ the core loop
+
+    def run(self, node: Any, expr: Any = None, lineno: Any = None, with_raise: bool = True) -> Any:
+        if node is None:
+            return None
+        if self.retval is not None:
+            return self.retval
+        if self._interrupt is not None and self._interrupt.__class__ in (ast.Break, ast.Continue):
+            return self._interrupt
+        self.steps += 1
+        if self.steps >= self._next_check:
+            self._check_limits()
+        try:
+            handler = self.handlers[node.__class__]
+        except KeyError:
+            raise Forbidden(f"{node.__class__.__name__} is not available in the sandbox") from None
+        try:
+            return handler(node)
+        except MemoryError:
+            raise SizeLimitError(f"the program ran out of memory at line {getattr(node, 'lineno', '?')}") from None
+        except BaseException as exc:
+            if not hasattr(exc, "attp_line") and hasattr(node, "lineno"):
+                with contextlib.suppress(AttributeError):
+                    exc.attp_line = (node.lineno, node.col_offset)  # type: ignore[attr-defined]
+            raise
+
+    def _check_limits(self) -> None:
+        if time.monotonic() > self.deadline:
+            raise Timeout("the program ran past its time limit")
+        if self.steps > self.max_steps:
+            raise Timeout(f"the program ran more than {self.max_steps:,} evaluation steps")
+        self._next_check = self.steps + CHECK_EVERY
+
+    def raise_exception(self, node: Any, exc: Any = None, msg: str = "", expr: Any = None, lineno: Any = None) -> None:
+        raise (exc or RuntimeError)(msg)
+
+    def _block(self, statements: Iterable[ast.stmt]) -> None:
+        for statement in statements:
+            self.run(statement)
+            if self._interrupt is not None or self.retval is not None:
+                break
+
+    # ------------------------------------------------------------ names and assignment
+
+    def on_name(self, node: ast.Name) -> Any:
+        try:
+            return self.symtable[node.id]
+        except KeyError:
+            raise NameError(f"name {node.id!r} is not defined", name=node.id) from None
+
+    def node_assign(self, node: Any, val: Any) -> None:
+        cls = node.__class__
+        if cls is ast.Name:
+            if node.id.startswith("_") and node.id != RESULT_NAME:
+                raise Forbidden(f"names starting with '_' are not allowed: {node.id!r}")
+            self.symtable[node.id] = val
+        elif cls is ast.Subscript:
+            self.run(node.value)[self.run(node.slice)] = val
+        elif cls is ast.Tuple or cls is ast.List:
+            values = list(val)
+            if len(values) != len(node.elts):
+                raise ValueError(f"cannot unpack {len(values)} values into {len(node.elts)} names")
+            for target, value in zip(node.elts, values, strict=True):
+                self.node_assign(target, value)
+        else:
+            raise Forbidden(f"cannot assign to {cls.__name__.lower()}; only names and items can be assigned")
+
+    def on_attribute(self, node: ast.Attribute) -> Any:
+        if node.ctx.__class__ is not ast.Load:
+            raise Forbidden(f"assigning or deleting attributes is not allowed ('.{node.attr}')")
+        return get_attribute(self.run(node.value), node.attr)
+
+    def on_augassign(self, node: ast.AugAssign) -> None:
+        target = node.target
+        operation = BINARY_OPERATORS[node.op.__class__]
+        if isinstance(target, ast.Name):
+            value = operation(self.on_name(target), self.run(node.value))
+            self.node_assign(target, value)
+        elif isinstance(target, ast.Subscript):
+            container, key = self.run(target.value), self.run(target.slice)
+            container[key] = operation(container[key], self.run(node.value))
+        else:
+            raise Forbidden("only names and items can be updated with augmented assignment")
+
+    def on_annassign(self, node: ast.AnnAssign) -> None:
+        if node.value is not None:
+            self.node_assign(node.target, self.run(node.value))
+
+    def on_namedexpr(self, node: ast.NamedExpr) -> Any:
+        value = self.run(node.value)
+        self.node_assign(node.target, value)
+        return value
+
+    def on_delete(self, node: ast.Delete) -> None:
+        for target in node.targets:
+            if isinstance(target, ast.Name):
+                if self.symtable.pop(target.id, _MISSING) is _MISSING:
+                    raise NameError(f"name {target.id!r} is not defined", name=target.id)
+            elif isinstance(target, ast.Subscript):
+                del self.run(target.value)[self.run(target.slice)]
+            else:
+                raise Forbidden("only names and items can be deleted")
+
+    # ------------------------------------------------------------ operators and formatting
+
+    def on_binop(self, node: ast.BinOp) -> Any:
+        return BINARY_OPERATORS[node.op.__class__](self.run(node.left), self.run(node.right))
+
+    def on_formattedvalue(self, node: ast.FormattedValue) -> str:
+        value = self.run(node.value)
+        if node.conversion == 115:
+            value = str(value)
+        elif node.conversion == 114:
+            value = repr(value)
+        elif node.conversion == 97:
+            value = ascii(value)
+        spec = self.run(node.format_spec) if node.format_spec is not None else ""
+        check_format_spec(spec)
+        return format(value, spec)
+
+    def on_joinedstr(self, node: ast.JoinedStr) -> str:
+        return "".join([self.run(part) for part in node.values])
+
+    def on_assert(self, node: ast.Assert) -> None:
+        if not self.run(node.test):
+            raise AssertionError(self.run(node.msg)) if node.msg is not None else AssertionError()
+
+    # ------------------------------------------------------------ displays and comprehensions
+
+    def _elements(self, elements: list[ast.expr]) -> list[Any]:
+        out: list[Any] = []
+        for element in elements:
+            if element.__class__ is ast.Starred:
+                out.extend(self.run(element.value))
+            else:
+                out.append(self.run(element))
+        return out
+
+    def on_list(self, node: ast.List) -> list[Any]:
+        return self._elements(node.elts)
+
+    def on_tuple(self, node: ast.Tuple) -> tuple[Any, ...]:
+        return tuple(self._elements(node.elts))
+
+    def on_set(self, node: ast.Set) -> set[Any]:
+        return set(self._elements(node.elts))
+
+    def on_starred(self, node: ast.Starred) -> Any:
+        raise Forbidden("'*' unpacking is only available in calls and list/tuple/set displays")
+
+    def on_dict(self, node: ast.Dict) -> dict[Any, Any]:
+        out: dict[Any, Any] = {}
+        for key, value in zip(node.keys, node.values, strict=True):
+            if key is None:
+                out.update(self.run(value))
+            else:
+                out[self.run(key)] = self.run(value)
+        return out
+
+    def _comprehension(self, generators: list[ast.comprehension], emit: Callable[[], None]) -> None:
+        names = {n.id for g in generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
+        saved = {name: self.symtable[name] for name in names if name in self.symtable}
+        try:
+            self._generate(generators, 0, emit)
+        finally:
+            for name in names:
+                if name in saved:
+                    self.symtable[name] = saved[name]
+                else:
+                    self.symtable.pop(name, None)
+
+    def _generate(self, generators: list[ast.comprehension], index: int, emit: Callable[[], None]) -> None:
+        generator = generators[index]
+        last = index + 1 == len(generators)
+        for value in self.run(generator.iter):
+            self.node_assign(generator.target, value)
+            if all(self.run(condition) for condition in generator.ifs):
+                if last:
+                    emit()
+                else:
+                    self._generate(generators, index + 1, emit)
+
+    def on_listcomp(self, node: ast.ListComp) -> list[Any]:
+        out: list[Any] = []
+        self._comprehension(node.generators, lambda: out.append(self.run(node.elt)))
+        return out
+
+    def on_setcomp(self, node: ast.SetComp) -> set[Any]:
+        out: set[Any] = set()
+        self._comprehension(node.generators, lambda: out.add(self.run(node.elt)))
+        return out
+
+    def on_dictcomp(self, node: ast.DictComp) -> dict[Any, Any]:
+        out: dict[Any, Any] = {}
+
+        def emit() -> None:
+            out[self.run(node.key)] = self.run(node.value)
+
+        self._comprehension(node.generators, emit)
+        return out
+
+    def on_generatorexp(self, node: ast.GeneratorExp) -> Any:
+        # Evaluated eagerly: the sandbox has no frames to suspend, and eager lists are bounded by the limits.
+        return iter(self.on_listcomp(node))  # type: ignore[arg-type]
+
+    # ------------------------------------------------------------ calls
+
+    def on_call(self, node: ast.Call) -> Any:
+        function = self.run(node.func)
+        if not callable(function):
+            raise TypeError(f"a {type(function).__name__} value is not callable")
+        args = self._elements(node.args)
+        kwargs: dict[str, Any] = {}
+        for keyword in node.keywords:
+            if keyword.arg is None:
+                extra = self.run(keyword.value)
+                if not isinstance(extra, dict):
+                    raise TypeError(f"argument after ** must be a dict, not {type(extra).__name__}")
+                items = list(extra.items())
+            else:
+                items = [(keyword.arg, self.run(keyword.value))]
+            for key, value in items:
+                if not isinstance(key, str) or key.startswith("_"):
+                    raise Forbidden(f"keyword argument name {key!r} is not allowed")
+                if key in kwargs:
+                    raise TypeError(f"got multiple values for keyword argument {key!r}")
+                kwargs[key] = value
+        return function(*args, **kwargs)
+
+    def _printer(self, *values: Any, sep: str | None = " ", end: str | None = "\n", **options: Any) -> None:
+        if options.get("file") is not None:
+            raise Forbidden("print(file=...) is not available; print output is captured and returned as stdout")
+        sep = " " if sep is None else sep
+        end = "\n" if end is None else end
+        if not isinstance(sep, str) or not isinstance(end, str):
+            raise TypeError("print() sep and end must be strings")
+        self.output.write(sep.join([str(v) for v in values]) + end)
+
+    # ------------------------------------------------------------ exceptions
+
+    def on_try(self, node: ast.Try) -> None:
+        # Aborts (BaseException) pass straight through: no handler and no finally-block runs after them.
+        try:
+            try:
+                self._block(node.body)
+            except Exception as exc:
+                handler = self._matching_handler(node.handlers, exc)
+                if handler is None:
+                    raise
+                if handler.name:
+                    self.symtable[handler.name] = exc
+                self._handling.append(exc)
+                try:
+                    self._block(handler.body)
+                finally:
+                    self._handling.pop()
+            else:
+                self._block(node.orelse)
+        except Exception:
+            self._block(node.finalbody)
+            raise
+        self._block(node.finalbody)
+
+    def _matching_handler(self, handlers: list[ast.ExceptHandler], exc: Exception) -> ast.ExceptHandler | None:
+        for handler in handlers:
+            if handler.type is None:
+                return handler
+            classes = self.run(handler.type)
+            classes = classes if isinstance(classes, tuple) else (classes,)
+            for cls in classes:
+                if not (isinstance(cls, type) and issubclass(cls, Exception)):
+                    raise TypeError("except clauses must name exception classes (e.g. ValueError, ToolError)")
+            if isinstance(exc, classes):
+                return handler
+        return None
+
+    def on_raise(self, node: ast.Raise) -> None:
+        if node.exc is None:
+            if not self._handling:
+                raise RuntimeError("'raise' with no exception outside an except block")
+            raise self._handling[-1]
+        exc = self.run(node.exc)
+        if isinstance(exc, type) and issubclass(exc, Exception):
+            exc = exc()
+        if not isinstance(exc, Exception):
+            raise TypeError("exceptions must derive from Exception")
+        raise exc
+
+    # ------------------------------------------------------------ refused outright
+
+    def on_with(self, node: ast.With) -> None:
+        raise Forbidden("'with' blocks are not available; files are read and written with tools")
+
+    def on_import(self, node: ast.Import) -> None:
+        raise Forbidden("import statements are not allowed")
+
+    def on_importfrom(self, node: ast.ImportFrom) -> None:
+        raise Forbidden("import statements are not allowed")
+
+
+_MISSING = object()
+
+
+_AST_CLASSES: dict[str, list[type]] = {}
+"""Lower-cased AST class name -> classes: asteval names its handlers ``on_<lowercase node name>``."""
+for _name, _cls in vars(ast).items():
+    if isinstance(_cls, type) and issubclass(_cls, ast.AST):
+        _AST_CLASSES.setdefault(_name.lower(), []).append(_cls)

@@ -1,0 +1,345 @@
+"""What a program may write and what it may touch: the static scan and the attribute allowlist.
+
+The static scan refuses, before anything runs, the syntax the sandbox does not offer (imports,
+``_`` names, classes, ``with``, ...). The attribute allowlist decides, for every ``obj.name`` at run
+time, whether that name is reachable: only on plain value types, only public names, and some
+methods are swapped for size-checked versions. Everything not listed is refused: an allowlist,
+not a blocklist.
+
+Imported by the worker and by the server's static check; imports nothing from the rest of ``server``.
+"""
+
+from __future__ import annotations
+
+import _string as _string_impl  # type: ignore[import-not-found]
+import ast
+import datetime as _dt
+import difflib
+import json as _json
+import re as _re
+import statistics as _statistics
+import string as _string
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from server.sandbox.limits import MAX_SEQUENCE_LEN, Forbidden, SizeLimitError
+from server.sandbox.namespaces import MODULE_NAMES, Namespace, check_format_spec
+
+FORBIDDEN_NAMES = frozenset(
+    {
+        "open", "eval", "exec", "compile", "getattr", "setattr", "delattr", "hasattr", "globals", "locals",
+        "vars", "dir", "type", "object", "input", "breakpoint", "memoryview", "super", "classmethod",
+        "staticmethod", "property", "exit", "quit", "__import__", "__builtins__",
+    }
+)  # fmt: skip
+
+RESULT_NAME = "__result__"
+
+
+@dataclass(frozen=True)
+class Violation:
+    """A construct the sandbox refuses, found before the run."""
+
+    code: str  # FORBIDDEN or IMPORT_FORBIDDEN
+    message: str
+    line: int | None
+    column: int | None
+    name: str | None = None
+
+
+_UNSUPPORTED: dict[type[ast.AST], str] = {
+    ast.ClassDef: "class definitions are not available; use dicts and functions",
+    ast.AsyncFunctionDef: "async functions are not available; tools are called synchronously",
+    ast.AsyncFor: "'async for' is not available",
+    ast.AsyncWith: "'async with' is not available",
+    ast.Await: "'await' is not available; call tools directly, they return their result",
+    ast.Yield: "generators ('yield') are not available; build and return a list",
+    ast.YieldFrom: "generators ('yield from') are not available; build and return a list",
+    ast.Global: "'global' is not available; return values from functions instead",
+    ast.Nonlocal: "'nonlocal' is not available; return values from functions instead",
+    ast.With: "'with' blocks are not available; files are read and written with tools",
+    ast.Match: "'match' statements are not available; use if/elif",
+    ast.TryStar: "'except*' is not available; use except",
+}
+
+
+def bound_names(tree: ast.AST) -> set[str]:
+    """Every name the program itself binds anywhere (assignments, defs, parameters, loop targets)."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.FunctionDef):
+            names.add(node.name)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names.add(node.name)
+    return names
+
+
+def scan(tree: ast.AST) -> list[Violation]:
+    """Return every construct of `tree` that the sandbox refuses, in source order."""
+    bound = bound_names(tree)
+    found: list[Violation] = []
+
+    def add(code: str, node: ast.AST, message: str, name: str | None = None) -> None:
+        found.append(Violation(code, message, getattr(node, "lineno", None), getattr(node, "col_offset", None), name))
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or "."]
+            preloaded = [m for m in modules if m.split(".")[0] in MODULE_NAMES]
+            hint = (
+                f" {', '.join(preloaded)} is already available without import: delete the import line."
+                if preloaded
+                else ""
+            )
+            add(
+                "IMPORT_FORBIDDEN",
+                node,
+                f"import statements are not allowed (found import of {', '.join(modules)}).{hint} "
+                f"Pre-injected modules: {', '.join(MODULE_NAMES)}; tools are called directly by name.",
+                modules[0],
+            )
+        elif isinstance(node, ast.Name):
+            if node.id.startswith("_") and node.id != RESULT_NAME:
+                add("FORBIDDEN", node, f"names starting with '_' are not allowed: {node.id!r}", node.id)
+            elif node.id in FORBIDDEN_NAMES and node.id not in bound and isinstance(node.ctx, ast.Load):
+                add("FORBIDDEN", node, f"{node.id!r} is not available in the sandbox", node.id)
+        elif isinstance(node, ast.Attribute):
+            if node.attr.startswith("_"):
+                add("FORBIDDEN", node, f"attributes starting with '_' are not allowed: '.{node.attr}'", node.attr)
+            elif isinstance(node.ctx, ast.Store | ast.Del):
+                add("FORBIDDEN", node, f"assigning or deleting attributes is not allowed ('.{node.attr}')", node.attr)
+        elif isinstance(node, ast.FunctionDef):
+            if node.decorator_list:
+                add("FORBIDDEN", node, f"decorators are not available (on function {node.name!r})", node.name)
+            if node.name.startswith("_"):
+                add("FORBIDDEN", node, f"names starting with '_' are not allowed: {node.name!r}", node.name)
+            for arg in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]:
+                if arg.arg.startswith("_"):
+                    add("FORBIDDEN", arg, f"names starting with '_' are not allowed: {arg.arg!r}", arg.arg)
+            if node.args.posonlyargs or node.args.kwonlyargs:
+                add("FORBIDDEN", node, "positional-only and keyword-only parameters are not available", node.name)
+        elif isinstance(node, ast.ExceptHandler) and node.name and node.name.startswith("_"):
+            add("FORBIDDEN", node, f"names starting with '_' are not allowed: {node.name!r}", node.name)
+        elif isinstance(node, ast.Starred) and isinstance(node.ctx, ast.Store):
+            add("FORBIDDEN", node, "starred assignment ('a, *rest = ...') is not available; use slicing")
+        elif type(node) in _UNSUPPORTED:
+            add("FORBIDDEN", node, _UNSUPPORTED[type(node)])
+    found.sort(key=lambda v: (v.line or 0, v.column or 0))
+    return found
+
+
+# ---------------------------------------------------------------- attribute allowlist
+
+
+def _public(cls: type, *, without: Iterable[str] = ()) -> frozenset[str]:
+    return frozenset(n for n in dir(cls) if not n.startswith("_")) - frozenset(without)
+
+
+def _check_len(size: int, what: str) -> None:
+    if size > MAX_SEQUENCE_LEN:
+        raise SizeLimitError(f"{what} would build {size:,} items; the limit is {MAX_SEQUENCE_LEN:,}")
+
+
+def _padded(method_name: str) -> Callable[[Any], Callable[..., Any]]:
+    def wrap(obj: Any) -> Callable[..., Any]:
+        method = getattr(obj, method_name)
+
+        def padded(width: Any, *rest: Any) -> Any:
+            if isinstance(width, int):
+                _check_len(width, f"{method_name}({width})")
+            return method(width, *rest)
+
+        return padded
+
+    return wrap
+
+
+def _join(obj: Any) -> Callable[..., Any]:
+    def join(iterable: Iterable[Any]) -> Any:
+        items = list(iterable)
+        total = len(obj) * max(0, len(items) - 1) + sum(len(i) for i in items if isinstance(i, str | bytes))
+        _check_len(total, "join()")
+        return obj.join(items)
+
+    return join
+
+
+def _replace(obj: Any) -> Callable[..., Any]:
+    def replace(old: Any, new: Any, count: int = -1) -> Any:
+        if isinstance(old, str | bytes) and isinstance(new, str | bytes) and len(new) > len(old):
+            hits = obj.count(old) if old else len(obj) + 1
+            if count >= 0:
+                hits = min(hits, count)
+            _check_len(len(obj) + hits * (len(new) - len(old)), "replace()")
+        return obj.replace(old, new, count)
+
+    return replace
+
+
+def _expandtabs(obj: Any) -> Callable[..., Any]:
+    def expandtabs(tabsize: int = 8) -> Any:
+        if isinstance(tabsize, int):
+            _check_len(len(obj) * max(1, tabsize), "expandtabs()")
+        return obj.expandtabs(tabsize)
+
+    return expandtabs
+
+
+def _to_bytes(obj: int) -> Callable[..., bytes]:
+    def to_bytes(length: int = 1, byteorder: Any = "big", *, signed: bool = False) -> bytes:
+        _check_len(length, "int.to_bytes()")
+        return obj.to_bytes(length, byteorder, signed=signed)
+
+    return to_bytes
+
+
+class SafeFormatter(_string.Formatter):
+    """`str.format` whose field lookups go through the allowlist and whose specs are size-checked."""
+
+    def get_field(self, field_name: str, args: Any, kwargs: Any) -> Any:
+        first, rest = _formatter_field_name_split(field_name)
+        obj = self.get_value(first, args, kwargs)
+        for is_attr, key in rest:
+            obj = get_attribute(obj, key) if is_attr else obj[key]
+        return obj, first
+
+    def format_field(self, value: Any, format_spec: str) -> Any:
+        check_format_spec(format_spec)
+        return format(value, format_spec)
+
+
+def _formatter_field_name_split(field_name: str) -> tuple[Any, Iterator[tuple[bool, Any]]]:
+    return _string_impl.formatter_field_name_split(field_name)  # type: ignore[no-any-return]
+
+
+_FORMATTER = SafeFormatter()
+
+
+def _format(obj: str) -> Callable[..., str]:
+    def format_(*args: Any, **kwargs: Any) -> str:
+        return _FORMATTER.vformat(obj, args, kwargs)
+
+    return format_
+
+
+def _format_map(obj: str) -> Callable[..., str]:
+    def format_map(mapping: Any) -> str:
+        return _FORMATTER.vformat(obj, (), mapping)
+
+    return format_map
+
+
+_TEXT_WRAPPERS: dict[str, Callable[[Any], Callable[..., Any]]] = {
+    "ljust": _padded("ljust"),
+    "rjust": _padded("rjust"),
+    "center": _padded("center"),
+    "zfill": _padded("zfill"),
+    "join": _join,
+    "replace": _replace,
+    "expandtabs": _expandtabs,
+}
+
+_WRAPPERS: dict[type, dict[str, Callable[[Any], Callable[..., Any]]]] = {
+    str: {**_TEXT_WRAPPERS, "format": _format, "format_map": _format_map},
+    bytes: _TEXT_WRAPPERS,
+    bytearray: _TEXT_WRAPPERS,
+    int: {"to_bytes": _to_bytes},
+    bool: {"to_bytes": _to_bytes},
+}
+
+_VIEW_EXCLUDE = ("mapping",)
+
+ATTRIBUTES: dict[type, frozenset[str]] = {
+    str: _public(str),
+    bytes: _public(bytes),
+    bytearray: _public(bytearray),
+    int: _public(int),
+    bool: _public(bool),
+    float: _public(float),
+    complex: _public(complex),
+    list: _public(list),
+    tuple: _public(tuple),
+    dict: _public(dict),
+    set: _public(set),
+    frozenset: _public(frozenset),
+    type({}.keys()): _public(type({}.keys()), without=_VIEW_EXCLUDE),
+    type({}.values()): _public(type({}.values()), without=_VIEW_EXCLUDE),
+    type({}.items()): _public(type({}.items()), without=_VIEW_EXCLUDE),
+    range: _public(range),
+    slice: _public(slice),
+    _dt.date: _public(_dt.date),
+    _dt.datetime: _public(_dt.datetime),
+    _dt.time: _public(_dt.time),
+    _dt.timedelta: _public(_dt.timedelta),
+    _dt.timezone: _public(_dt.timezone),
+    _re.Pattern: _public(_re.Pattern, without=("scanner",)),
+    _re.Match: _public(_re.Match),
+    _statistics.LinearRegression: frozenset({"slope", "intercept", "count", "index"}),
+}
+
+# Attributes reachable on the classes themselves (``datetime.datetime.now``, ``str.lower``): the
+# instance allowlist minus every wrapped name (an unbound ``str.format`` would skip the wrapper),
+# plus alternate constructors.
+CLASS_ATTRIBUTES: dict[type, frozenset[str]] = {
+    cls: names - frozenset(_WRAPPERS.get(cls, {}))
+    for cls, names in ATTRIBUTES.items()
+    if cls in (str, bytes, int, float, list, tuple, dict, set, frozenset, _dt.date, _dt.datetime, _dt.time,
+               _dt.timedelta, _dt.timezone)
+}  # fmt: skip
+
+EXCEPTION_ATTRIBUTES: dict[type, frozenset[str]] = {
+    _re.error: frozenset({"args", "msg", "pattern", "pos", "lineno", "colno"}),
+    _json.JSONDecodeError: frozenset({"args", "msg", "doc", "pos", "lineno", "colno"}),
+    UnicodeDecodeError: frozenset({"args", "encoding", "reason", "start", "end"}),
+    UnicodeEncodeError: frozenset({"args", "encoding", "reason", "start", "end"}),
+}
+
+
+def register_exception(cls: type[BaseException], names: Iterable[str]) -> None:
+    """Allow `names` (plus ``args``) on instances of an exception class the sandbox defines."""
+    EXCEPTION_ATTRIBUTES[cls] = frozenset({"args", *names})
+
+
+def _describe(obj: Any) -> str:
+    if isinstance(obj, type):
+        return f"class {obj.__name__}"
+    return f"a {type(obj).__name__} value"
+
+
+def get_attribute(obj: Any, name: str) -> Any:
+    """``obj.name`` for a program, or raise: `Forbidden` past the allowlist, AttributeError if absent."""
+    if name.startswith("_"):
+        raise Forbidden(f"attributes starting with '_' are not allowed: '.{name}'")
+    cls = type(obj)
+    if cls is Namespace:
+        try:
+            return obj.members[name]
+        except KeyError:
+            raise AttributeError(_missing_member(obj, name)) from None
+    allowed = ATTRIBUTES.get(cls)
+    if allowed is None:
+        if cls is type and obj in CLASS_ATTRIBUTES:
+            allowed = CLASS_ATTRIBUTES[obj]
+        elif isinstance(obj, BaseException):
+            allowed = EXCEPTION_ATTRIBUTES.get(cls, frozenset({"args"}))
+        else:
+            raise Forbidden(f"attribute '.{name}' of {_describe(obj)} is not available in the sandbox")
+    if name not in allowed:
+        if cls is not type and hasattr(cls, name):
+            raise Forbidden(f"'{cls.__name__}.{name}' is not available in the sandbox")
+        raise AttributeError(f"{_describe(obj)} has no attribute {name!r}")
+    wrapper = _WRAPPERS.get(cls, {}).get(name)
+    if wrapper is not None:
+        return wrapper(obj)
+    return getattr(obj, name)
+
+
+def _missing_member(space: Namespace, name: str) -> str:
+    close = difflib.get_close_matches(name, list(space.members), n=1)
+    hint = f"; did you mean {space.name}.{close[0]}?" if close else ""
+    return f"{space.name} has no member {name!r}{hint}"

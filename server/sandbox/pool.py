@@ -1,0 +1,320 @@
+"""Pre-started worker processes, the wall clock, kills and refills (the server side of the sandbox).
+
+`WorkerPool.run(job, on_call)` takes an idle worker (or starts one), sends it the program, answers
+its tool calls through `on_call`, and returns its ``done`` message. Past the deadline, on
+cancellation, or when the worker breaks the protocol, the worker's whole process group is killed
+and reaped; a worker that was killed, crashed or hit a limit is never reused. Each run holds its
+own worker, so concurrent runs never share one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from server.sandbox.protocol import MAX_MESSAGE_BYTES, ProtocolError, decode, encode
+
+logger = logging.getLogger(__name__)
+
+KILL_GRACE_S = 0.1
+"""How long past its own deadline a worker may take to report TIMEOUT before it is killed."""
+
+_BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from server.sandbox.worker import main; main()"
+_PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
+
+CallHandler = Callable[[str, list[Any], dict[str, Any]], Awaitable[dict[str, Any]]]
+"""Runs one tool call for a worker; returns ``{"ok": True, "value": ...}`` or ``{"ok": False, "error": {...}}``."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """One program to run, with everything the worker needs to know about tools and limits."""
+
+    code: str
+    tools: list[str]
+    namespaces: dict[str, list[str]]
+    timeout_s: float
+    max_output_bytes: int
+    max_result_bytes: int
+    max_tool_calls: int
+    capture_print: bool = True
+
+    def message(self) -> dict[str, Any]:
+        return {
+            "op": "run",
+            "code": self.code,
+            "tools": self.tools,
+            "namespaces": self.namespaces,
+            "limits": {
+                "timeout_s": self.timeout_s,
+                "max_output_bytes": self.max_output_bytes,
+                "max_result_bytes": self.max_result_bytes,
+                "max_tool_calls": self.max_tool_calls,
+                "capture_print": self.capture_print,
+            },
+        }
+
+
+class WorkerStartError(Exception):
+    """A worker process could not be started or did not say ``ready``."""
+
+
+@dataclass
+class WorkerProcess:
+    """One worker: its process, the reader over its protocol pipe, and its private directory."""
+
+    process: anyio.abc.Process
+    reader: BufferedByteReceiveStream
+    directory: str
+    lockdown: dict[str, Any] = field(default_factory=dict)
+    killed: bool = False
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def alive(self) -> bool:
+        return self.process.returncode is None
+
+    async def send(self, message: dict[str, Any]) -> None:
+        assert self.process.stdin is not None
+        await self.process.stdin.send(encode(message))
+
+    async def receive(self) -> dict[str, Any]:
+        return decode(await self.reader.receive_until(b"\n", MAX_MESSAGE_BYTES))
+
+    async def kill(self) -> None:
+        """Kill the whole process group and reap it, even while the caller is being cancelled."""
+        if self.killed:
+            return
+        self.killed = True
+        with anyio.CancelScope(shield=True):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pid, signal.SIGKILL)
+            await self.process.wait()
+            await self.process.aclose()
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _worker_environment(directory: str) -> dict[str, str]:
+    """The whole environment a worker gets: nothing of the server's (no tokens, no credentials)."""
+    return {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "HOME": directory, "TMPDIR": directory}
+
+
+class WorkerPool:
+    """Keeps `size` idle workers ready and runs at most `max_workers` programs at once."""
+
+    def __init__(self, *, size: int, max_workers: int, memory_mb: int, startup_timeout_s: float = 20.0) -> None:
+        if size < 0 or max_workers < 1:
+            raise ValueError("pool size must be >= 0 and max_workers >= 1")
+        self.size = size
+        self.max_workers = max_workers
+        self.memory_mb = memory_mb
+        self.startup_timeout_s = startup_timeout_s
+        self._idle: list[WorkerProcess] = []
+        self._starting = 0
+        self._busy = 0
+        self._slots = anyio.Semaphore(max_workers)
+        self._stack = AsyncExitStack()
+        self._tasks: anyio.abc.TaskGroup | None = None
+        self.lockdown: dict[str, Any] = {}
+        self.runs = 0
+        self.kills = 0
+
+    async def __aenter__(self) -> WorkerPool:
+        self._tasks = await self._stack.enter_async_context(anyio.create_task_group())
+        async with anyio.create_task_group() as warmup:
+            for _ in range(self.size):
+                warmup.start_soon(self._spawn_idle)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        assert self._tasks is not None
+        self._tasks.cancel_scope.cancel()
+        idle, self._idle = self._idle, []
+        for worker in idle:
+            await worker.kill()
+        await self._stack.aclose()
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "idle": len(self._idle),
+            "busy": self._busy,
+            "starting": self._starting,
+            "size": self.size,
+            "max_workers": self.max_workers,
+            "runs": self.runs,
+            "killed": self.kills,
+        }
+
+    def worker_pids(self) -> list[int]:
+        return [w.pid for w in self._idle]
+
+    # ------------------------------------------------------------ running a job
+
+    async def run(self, job: Job, on_call: CallHandler) -> dict[str, Any]:
+        """Run `job` on a worker of its own and return the worker's ``done`` message (or a synthesized one)."""
+        async with self._slots:
+            worker = await self._acquire()
+            self._busy += 1
+            reusable = False
+            try:
+                with anyio.move_on_after(job.timeout_s + KILL_GRACE_S):
+                    await worker.send(job.message())
+                    while True:
+                        message = await worker.receive()
+                        if message["op"] == "call":
+                            reply = await on_call(
+                                str(message.get("tool", "")),
+                                list(message.get("args", [])),
+                                dict(message.get("kwargs", {})),
+                            )
+                            await worker.send({"op": "reply", **reply})
+                        elif message["op"] == "done":
+                            reusable = not message.get("retire", True)
+                            return message
+                        else:
+                            raise ProtocolError(f"unexpected message {message['op']!r} from worker")
+                self.kills += 1
+                return _timeout(job.timeout_s)
+            except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                await worker.kill()
+                return _died(worker.process.returncode, self.memory_mb)
+            except (ProtocolError, anyio.DelimiterNotFound) as exc:
+                logger.warning("worker %d broke the protocol: %s", worker.pid, exc)
+                return _failed("INTERNAL_ERROR", "the sandbox process sent a malformed message; the run was stopped")
+            finally:
+                self._busy -= 1
+                self.runs += 1
+                if reusable and worker.alive:
+                    self._idle.append(worker)
+                else:
+                    await worker.kill()
+                    self._refill()
+
+    async def _acquire(self) -> WorkerProcess:
+        while self._idle:
+            worker = self._idle.pop()
+            if worker.alive:
+                return worker
+            await worker.kill()
+        self._refill()
+        return await self._spawn()
+
+    def _refill(self) -> None:
+        missing = self.size - len(self._idle) - self._starting
+        if self._tasks is None:
+            return
+        for _ in range(max(0, missing)):
+            self._starting += 1
+            self._tasks.start_soon(self._spawn_idle, True)
+
+    async def _spawn_idle(self, counted: bool = False) -> None:
+        if not counted:
+            self._starting += 1
+        try:
+            worker = await self._spawn()
+        except WorkerStartError as exc:
+            logger.error("could not start a sandbox worker: %s", exc)
+            return
+        finally:
+            self._starting -= 1
+        self._idle.append(worker)
+
+    async def _spawn(self) -> WorkerProcess:
+        directory = tempfile.mkdtemp(prefix="attp-worker-")
+        os.chmod(directory, 0o700)
+        try:
+            process = await anyio.open_process(
+                [sys.executable, "-I", "-c", _BOOT, _PROJECT_ROOT, str(self.memory_mb)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=directory,
+                env=_worker_environment(directory),
+                start_new_session=True,
+            )
+        except OSError as exc:
+            shutil.rmtree(directory, ignore_errors=True)
+            raise WorkerStartError(str(exc)) from exc
+        assert process.stdout is not None
+        worker = WorkerProcess(process, BufferedByteReceiveStream(process.stdout), directory)
+        if self._tasks is not None and process.stderr is not None:
+            self._tasks.start_soon(_drain_stderr, process.stderr, process.pid)
+        try:
+            with anyio.fail_after(self.startup_timeout_s):
+                ready = await worker.receive()
+        except (TimeoutError, anyio.EndOfStream, anyio.IncompleteRead, ProtocolError, anyio.DelimiterNotFound) as exc:
+            await worker.kill()
+            raise WorkerStartError(f"worker did not start (exit code {process.returncode}): {exc!r}") from exc
+        if ready.get("op") != "ready":
+            await worker.kill()
+            raise WorkerStartError(f"worker said {ready.get('op')!r} instead of 'ready'")
+        worker.lockdown = dict(ready.get("lockdown") or {})
+        self.lockdown = worker.lockdown
+        return worker
+
+
+async def _drain_stderr(stream: anyio.abc.ByteReceiveStream, pid: int) -> None:
+    """Log what a worker writes to stderr (its own crashes), so the pipe never fills and blocks it."""
+    try:
+        async for chunk in stream:
+            text = chunk.decode("utf-8", "replace").strip()
+            if text:
+                logger.debug("worker %d stderr: %s", pid, text[:2000])
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+        pass
+
+
+def _failed(code: str, message: str) -> dict[str, Any]:
+    return {
+        "op": "done",
+        "status": "error",
+        "result": None,
+        "hint": None,
+        "stdout": "",
+        "truncated": False,
+        "error": {"code": code, "message": message},
+        "retire": True,
+    }
+
+
+def _timeout(timeout_s: float) -> dict[str, Any]:
+    return _failed(
+        "TIMEOUT",
+        f"the program did not finish within timeout_s = {timeout_s:g} s and was stopped. A single long "
+        "operation (a huge regex, sum or sort) cannot be interrupted any other way: make the work smaller, "
+        "or split it across calls.",
+    )
+
+
+def _died(returncode: int | None, memory_mb: int) -> dict[str, Any]:
+    if returncode is not None and returncode < 0:
+        number = -returncode
+        name = signal.Signals(number).name if number in signal.Signals._value2member_map_ else str(number)
+        if number == signal.SIGXCPU:
+            return _failed("TIMEOUT", "the program used up its CPU time and was stopped")
+        if number in (signal.SIGKILL, signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS):
+            return _failed(
+                "MEMORY_LIMIT",
+                f"the sandbox process died ({name}) while running the program; this usually means it went past "
+                f"the memory limit of {memory_mb} MB. Work on smaller pieces of data.",
+            )
+        return _failed("INTERNAL_ERROR", f"the sandbox process died ({name}) while running the program")
+    return _failed("INTERNAL_ERROR", f"the sandbox process exited (code {returncode}) while running the program")

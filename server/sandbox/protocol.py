@@ -1,0 +1,39 @@
+"""The JSON-line messages between the server and a worker.
+
+One JSON object per line, UTF-8, in both directions; nothing is ever pickled. The server sends
+``run`` and ``reply``; the worker sends ``ready``, ``call`` and ``done``.
+
+    server -> worker  {"op": "run", "code": ..., "tools": [...], "namespaces": {...}, "limits": {...}}
+    worker -> server  {"op": "call", "tool": "read_file", "args": [...], "kwargs": {...}}
+    server -> worker  {"op": "reply", "ok": true, "value": ...}  |  {"op": "reply", "ok": false, "error": {...}}
+    worker -> server  {"op": "done", "status": "ok"|"error", "result": ..., "stdout": ..., "truncated": ...,
+                       "hint": ..., "error": {...}|null, "retire": bool}
+
+Imported by both sides; imports nothing from the rest of ``server``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+"""Longest line either side accepts (a tool argument may carry a whole file)."""
+
+
+class ProtocolError(Exception):
+    """A line that is not a JSON object with an ``op``."""
+
+
+def encode(message: dict[str, Any]) -> bytes:
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+
+
+def decode(line: bytes) -> dict[str, Any]:
+    try:
+        message = json.loads(line)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ProtocolError(f"not JSON: {exc}") from exc
+    if not isinstance(message, dict) or not isinstance(message.get("op"), str):
+        raise ProtocolError("a message must be a JSON object with an 'op'")
+    return message

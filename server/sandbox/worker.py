@@ -1,0 +1,278 @@
+"""The worker process: evaluates one program at a time and sends tool calls back to the server.
+
+Started by `server.sandbox.pool` as ``python -I -c ...``. It takes the protocol pipes off fds 0/1
+(pointing those at /dev/null, so nothing a program does can write into the protocol), loads what
+the namespaces need, sets its limits, says ``ready``, and then loops: read ``run``, evaluate, send
+``done``. It holds no capability: tools exist here only as stubs that ask the server.
+
+Imports nothing from the rest of ``server`` (only ``server.sandbox``).
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import json
+import os
+import random
+import sys
+import time
+from collections.abc import Callable
+from typing import IO, Any
+
+from server.sandbox import lockdown
+from server.sandbox.evaluator import Evaluator, OutputBuffer, ToolError
+from server.sandbox.jsonify import NotJSON, to_json
+from server.sandbox.limits import Abort, SizeLimitError, Timeout, ToolCallLimit
+from server.sandbox.namespaces import SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS, Namespace, random_namespace
+from server.sandbox.namespaces import static_namespaces as build_static_namespaces
+from server.sandbox.policy import RESULT_NAME, scan
+from server.sandbox.protocol import MAX_MESSAGE_BYTES, decode, encode
+
+MAX_STEPS = 50_000_000
+"""Evaluation steps (AST nodes) one run may take; the wall clock usually ends a runaway first."""
+
+MAX_RUNS_PER_WORKER = 1000
+"""A worker retires after this many runs, so slow leaks in C extensions cannot accumulate."""
+
+META_TOOLS = ("help", "tools")
+
+
+class Channel:
+    """The protocol pipes, moved off fds 0 and 1 so that nothing else can write to them."""
+
+    def __init__(self, reader: IO[bytes], writer: IO[bytes]) -> None:
+        self.reader = reader
+        self.writer = writer
+
+    @classmethod
+    def claim_stdio(cls) -> Channel:
+        reader = os.fdopen(os.dup(0), "rb")
+        writer = os.fdopen(os.dup(1), "wb")
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, 0)
+        os.dup2(null, 1)
+        os.close(null)
+        return cls(reader, writer)
+
+    def send(self, message: dict[str, Any]) -> None:
+        self.writer.write(encode(message))
+        self.writer.flush()
+
+    def receive(self) -> dict[str, Any] | None:
+        line = self.reader.readline(MAX_MESSAGE_BYTES)
+        return decode(line) if line else None
+
+
+class ToolStub:
+    """What a tool is inside the sandbox: a name that, when called, asks the server to run the tool."""
+
+    __slots__ = ("_invoke", "name")
+
+    def __init__(self, name: str, invoke: Callable[[str, tuple[Any, ...], dict[str, Any]], Any]) -> None:
+        self.name = name
+        self._invoke = invoke
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._invoke(self.name, args, kwargs)
+
+    def __repr__(self) -> str:
+        return f"<tool {self.name}>"
+
+
+class ServerGone(Abort):
+    """The server closed the pipe mid-run; the worker exits."""
+
+
+class ToolBridge:
+    """Sends tool calls to the server, counts them, and turns replies into values or `ToolError`s."""
+
+    def __init__(self, channel: Channel, max_calls: int) -> None:
+        self.channel = channel
+        self.max_calls = max_calls
+        self.count = 0
+
+    def __call__(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if name not in META_TOOLS:
+            self.count += 1
+            if self.count > self.max_calls:
+                raise ToolCallLimit(
+                    f"the program made more than {self.max_calls} tool calls; batch work into fewer calls"
+                )
+        try:
+            payload_args = [to_json(a, f"{name}() argument {i + 1}") for i, a in enumerate(args)]
+            payload_kwargs = {k: to_json(v, f"{name}() argument {k!r}") for k, v in kwargs.items()}
+        except NotJSON as exc:
+            raise ToolError(
+                {"code": "INVALID_ARGUMENT", "message": f"{exc}. Tools take JSON data.", "tool_name": name}
+            ) from None
+        self.channel.send({"op": "call", "tool": name, "args": payload_args, "kwargs": payload_kwargs})
+        reply = self.channel.receive()
+        if reply is None:
+            raise ServerGone("the server closed the connection")
+        if reply.get("ok"):
+            return reply.get("value")
+        error = reply.get("error") or {}
+        if error.get("code") == "TOOL_CALL_LIMIT":
+            raise ToolCallLimit(str(error.get("message", "tool call limit reached")))
+        raise ToolError(error)
+
+
+class Runner:
+    """Evaluates `run` messages. Built once per worker; every run gets fresh symbols and a fresh evaluator."""
+
+    def __init__(self, channel: Channel) -> None:
+        self.channel = channel
+        self.static_namespaces = build_static_namespaces()
+        self.base_symbols: dict[str, Any] = {**SAFE_BUILTIN_FUNCTIONS, **SAFE_EXCEPTIONS, "ToolError": ToolError}
+
+    def symbols(self, job: dict[str, Any], bridge: ToolBridge) -> dict[str, Any]:
+        symbols = dict(self.base_symbols)
+        symbols.update(self.static_namespaces)
+        symbols["random"] = random_namespace(random.Random(os.urandom(16)))
+        stubs = {name: ToolStub(name, bridge) for name in [*job.get("tools", []), *META_TOOLS]}
+        symbols.update(stubs)
+        for pack, names in job.get("namespaces", {}).items():
+            symbols[pack] = Namespace(pack, {name: stubs.get(name) or ToolStub(name, bridge) for name in names})
+        return symbols
+
+    def run(self, job: dict[str, Any]) -> dict[str, Any]:
+        limits = job["limits"]
+        code: str = job["code"]
+        lockdown.set_cpu_budget(float(limits["timeout_s"]))
+        output = OutputBuffer(int(limits["max_output_bytes"]), bool(limits.get("capture_print", True)))
+        bridge = ToolBridge(self.channel, int(limits["max_tool_calls"]))
+        deadline = time.monotonic() + float(limits["timeout_s"])
+        done: dict[str, Any] = {"op": "done", "status": "ok", "result": None, "hint": None, "error": None}
+        retire = False
+        evaluator: Evaluator | None = None
+        try:
+            tree = ast.parse(code)
+            violations = scan(tree)
+            if violations:
+                first = violations[0]
+                done.update(status="error", error=_error(first.code, first.message, code, (first.line, first.column)))
+            else:
+                evaluator = Evaluator(self.symbols(job, bridge), deadline=deadline, max_steps=MAX_STEPS, output=output)
+                last = _execute(evaluator, tree)
+                done.update(self._result(evaluator, last, int(limits["max_result_bytes"])))
+        except SyntaxError as exc:
+            done.update(status="error", error=_error("SYNTAX_ERROR", str(exc.msg), code, (exc.lineno, exc.offset)))
+        except ServerGone:
+            raise
+        except Abort as exc:
+            retire = isinstance(exc, Timeout | SizeLimitError)
+            done.update(status="error", error=_error(exc.code, str(exc), code, _where(exc)))
+        except NameError as exc:
+            known = list(evaluator.symtable) if evaluator is not None else []
+            done.update(status="error", error=_name_error(exc, known, code))
+        except ToolError as exc:
+            info = {k: v for k, v in exc.info.items() if v is not None}
+            line, column = _where(exc)
+            info.setdefault("code", "TOOL_ERROR")
+            done.update(status="error", error={**info, **_location(code, line, column)})
+        except RecursionError:
+            message = "RecursionError: too many nested calls; rewrite the recursion as a loop"
+            done.update(status="error", error=_error("RUNTIME_ERROR", message, code, (None, None)))
+        except MemoryError:
+            retire = True
+            done.update(
+                status="error", error=_error("MEMORY_LIMIT", "the program ran out of memory", code, (None, None))
+            )
+        except Exception as exc:
+            message = f"{type(exc).__name__}: {exc}"
+            done.update(status="error", error=_error("RUNTIME_ERROR", message, code, _where(exc)))
+        done["stdout"] = output.text()
+        done["truncated"] = output.truncated
+        done["retire"] = retire
+        return done
+
+    def _result(self, evaluator: Evaluator, last: tuple[Any, int] | None, max_bytes: int) -> dict[str, Any]:
+        hint = None
+        if RESULT_NAME in evaluator.symtable:
+            value = evaluator.symtable[RESULT_NAME]
+        elif last is not None:
+            value = last[0]
+            hint = (
+                f"__result__ was not set, so the value of the last expression (line {last[1]}) was returned; "
+                "assign __result__ = ... to choose the result explicitly"
+            )
+        else:
+            value = None
+            hint = "__result__ was never set; assign __result__ = <value> to return data"
+        try:
+            result = to_json(value)
+        except NotJSON as exc:
+            return {"status": "error", "error": {"code": "RESULT_NOT_SERIALIZABLE", "message": str(exc)}}
+        size = len(json.dumps(result, ensure_ascii=False).encode("utf-8"))
+        if size > max_bytes:
+            message = (
+                f"__result__ is {size:,} bytes of JSON; the limit is {max_bytes:,}. "
+                "Return a summary or a slice (e.g. the first 100 items, or counts) instead of everything"
+            )
+            return {"status": "error", "error": {"code": "RESULT_TOO_LARGE", "message": message}}
+        return {"status": "ok", "result": result, "hint": hint}
+
+
+def _execute(evaluator: Evaluator, tree: ast.Module) -> tuple[Any, int] | None:
+    """Run the top-level statements; return the last non-None expression value and its line."""
+    last: tuple[Any, int] | None = None
+    for statement in tree.body:
+        value = evaluator.run(statement)
+        evaluator._interrupt = None
+        if isinstance(statement, ast.Expr) and value is not None:
+            last = (value, statement.lineno)
+    return last
+
+
+def _where(exc: BaseException) -> tuple[int | None, int | None]:
+    where = getattr(exc, "attp_line", None)
+    return (where[0], where[1]) if where else (None, None)
+
+
+def _location(code: str, line: int | None, column: int | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if line is not None:
+        out["line"] = line
+        lines = code.splitlines()
+        if 0 < line <= len(lines):
+            out["source_line"] = lines[line - 1].strip()
+    if column is not None:
+        out["column"] = column
+    return out
+
+
+def _error(code: str, message: str, source: str, where: tuple[int | None, int | None]) -> dict[str, Any]:
+    return {"code": code, "message": message, **_location(source, *where)}
+
+
+def _name_error(exc: NameError, known: list[str], code: str) -> dict[str, Any]:
+    name = getattr(exc, "name", None) or ""
+    close = difflib.get_close_matches(name, [k for k in known if not k.startswith("_")], n=1)
+    error = _error("NAME_NOT_FOUND", f"name {name!r} is not defined", code, _where(exc))
+    if close:
+        error["suggested_value"] = close[0]
+        error["message"] += f"; did you mean {close[0]!r}?"
+    error["solution"] = "Use a tool or name that exists; help() lists the tools, tools('word') searches them."
+    return error
+
+
+def main() -> None:
+    """Entry point: ``python -I -c "...; main()" <project root> <memory_mb>``."""
+    channel = Channel.claim_stdio()
+    memory_mb = int(sys.argv[2]) if len(sys.argv) > 2 else 256
+    lockdown.preload()
+    runner = Runner(channel)
+    report = lockdown.apply(memory_mb)
+    channel.send({"op": "ready", "pid": os.getpid(), "lockdown": report})
+    for _ in range(MAX_RUNS_PER_WORKER):
+        message = channel.receive()
+        if message is None or message.get("op") != "run":
+            return
+        try:
+            done = runner.run(message)
+        except ServerGone:
+            return
+        channel.send(done)
+        if done["retire"]:
+            return

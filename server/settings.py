@@ -1,0 +1,146 @@
+"""The one `Settings` class, and `load_settings`, which merges its sources and names the culprit of a bad value.
+
+Sources, highest first: command-line flags, ``ATTP_*`` environment variables (nested with ``__``),
+the TOML file given by ``--config`` (or ``./attp.toml`` if present), defaults. Settings are built
+once, in `server.cli.main`, and passed down; tests build ``Settings(...)`` directly.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, SecretStr, ValidationError
+from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
+
+from server.errors import ConfigError, suggest
+
+ENV_PREFIX = "ATTP_"
+DEFAULT_CONFIG_FILE = Path("attp.toml")
+
+
+class Settings(BaseSettings):
+    """Everything that configures the server. Every field can be set by flag, environment or file."""
+
+    model_config = SettingsConfigDict(extra="forbid", validate_default=True, env_prefix=ENV_PREFIX)
+
+    workspace: Path = Field(Path("workspace"), description="Root directory of the files toolpack (created if missing).")
+    toolpacks: list[str] = Field(
+        default_factory=lambda: ["files"],
+        description="Enabled toolpacks: entry-point names (files, shell, ...) or import specs 'module:attribute'.",
+    )
+    toolpack_options: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="Per-pack options, the file's [toolpacks.<pack>] tables."
+    )
+    skills_dirs: list[Path] = Field(default_factory=list, description="Skills library directories.")
+    engine: Literal["python", "starlark"] = Field("python", description="Language of programs.")
+    timeout_s: float = Field(10.0, gt=0, le=3600, description="Wall-clock limit of one run; the worker is killed.")
+    memory_mb: int = Field(256, ge=64, le=65536, description="Address-space limit of one worker process.")
+    max_tool_calls: int = Field(200, ge=0, description="Tool calls one run may make.")
+    max_code_chars: int = Field(20_000, ge=1, description="Longest program accepted.")
+    max_output_bytes: int = Field(65_536, ge=0, description="Captured print output kept per run (then truncated).")
+    max_result_bytes: int = Field(1_048_576, ge=1, description="Largest __result__, as JSON bytes.")
+    capture_print: bool = Field(True, description="Return print output as stdout (false discards it).")
+    result_format: Literal["toml", "json"] = Field("toml", description="Format of the result's text rendering.")
+    envelope_strict: bool = Field(False, description="Demand a bare ATTP envelope with a thought.")
+    transport: Literal["stdio", "http"] = Field("stdio", description="stdio, or http (Streamable HTTP + SSE).")
+    host: str = Field("127.0.0.1", description="HTTP bind address.")
+    port: int = Field(8765, ge=0, le=65535, description="HTTP port (0 picks a free one).")
+    auth_token: SecretStr | None = Field(None, description="Token every HTTP request must carry.")
+    allowed_hosts: list[str] = Field(default_factory=list, description="Extra Host values accepted over HTTP.")
+    db_path: Path = Field(Path(".attp/memory.sqlite3"), description="SQLite file of the memory toolpack.")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="Log level (stderr).")
+    workers: int = Field(2, ge=0, le=64, description="Sandbox worker processes kept ready.")
+    max_workers: int = Field(16, ge=1, le=256, description="Most programs running at once.")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Only explicit values: `load_settings` merges the sources itself so it can name them in errors.
+        return (init_settings,)
+
+
+def _read_config_file(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as handle:
+            data = tomllib.load(handle)
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"config file {path} cannot be read: {exc}") from None
+    packs = data.get("toolpacks")
+    # The file may hold both the list of packs and per-pack tables: [toolpacks] enabled = [...], [toolpacks.files] ...
+    if isinstance(packs, dict):
+        tables = {k: v for k, v in packs.items() if isinstance(v, dict)}
+        data["toolpack_options"] = {**tables, **data.get("toolpack_options", {})}
+        if "enabled" in packs:
+            data["toolpacks"] = packs["enabled"]
+        else:
+            data.pop("toolpacks")
+    return data
+
+
+def _read_environment(environ: Mapping[str, str]) -> dict[str, Any]:
+    source = EnvSettingsSource(
+        Settings, env_prefix=ENV_PREFIX, env_nested_delimiter="__", case_sensitive=False, env_parse_none_str="null"
+    )
+    source.env_vars = {k.lower(): v for k, v in environ.items()}
+    return dict(source())
+
+
+def load_settings(
+    cli: Mapping[str, Any] | None = None,
+    config_file: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Settings:
+    """Merge flags > environment > config file > defaults; a bad value raises `ConfigError` naming field and source."""
+    cli = {k: v for k, v in (cli or {}).items() if v is not None}
+    environ = os.environ if environ is None else environ
+    path = config_file if config_file is not None else (DEFAULT_CONFIG_FILE if DEFAULT_CONFIG_FILE.exists() else None)
+    layers: list[tuple[str, dict[str, Any]]] = []
+    if path is not None:
+        layers.append((f"config file {path}", _read_config_file(path)))
+    try:
+        layers.append(("environment", _read_environment(environ)))
+    except Exception as exc:  # pydantic-settings raises SettingsError for undecodable complex values
+        raise ConfigError(f"environment: {exc}") from None
+    layers.append(("command line", dict(cli)))
+
+    merged: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    for source, values in layers:
+        for key, value in values.items():
+            if key not in Settings.model_fields:
+                hint = suggest(key, Settings.model_fields)
+                where = f"{ENV_PREFIX}{key.upper()}" if source == "environment" else key
+                raise ConfigError(
+                    f"unknown setting {where!r} in {source}" + (f"; did you mean {hint!r}?" if hint else "")
+                )
+            if isinstance(value, dict) and isinstance(merged.get(key), dict):
+                merged[key] = {**merged[key], **value}
+            else:
+                merged[key] = value
+            origin[key] = source
+    try:
+        return Settings(**merged)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            field = str(error["loc"][0]) if error["loc"] else "?"
+            source = origin.get(field, "defaults")
+            if source == "environment":
+                source = f"environment variable {ENV_PREFIX}{field.upper()}"
+            received = merged.get(field, "<default>")
+            problems.append(f"{field}: {error['msg']} (got {received!r} from {source})")
+        raise ConfigError("invalid settings: " + "; ".join(problems)) from None

@@ -1,0 +1,335 @@
+"""Toolpacks: named sets of tool functions, their loading, and argument validation.
+
+A tool is a plain typed Python callable (sync or async) whose signature and Google-style
+docstring are what the model reads. Tools run in the server process; the sandbox only holds
+call-only stubs that send ``{tool, args, kwargs}`` back here.
+
+Declare a pack::
+
+    from server import Toolpack
+
+    def shout(text: str) -> str:
+        \"\"\"Upper-case a text.
+
+        Args:
+            text: The text to shout.
+
+        Returns:
+            The text in capitals.
+        \"\"\"
+        return text.upper()
+
+    toolpack = Toolpack(name="loud", description="Make text louder.", tools=[shout])
+
+A pack whose tools need configuration (a root directory, a client) passes ``build`` instead of
+(or beside) ``tools``: a function of the `ToolpackContext` that returns the callables.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import inspect
+import keyword
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from server.errors import AttpError, ErrorCode, ErrorInfo, short_repr, suggest
+
+logger = logging.getLogger(__name__)
+
+ENTRY_POINT_GROUP = "attp.toolpacks"
+
+RESERVED_NAMES = frozenset(
+    {"math", "json", "datetime", "re", "random", "statistics", "help", "tools", "print", "ToolError"}
+)
+"""Names the sandbox itself defines; no pack or tool may take them."""
+
+ToolFunction = Callable[..., Any]
+
+
+class ToolError(Exception):
+    """Raised by a tool for an error the model can fix.
+
+    The code is passed through to the model as ``error.code`` (UPPER_SNAKE, e.g. ``FILE_NOT_FOUND``);
+    every other field lands in the result's ``error`` object.
+    """
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        *,
+        parameter_name: str | None = None,
+        received: str | None = None,
+        expected: str | None = None,
+        suggested_value: str | None = None,
+        solution: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.parameter_name = parameter_name
+        self.received = received
+        self.expected = expected
+        self.suggested_value = suggested_value
+        self.solution = solution
+
+
+@dataclass(frozen=True)
+class ToolpackContext:
+    """What a pack's ``build`` function receives: the server's workspace and the pack's own options."""
+
+    workspace: Path
+    options: BaseModel | None = None
+
+
+@dataclass(frozen=True)
+class Toolpack:
+    """A named set of tools. Each pack is also a namespace in the sandbox (``files.read_file``)."""
+
+    name: str
+    description: str
+    tools: Sequence[ToolFunction] = ()
+    build: Callable[[ToolpackContext], Iterable[ToolFunction]] | None = None
+    options: type[BaseModel] | None = None
+    aliases: Mapping[str, str] = field(default_factory=dict)
+    """Extra names that resolve to a tool of this pack, e.g. ``{"file_reader": "read_file"}``."""
+    read_only: bool = False
+    """True when no tool of the pack changes anything (feeds the MCP ``readOnlyHint``)."""
+    open_world: bool = False
+    """True when tools reach beyond the workspace (network, processes; feeds ``openWorldHint``)."""
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One enabled tool: its callable, where it came from, and how to validate calls to it."""
+
+    name: str
+    pack: str
+    function: ToolFunction
+    signature: inspect.Signature
+    is_async: bool
+    adapters: Mapping[str, TypeAdapter[Any]]
+
+    @property
+    def summary(self) -> str:
+        """The first line of the docstring: what the compact catalog shows."""
+        doc = inspect.getdoc(self.function) or ""
+        return doc.strip().splitlines()[0] if doc.strip() else ""
+
+    @property
+    def doc(self) -> str:
+        return inspect.getdoc(self.function) or ""
+
+    def signature_text(self) -> str:
+        """``read_file(path: str, max_lines: int = 1000) -> str``, annotations as written."""
+        return f"{self.name}{_format_signature(self.signature)}"
+
+    def bind(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any] | ErrorInfo:
+        """Check a call against the signature; return validated keyword arguments or an error."""
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            return self._arity_error(args, kwargs, str(exc))
+        bound.apply_defaults()
+        validated: dict[str, Any] = {}
+        for name, value in bound.arguments.items():
+            adapter = self.adapters.get(name)
+            if adapter is None:
+                validated[name] = value
+                continue
+            try:
+                validated[name] = adapter.validate_python(value)
+            except ValidationError as exc:
+                parameter = self.signature.parameters[name]
+                return ErrorInfo(
+                    code=ErrorCode.INVALID_ARGUMENT,
+                    message=f"{self.name}(): argument {name!r} is invalid: {_first_error(exc)}",
+                    tool_name=self.name,
+                    parameter_name=name,
+                    received=short_repr(value),
+                    expected=_annotation_text(parameter.annotation),
+                    solution=f"Call it as {self.signature_text()}.",
+                )
+        return validated
+
+    def _arity_error(self, args: Sequence[Any], kwargs: Mapping[str, Any], reason: str) -> ErrorInfo:
+        params = list(self.signature.parameters)
+        unknown = [k for k in kwargs if k not in self.signature.parameters]
+        suggested = suggest(unknown[0], params) if unknown else None
+        missing = [
+            p.name
+            for i, p in enumerate(self.signature.parameters.values())
+            if p.default is inspect.Parameter.empty and p.name not in kwargs and i >= len(args)
+        ]
+        return ErrorInfo(
+            code=ErrorCode.INVALID_ARGUMENT,
+            message=f"{self.name}(): {reason}.",
+            tool_name=self.name,
+            parameter_name=unknown[0] if unknown else (missing[0] if missing else None),
+            received=f"{len(args)} positional, keywords {sorted(kwargs)}",
+            expected=self.signature_text(),
+            suggested_value=suggested,
+            solution=f"Call it as {self.signature_text()}.",
+        )
+
+
+class ToolpackLoadError(AttpError):
+    """A toolpack could not be found, imported, or registered."""
+
+
+def _format_signature(sig: inspect.Signature) -> str:
+    parts = []
+    for p in sig.parameters.values():
+        text = p.name
+        if p.annotation is not inspect.Parameter.empty:
+            text += f": {_annotation_text(p.annotation)}"
+        if p.default is not inspect.Parameter.empty:
+            text += f" = {p.default!r}" if p.annotation is not inspect.Parameter.empty else f"={p.default!r}"
+        if p.kind is inspect.Parameter.VAR_POSITIONAL:
+            text = "*" + text
+        elif p.kind is inspect.Parameter.VAR_KEYWORD:
+            text = "**" + text
+        parts.append(text)
+    out = f"({', '.join(parts)})"
+    if sig.return_annotation is not inspect.Signature.empty:
+        out += f" -> {_annotation_text(sig.return_annotation)}"
+    return out
+
+
+def _annotation_text(annotation: Any) -> str:
+    if annotation is inspect.Parameter.empty:
+        return "any"
+    if isinstance(annotation, type):
+        return annotation.__name__
+    return str(annotation).replace("typing.", "")
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    return str(err.get("msg", "invalid value"))
+
+
+def make_tool(function: ToolFunction, pack: str, name: str | None = None) -> Tool:
+    """Inspect a callable once: signature (with string annotations resolved) and validators."""
+    tool_name = str(name or getattr(function, "__name__", ""))
+    if not tool_name.isidentifier() or keyword.iskeyword(tool_name) or tool_name.startswith("_"):
+        raise ToolpackLoadError(
+            f"toolpack {pack!r}: tool name {tool_name!r} is not usable; tool names must be public Python identifiers"
+        )
+    signature = inspect.signature(function, eval_str=True)
+    adapters: dict[str, TypeAdapter[Any]] = {}
+    for param in signature.parameters.values():
+        if param.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            continue
+        if param.annotation is not inspect.Parameter.empty:
+            adapters[param.name] = TypeAdapter(param.annotation)
+    return Tool(
+        name=tool_name,
+        pack=pack,
+        function=function,
+        signature=signature,
+        is_async=inspect.iscoroutinefunction(function),
+        adapters=adapters,
+    )
+
+
+class ToolRegistry:
+    """The enabled tools, by name, with their packs. Built once at startup; read-only afterwards."""
+
+    def __init__(self, packs: Sequence[Toolpack], workspace: Path, options: Mapping[str, Mapping[str, Any]]) -> None:
+        self.packs: dict[str, Toolpack] = {}
+        self.tools: dict[str, Tool] = {}
+        self.aliases: dict[str, str] = {}
+        for pack in packs:
+            self._add_pack(pack, workspace, options.get(pack.name, {}))
+
+    def _add_pack(self, pack: Toolpack, workspace: Path, raw_options: Mapping[str, Any]) -> None:
+        if not pack.name.isidentifier() or pack.name.startswith("_"):
+            raise ToolpackLoadError(f"toolpack name {pack.name!r} must be a public Python identifier")
+        if pack.name in self.packs:
+            raise ToolpackLoadError(f"toolpack {pack.name!r} is enabled twice")
+        if pack.name in RESERVED_NAMES:
+            raise ToolpackLoadError(f"toolpack name {pack.name!r} is reserved for a sandbox built-in")
+        options: BaseModel | None = None
+        if pack.options is not None:
+            try:
+                options = pack.options.model_validate(dict(raw_options))
+            except ValidationError as exc:
+                raise ToolpackLoadError(f"toolpack {pack.name!r}: bad options: {exc}") from exc
+        functions = list(pack.tools)
+        if pack.build is not None:
+            functions.extend(pack.build(ToolpackContext(workspace=workspace, options=options)))
+        for function in functions:
+            tool = make_tool(function, pack.name)
+            if tool.name in self.tools:
+                other = self.tools[tool.name].pack
+                raise ToolpackLoadError(
+                    f"tool name clash: {tool.name!r} is defined by toolpack {other!r} and by toolpack {pack.name!r}"
+                )
+            if tool.name in self.packs or tool.name == pack.name or tool.name in RESERVED_NAMES:
+                raise ToolpackLoadError(
+                    f"tool name {tool.name!r} of toolpack {pack.name!r} clashes with a toolpack or sandbox built-in"
+                )
+            self.tools[tool.name] = tool
+        for alias, target in pack.aliases.items():
+            if target not in self.tools or self.tools[target].pack != pack.name:
+                raise ToolpackLoadError(f"toolpack {pack.name!r}: alias {alias!r} points to unknown tool {target!r}")
+            self.aliases[alias] = target
+        self.packs[pack.name] = pack
+
+    def resolve(self, name: str) -> Tool | None:
+        """Find a tool by its name or an alias."""
+        return self.tools.get(name) or self.tools.get(self.aliases.get(name, ""))
+
+    def namespaces(self) -> dict[str, list[str]]:
+        """Pack name -> the tool names (and aliases) reachable as ``pack.tool`` in the sandbox."""
+        out: dict[str, list[str]] = {name: [] for name in self.packs}
+        for tool in self.tools.values():
+            out[tool.pack].append(tool.name)
+        for alias, target in self.aliases.items():
+            out[self.tools[target].pack].append(alias)
+        return out
+
+    def callable_names(self) -> list[str]:
+        """Every name a program may call directly: tools and aliases."""
+        return [*self.tools, *self.aliases]
+
+
+def load_toolpack(spec: str) -> Toolpack:
+    """Load a pack by entry-point name (``files``) or import spec (``package.module:attribute``)."""
+    if ":" in spec:
+        module_name, _, attribute = spec.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise ToolpackLoadError(f"toolpack {spec!r}: cannot import module {module_name!r}: {exc}") from exc
+        try:
+            obj = getattr(module, attribute)
+        except AttributeError as exc:
+            raise ToolpackLoadError(f"toolpack {spec!r}: module {module_name!r} has no {attribute!r}") from exc
+    else:
+        found = [ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP) if ep.name == spec]
+        if not found:
+            known = sorted(ep.name for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
+            hint = suggest(spec, known)
+            raise ToolpackLoadError(
+                f"unknown toolpack {spec!r}; installed toolpacks: {', '.join(known) or 'none'}"
+                + (f" (did you mean {hint!r}?)" if hint else "")
+                + "; or give an import spec 'module:attribute'"
+            )
+        try:
+            obj = found[0].load()
+        except Exception as exc:
+            raise ToolpackLoadError(f"toolpack {spec!r} failed to import: {exc}") from exc
+    if callable(obj) and not isinstance(obj, Toolpack):
+        obj = obj()
+    if not isinstance(obj, Toolpack):
+        raise ToolpackLoadError(f"toolpack {spec!r} is a {type(obj).__name__}, expected a server.Toolpack")
+    return obj

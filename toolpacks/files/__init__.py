@@ -1,0 +1,24 @@
+"""The ``files`` toolpack: read, write, edit and list text files inside the server's workspace."""
+
+from __future__ import annotations
+
+from server.toolpacks import ToolFunction, Toolpack, ToolpackContext
+from toolpacks.files.tools import FilesOptions, FileTools
+
+__all__ = ["FileTools", "FilesOptions", "build", "toolpack"]
+
+
+def build(ctx: ToolpackContext) -> list[ToolFunction]:
+    """Create the workspace if needed and bind the tools to it."""
+    options = ctx.options if isinstance(ctx.options, FilesOptions) else FilesOptions()
+    ctx.workspace.mkdir(parents=True, exist_ok=True)
+    return FileTools(ctx.workspace, options).tools()
+
+
+toolpack = Toolpack(
+    name="files",
+    description="Read, write, edit and list UTF-8 text files in the workspace folder.",
+    build=build,
+    options=FilesOptions,
+    aliases={"file_reader": "read_file", "file_writer": "write_file", "file_editor": "edit_file"},
+)
