@@ -20,6 +20,13 @@ _SOLUTIONS = {
 }
 
 
+_COMPILE_ADVICE = {
+    "'return' outside function": "At the top level, assign the answer instead: __result__ = <value>",
+    "'break' outside loop": "Use break only inside a for or while loop.",
+    "'continue' not properly in loop": "Use continue only inside a for or while loop.",
+}
+
+
 @dataclass(frozen=True)
 class KnownNames:
     """Every name a program can use without defining it, by kind (for suggestions, tools come first)."""
@@ -34,7 +41,7 @@ class KnownNames:
 
 def _source_line(code: str, line: int | None) -> str | None:
     lines = code.splitlines()
-    return lines[line - 1].strip() if line and 0 < line <= len(lines) else None
+    return lines[line - 1].rstrip() if line and 0 < line <= len(lines) else None
 
 
 def check_program(code: str, known: KnownNames) -> ErrorInfo | None:
@@ -56,6 +63,19 @@ def check_program(code: str, known: KnownNames) -> ErrorInfo | None:
             message=f"the program cannot be parsed: {exc or 'nested too deeply'}",
             solution="Simplify the program: fewer nested brackets and expressions.",
         )
+    try:
+        # Compiling (never executing) adds the compiler's own checks: 'return'/'break' outside their
+        # block, duplicate parameter names, and so on.
+        compile(tree, "<program>", "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        return ErrorInfo(
+            code=ErrorCode.SYNTAX_ERROR,
+            message=f"invalid Python: {exc.msg}",
+            line=exc.lineno,
+            column=exc.offset,
+            source_line=_source_line(code, exc.lineno),
+            solution=_COMPILE_ADVICE.get(exc.msg, "Fix the code at that line."),
+        )
     violations = scan(tree)
     if violations:
         first = violations[0]
@@ -63,27 +83,11 @@ def check_program(code: str, known: KnownNames) -> ErrorInfo | None:
             code=first.code,
             message=first.message,
             line=first.line,
-            column=first.column,
+            column=None if first.column is None else first.column + 1,
             source_line=_source_line(code, first.line),
             solution=_SOLUTIONS.get(first.code),
         )
-    return _misplaced_return(tree, code) or _unknown_name(tree, code, known)
-
-
-def _misplaced_return(tree: ast.Module, code: str) -> ErrorInfo | None:
-    functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.Lambda)]
-    inside = {id(n) for f in functions for n in ast.walk(f)}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Return) and id(node) not in inside:
-            return ErrorInfo(
-                code=ErrorCode.SYNTAX_ERROR,
-                message="'return' outside a function",
-                line=node.lineno,
-                column=node.col_offset,
-                source_line=_source_line(code, node.lineno),
-                solution="At the top level, assign the answer instead: __result__ = <value>",
-            )
-    return None
+    return _unknown_name(tree, code, known)
 
 
 def _unknown_name(tree: ast.Module, code: str, known: KnownNames) -> ErrorInfo | None:
@@ -128,7 +132,7 @@ def _not_found(message: str, name: str, suggestion: str | None, node: ast.expr, 
         code=ErrorCode.NAME_NOT_FOUND,
         message=message,
         line=node.lineno,
-        column=node.col_offset,
+        column=node.col_offset + 1,
         source_line=_source_line(code, node.lineno),
         received=name,
         suggested_value=suggestion,

@@ -89,61 +89,86 @@ def _invalid(
     )
 
 
-def _candidates(text: str) -> list[str]:
-    """Texts that may be the envelope, most likely first: the whole text, fenced blocks, then prose cuts."""
-    out = [text]
-    out.extend(match.group(1) for match in _FENCE.finditer(text))
-    for start in _START.finditer(text):
-        tail = text[start.start() :]
-        out.append(tail)
-        lines = tail.splitlines(keepends=True)
-        for end in range(len(lines) - 1, 0, -1)[:MAX_SUFFIX_TRIES]:
-            out.append("".join(lines[:end]))
-    return out
+def _start_line(text: str, offset: int) -> int:
+    return text.count("\n", 0, offset)
 
 
-def _load(text: str, strict: bool) -> dict[str, Any]:
-    first_error: tomllib.TOMLDecodeError | None = None
-    for candidate in [text] if strict else _candidates(text):
-        try:
-            document = tomllib.loads(candidate)
-        except tomllib.TOMLDecodeError as exc:
-            first_error = first_error or exc
-            continue
-        if "tool_call" in document or strict:
-            return document
-    if first_error is not None:
-        position = _TOML_POSITION.search(str(first_error))
-        line, column = (int(position.group(1)), int(position.group(2))) if position else (None, None)
-        advice = ""
-        if "'''" in text and text.count("'''") > 2:
-            advice = ' If your code itself contains \'\'\', wrap it in """ ... """ instead (and escape backslashes).'
-        raise _invalid(
-            f"the envelope is not valid TOML: {first_error}.{advice}",
-            field="envelope",
-            expected="a TOML document with a [tool_call] table",
-            line=line,
-            column=column,
-        )
+def _complete(document: dict[str, Any]) -> bool:
+    call = document.get("tool_call")
+    return isinstance(call, dict) and ("code" in call or "message" in call)
+
+
+def _load(text: str, strict: bool, example: str) -> dict[str, Any]:
+    """The envelope document: the whole text, else a fenced block, else the longest prose cut that is complete."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        error, line_offset = exc, 0
+    if not strict:
+        for match in _FENCE.finditer(text):
+            try:
+                document = tomllib.loads(match.group(1))
+            except tomllib.TOMLDecodeError as exc:
+                error, line_offset = exc, _start_line(text, match.start(1))
+                continue
+            if "tool_call" in document:
+                return document
+        start = _START.search(text)
+        if start is not None:
+            tail = text[start.start() :]
+            lines = tail.splitlines(keepends=True)
+            try:
+                return tomllib.loads(tail)
+            except tomllib.TOMLDecodeError as exc:
+                error, line_offset = exc, _start_line(text, start.start())
+            # Prose after the envelope: the longest leading cut that is a complete envelope.
+            for end in range(len(lines) - 1, 0, -1)[:MAX_SUFFIX_TRIES]:
+                try:
+                    document = tomllib.loads("".join(lines[:end]))
+                except tomllib.TOMLDecodeError:
+                    continue
+                if _complete(document):
+                    return document
+    position = _TOML_POSITION.search(str(error))
+    line, column = (int(position.group(1)) + line_offset, int(position.group(2))) if position else (None, None)
+    advice = ""
+    if text.count("'''") > 2:
+        advice = ' If your code itself contains \'\'\', wrap it in """ ... """ instead (and escape backslashes).'
     raise _invalid(
-        "no [tool_call] table was found in the envelope",
-        field="tool_call",
+        f"the envelope is not valid TOML: {error}.{advice}",
+        field="envelope",
         received=text[:80],
-        expected="a [tool_call] table with status, target and code",
+        expected="a TOML document with a [tool_call] table",
+        line=line,
+        column=column,
+        example=example,
     )
 
 
 def parse_envelope(text: str, *, strict: bool = False) -> Program | Declined:
     """Read an envelope; raise `EnvelopeError` with a precise, fixable message when it is not usable."""
+    thought_line = 'thought = """1. ... 2. ... 3. ... 4. ..."""\n\n' if strict else ""
+    example, fail_example = thought_line + MINIMAL_ENVELOPE, thought_line + FAIL_ENVELOPE
     if not text.strip():
-        raise _invalid("the envelope is empty", field="envelope", received="", expected="an ATTP TOML envelope")
+        raise _invalid(
+            "the envelope is empty", field="envelope", received="", expected="an ATTP TOML envelope", example=example
+        )
     if "<|[REQUEST_TOOL]|>" in text:
         raise _invalid(
             "TAM <|[REQUEST_TOOL]|> blocks are not supported by this server version",
             field="envelope",
             expected="an ATTP TOML envelope",
+            example=example,
         )
-    document = _load(text, strict)
+    document = _load(text, strict, example)
+    if "tool_call" not in document and not strict:
+        raise _invalid(
+            "no [tool_call] table was found in the envelope",
+            field="tool_call",
+            received=text[:80],
+            expected="a [tool_call] table with status, target and code",
+            example=example,
+        )
     call = document.get("tool_call")
     if not isinstance(call, dict):
         raise _invalid(
@@ -151,10 +176,13 @@ def parse_envelope(text: str, *, strict: bool = False) -> Program | Declined:
             field="tool_call",
             received=call,
             expected="a [tool_call] table",
+            example=example,
         )
     thought = document.get("thought")
     if thought is not None and not isinstance(thought, str):
-        raise _invalid("thought must be a string", field="thought", received=thought, expected="a string")
+        raise _invalid(
+            "thought must be a string", field="thought", received=thought, expected="a string", example=example
+        )
     if strict and not thought:
         raise _invalid(
             "envelope_strict is on: the envelope needs a thought",
@@ -165,7 +193,11 @@ def parse_envelope(text: str, *, strict: bool = False) -> Program | Declined:
     target = call.get("target")
     if target is not None and not isinstance(target, str):
         raise _invalid(
-            "tool_call.target must be a string", field="tool_call.target", received=target, expected="a string"
+            "tool_call.target must be a string",
+            field="tool_call.target",
+            received=target,
+            expected="a string",
+            example=example,
         )
     status = call.get("status")
     normalized = status.strip().lower() if isinstance(status, str) else status
@@ -177,6 +209,7 @@ def parse_envelope(text: str, *, strict: bool = False) -> Program | Declined:
                 field="tool_call.code",
                 received=code,
                 expected="a non-empty string of Python code",
+                example=example,
             )
         return Program(code=code, target=target, thought=thought)
     if normalized == "fail":
@@ -187,7 +220,7 @@ def parse_envelope(text: str, *, strict: bool = False) -> Program | Declined:
                 field="tool_call.message",
                 received=message,
                 expected="a non-empty string",
-                example=FAIL_ENVELOPE,
+                example=fail_example,
             )
         return Declined(message=message, target=target, thought=thought)
     raise _invalid(
@@ -195,4 +228,5 @@ def parse_envelope(text: str, *, strict: bool = False) -> Program | Declined:
         field="tool_call.status",
         received=status,
         expected='"success" or "fail"',
+        example=example,
     )

@@ -71,15 +71,18 @@ def render_toml(data: dict[str, Any]) -> str:
             if not value:
                 continue
         ordered[key] = value
-    return tomli_w.dumps(ordered, multiline_strings=True)
+    # Multi-line strings read well, but TOML normalizes their \r\n; keep exact strings when \r occurs.
+    return tomli_w.dumps(ordered, multiline_strings="\\r" not in json.dumps(ordered))
 
 
 def _toml_exact(value: Any) -> bool:
     """Whether TOML can hold `value` without loss (no nulls, 64-bit integers, table keys only in dicts)."""
     if value is None:
         return False
-    if isinstance(value, bool | float | str):
+    if isinstance(value, bool | float):
         return True
+    if isinstance(value, str):
+        return "\r" not in value
     if isinstance(value, int):
         return -_INT64 <= value < _INT64
     if isinstance(value, list):

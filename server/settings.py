@@ -7,6 +7,7 @@ once, in `server.cli.main`, and passed down; tests build ``Settings(...)`` direc
 
 from __future__ import annotations
 
+import json
 import os
 import tomllib
 from collections.abc import Mapping
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError
-from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from server.errors import ConfigError, suggest
 
@@ -82,8 +83,15 @@ def _read_config_file(path: Path) -> dict[str, Any]:
     packs = data.get("toolpacks")
     # The file may hold both the list of packs and per-pack tables: [toolpacks] enabled = [...], [toolpacks.files] ...
     if isinstance(packs, dict):
+        for key, value in packs.items():
+            if key != "enabled" and not isinstance(value, dict):
+                hint = suggest(key, ["enabled"])
+                raise ConfigError(
+                    f"config file {path}: unknown key {key!r} in [toolpacks]; it holds 'enabled = [...]' and "
+                    "[toolpacks.<pack>] tables" + (f" (did you mean {hint!r}?)" if hint else "")
+                )
         tables = {k: v for k, v in packs.items() if isinstance(v, dict)}
-        data["toolpack_options"] = {**tables, **data.get("toolpack_options", {})}
+        data["toolpack_options"] = _deep_merge(tables, data.get("toolpack_options", {}))
         if "enabled" in packs:
             data["toolpacks"] = packs["enabled"]
         else:
@@ -92,11 +100,58 @@ def _read_config_file(path: Path) -> dict[str, Any]:
 
 
 def _read_environment(environ: Mapping[str, str]) -> dict[str, Any]:
-    source = EnvSettingsSource(
-        Settings, env_prefix=ENV_PREFIX, env_nested_delimiter="__", case_sensitive=False, env_parse_none_str="null"
-    )
-    source.env_vars = {k.lower(): v for k, v in environ.items()}
-    return dict(source())
+    """``ATTP_*`` variables as setting values. Lists may be JSON or comma-separated; ``ATTP_<PACK>__<OPTION>``
+    sets a toolpack option; an ``ATTP_`` variable that matches nothing is an error (a typo must not pass)."""
+    values: dict[str, Any] = {}
+    pack_options: dict[str, dict[str, Any]] = {}
+    for raw_name, raw in environ.items():
+        if not raw_name.upper().startswith(ENV_PREFIX):
+            continue
+        name = raw_name[len(ENV_PREFIX) :].lower()
+        head, _, rest = name.partition("__")
+        if head in Settings.model_fields and not rest:
+            values[head] = _env_value(head, raw)
+        elif head == "toolpack_options" and rest:
+            pack, _, option = rest.partition("__")
+            pack_options.setdefault(pack, {})[option] = raw
+        elif rest and head not in Settings.model_fields:
+            pack_options.setdefault(head, {})[rest] = raw
+        else:
+            hint = suggest(name, Settings.model_fields)
+            raise ConfigError(
+                f"unknown environment variable {raw_name}"
+                + (f"; did you mean {ENV_PREFIX}{hint.upper()}?" if hint else "")
+            )
+    if pack_options:
+        values["toolpack_options"] = pack_options
+    return values
+
+
+def _env_value(field: str, raw: str) -> Any:
+    annotation = str(Settings.model_fields[field].annotation)
+    if annotation.startswith(("list[", "dict[")):
+        text = raw.strip()
+        if text.startswith(("[", "{")):
+            try:
+                return json.loads(text)
+            except ValueError as exc:
+                raise ConfigError(
+                    f"environment variable {ENV_PREFIX}{field.upper()} is not valid JSON: {exc}"
+                ) from None
+        if annotation.startswith("list["):
+            return [item.strip() for item in text.split(",") if item.strip()]
+        raise ConfigError(f"environment variable {ENV_PREFIX}{field.upper()} must be a JSON object")
+    return None if raw == "null" else raw
+
+
+def _deep_merge(base: dict[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in update.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
 
 
 def load_settings(
@@ -111,10 +166,7 @@ def load_settings(
     layers: list[tuple[str, dict[str, Any]]] = []
     if path is not None:
         layers.append((f"config file {path}", _read_config_file(path)))
-    try:
-        layers.append(("environment", _read_environment(environ)))
-    except Exception as exc:  # pydantic-settings raises SettingsError for undecodable complex values
-        raise ConfigError(f"environment: {exc}") from None
+    layers.append(("environment", _read_environment(environ)))
     layers.append(("command line", dict(cli)))
 
     merged: dict[str, Any] = {}
@@ -128,7 +180,7 @@ def load_settings(
                     f"unknown setting {where!r} in {source}" + (f"; did you mean {hint!r}?" if hint else "")
                 )
             if isinstance(value, dict) and isinstance(merged.get(key), dict):
-                merged[key] = {**merged[key], **value}
+                merged[key] = _deep_merge(merged[key], value)
             else:
                 merged[key] = value
             origin[key] = source

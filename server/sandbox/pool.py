@@ -147,10 +147,10 @@ class WorkerPool:
     async def __aexit__(self, *exc_info: object) -> None:
         assert self._tasks is not None
         self._tasks.cancel_scope.cancel()
+        await self._stack.aclose()  # every refill task has finished (or killed its half-started worker)
         idle, self._idle = self._idle, []
         for worker in idle:
             await worker.kill()
-        await self._stack.aclose()
 
     def stats(self) -> dict[str, Any]:
         return {
@@ -241,15 +241,17 @@ class WorkerPool:
         directory = tempfile.mkdtemp(prefix="attp-worker-")
         os.chmod(directory, 0o700)
         try:
-            process = await anyio.open_process(
-                [sys.executable, "-I", "-c", _BOOT, _PROJECT_ROOT, str(self.memory_mb)],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                cwd=directory,
-                env=_worker_environment(directory),
-                start_new_session=True,
-            )
+            # Shielded: a cancellation landing after the child exists would otherwise orphan it.
+            with anyio.CancelScope(shield=True):
+                process = await anyio.open_process(
+                    [sys.executable, "-I", "-c", _BOOT, _PROJECT_ROOT, str(self.memory_mb)],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    cwd=directory,
+                    env=_worker_environment(directory),
+                    start_new_session=True,
+                )
         except OSError as exc:
             shutil.rmtree(directory, ignore_errors=True)
             raise WorkerStartError(str(exc)) from exc
@@ -260,12 +262,14 @@ class WorkerPool:
         try:
             with anyio.fail_after(self.startup_timeout_s):
                 ready = await worker.receive()
+            if ready.get("op") != "ready":
+                raise ProtocolError(f"worker said {ready.get('op')!r} instead of 'ready'")
         except (TimeoutError, anyio.EndOfStream, anyio.IncompleteRead, ProtocolError, anyio.DelimiterNotFound) as exc:
             await worker.kill()
             raise WorkerStartError(f"worker did not start (exit code {process.returncode}): {exc!r}") from exc
-        if ready.get("op") != "ready":
-            await worker.kill()
-            raise WorkerStartError(f"worker said {ready.get('op')!r} instead of 'ready'")
+        except BaseException:
+            await worker.kill()  # cancelled while starting (the pool is closing): leave no process behind
+            raise
         worker.lockdown = dict(ready.get("lockdown") or {})
         self.lockdown = worker.lockdown
         return worker

@@ -151,7 +151,8 @@ class Runner:
             violations = scan(tree)
             if violations:
                 first = violations[0]
-                done.update(status="error", error=_error(first.code, first.message, code, (first.line, first.column)))
+                column = None if first.column is None else first.column + 1
+                done.update(status="error", error=_error(first.code, first.message, code, (first.line, column)))
             else:
                 evaluator = Evaluator(self.symbols(job, bridge), deadline=deadline, max_steps=MAX_STEPS, output=output)
                 last = _execute(evaluator, tree)
@@ -227,7 +228,7 @@ def _execute(evaluator: Evaluator, tree: ast.Module) -> tuple[Any, int] | None:
 
 def _where(exc: BaseException) -> tuple[int | None, int | None]:
     where = getattr(exc, "attp_line", None)
-    return (where[0], where[1]) if where else (None, None)
+    return (where[0], where[1] + 1) if where else (None, None)  # columns are 1-based, like SyntaxError's
 
 
 def _location(code: str, line: int | None, column: int | None) -> dict[str, Any]:
@@ -236,7 +237,7 @@ def _location(code: str, line: int | None, column: int | None) -> dict[str, Any]
         out["line"] = line
         lines = code.splitlines()
         if 0 < line <= len(lines):
-            out["source_line"] = lines[line - 1].strip()
+            out["source_line"] = lines[line - 1].rstrip()
     if column is not None:
         out["column"] = column
     return out

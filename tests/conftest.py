@@ -1,0 +1,75 @@
+"""Fixtures: an in-process runtime over a real worker pool, and a real server on every transport."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent / "support"))
+
+from harness import SERVE_FLAGS, Served, free_port, running, server_env, wait_for_health
+from mcp.client.stdio import StdioServerParameters
+
+from server.runtime import Runtime
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    path = tmp_path / "ws"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+async def runtime(workspace: Path) -> AsyncIterator[Runtime]:
+    async with running(workspace) as rt:
+        yield rt
+
+
+@pytest.fixture(scope="module")
+def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    workspace = tmp_path_factory.mktemp("http-ws")
+    port = free_port()
+    stdout_path = workspace.parent / "server-stdout.txt"
+    with stdout_path.open("wb") as stdout:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "server", "serve", "--transport", "http", "--port", str(port),
+             "--workspace", str(workspace), *SERVE_FLAGS],
+            stdout=stdout, stderr=subprocess.DEVNULL, env=server_env(), cwd=workspace.parent,
+        )  # fmt: skip
+        url = f"http://127.0.0.1:{port}"
+        try:
+            health = wait_for_health(url, process)
+            yield Served("streamable-http", workspace, url=url, process=process, stdout_path=stdout_path, extra=health)
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@pytest.fixture(params=["stdio", "sse", "streamable-http"])
+def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Served:
+    """The real server over each transport (HTTP ones share one process per module)."""
+    if request.param == "stdio":
+        workspace = tmp_path_factory.mktemp("stdio-ws")
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "server", "serve", "--workspace", str(workspace), *SERVE_FLAGS],
+            env=server_env(),
+            cwd=str(workspace.parent),
+        )
+        return Served("stdio", workspace, stdio=params)
+    http: Served = request.getfixturevalue("http_server")
+    return Served(request.param, http.workspace, url=http.url, process=http.process, stdout_path=http.stdout_path)

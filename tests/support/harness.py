@@ -1,0 +1,98 @@
+"""Test helpers shared by the suites: settings, an in-process runtime, and a real server process."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from mcp import Client
+from mcp.client.sse import sse_client
+from mcp.client.stdio import StdioServerParameters
+
+from server.runtime import ExecuteRequest, Runtime, open_runtime
+from server.settings import Settings
+
+SUPPORT = Path(__file__).parent
+
+DEMO_PACKS = ["files", "demo_pack:toolpack"]
+
+
+def make_settings(workspace: Path, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {"workspace": workspace, "toolpacks": DEMO_PACKS, "workers": 1, "timeout_s": 5.0}
+    values.update(overrides)
+    return Settings(**values)
+
+
+@asynccontextmanager
+async def running(workspace: Path, **overrides: Any) -> AsyncIterator[Runtime]:
+    async with open_runtime(make_settings(workspace, **overrides)) as runtime:
+        yield runtime
+
+
+async def run_code(runtime: Runtime, code: str) -> dict[str, Any]:
+    result = await runtime.execute(ExecuteRequest(code=code))
+    return result.model_dump(mode="json")
+
+
+# ---------------------------------------------------------------- a real server process
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def server_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ATTP_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(SUPPORT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["ATTP_MAX_RESULT_BYTES"] = "100000"
+    return env
+
+
+SERVE_FLAGS = ["--toolpack", "files", "--toolpack", "demo_pack:toolpack", "--timeout-s", "2", "--max-tool-calls", "20"]
+
+
+@dataclass
+class Served:
+    """A running `attp serve` and how to connect to it."""
+
+    transport: str
+    workspace: Path
+    url: str | None = None
+    stdio: StdioServerParameters | None = None
+    process: subprocess.Popen[bytes] | None = None
+    stdout_path: Path | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def client(self, **kwargs: Any) -> Client:
+        if self.transport == "stdio":
+            assert self.stdio is not None
+            return Client(self.stdio, **kwargs)
+        assert self.url is not None
+        if self.transport == "sse":
+            return Client(sse_client(self.url + "/sse"), **kwargs)
+        return Client(self.url + "/mcp", **kwargs)
+
+
+def wait_for_health(url: str, process: subprocess.Popen[bytes], timeout: float = 30.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited with {process.returncode}")
+        try:
+            response = httpx.get(url + "/healthz", timeout=1.0)
+            if response.status_code == 200:
+                return dict(response.json())
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
+    raise TimeoutError(f"server at {url} did not become healthy")
