@@ -29,7 +29,9 @@ __result__ = read_file("out.txt").upper()
 def attp(*args: str, stdin: str | None = None, cwd: Path) -> subprocess.CompletedProcess[str]:
     command = shutil.which("attp") or ""
     argv = [command, *args] if command else [sys.executable, "-m", "server", *args]
-    return subprocess.run(argv, input=stdin, capture_output=True, text=True, cwd=cwd, env=server_env(), timeout=120)
+    return subprocess.run(
+        argv, input=stdin, capture_output=True, text=True, cwd=cwd, env=server_env(), timeout=120, check=False
+    )
 
 
 def test_exec_envelope_file_prints_toml(tmp_path: Path) -> None:
@@ -115,6 +117,11 @@ def test_tools_lists_catalog(tmp_path: Path) -> None:
 
 def test_python_dash_m_server_works(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "server", "--version"], capture_output=True, text=True, cwd=tmp_path, timeout=60
+        [sys.executable, "-m", "server", "--version"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+        check=False,
     )
     assert done.returncode == 0 and "attp-server" in done.stdout
