@@ -1,0 +1,82 @@
+"""The MCP face in-process (`mcp.Client(server)`): the tool's shape, description, output and isError."""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from harness import running
+from mcp import Client
+from mcp.server.mcpserver import MCPServer
+
+from server.app import create_server
+from server.catalog import DESCRIPTION_BUDGET
+from server.results import ExecutionResult
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def server(workspace: Path) -> AsyncIterator[MCPServer]:
+    async with running(workspace) as runtime:
+        yield create_server(runtime)
+
+
+async def test_one_tool_with_declared_schemas_and_truthful_annotations(server: MCPServer) -> None:
+    async with Client(server) as client:
+        tools = (await client.list_tools()).tools
+    assert [t.name for t in tools] == ["attp_execute"]
+    tool = tools[0]
+    assert tool.output_schema is not None
+    assert set(tool.output_schema["properties"]) == set(ExecutionResult.model_fields)
+    assert tool.annotations is not None
+    assert (tool.annotations.read_only_hint, tool.annotations.destructive_hint) == (False, True)
+    assert tool.annotations.open_world_hint is False
+
+
+async def test_description_has_rules_and_catalog_within_budget(server: MCPServer) -> None:
+    async with Client(server) as client:
+        description = (await client.list_tools()).tools[0].description or ""
+    assert len(description) <= DESCRIPTION_BUDGET
+    for needle in ("__result__", "no import", "ToolError", "help(", "math, json, datetime, re, random, statistics"):
+        assert needle in description
+    for signature in ("write_file(path: str, content: str)", "slow_echo(text: str, delay: float = 0.0) -> str"):
+        assert signature in description
+    assert "file_reader = read_file" in description
+
+
+@pytest.mark.parametrize(
+    ("arguments", "status", "is_error"),
+    [
+        pytest.param({"code": "__result__ = add(2, 2)"}, "ok", False, id="ok"),
+        pytest.param({"code": "1/0"}, "error", True, id="error"),
+        pytest.param({"envelope": '[tool_call]\nstatus = "fail"\nmessage = "no"\n'}, "fail", False, id="fail"),
+        pytest.param({"code": "1", "toolCallId": "x", "sessionId": "y"}, "ok", False, id="extra-arguments-ignored"),
+    ],
+)
+async def test_is_error_exactly_for_status_error(
+    server: MCPServer, arguments: dict[str, str], status: str, is_error: bool
+) -> None:
+    async with Client(server) as client:
+        result = await client.call_tool("attp_execute", arguments)
+    assert result.structured_content is not None
+    assert (result.structured_content["status"], result.is_error) == (status, is_error)
+    rendered = tomllib.loads(result.content[0].text)  # type: ignore[union-attr]
+    assert rendered["status"] == status
+
+
+async def test_json_result_format(workspace: Path) -> None:
+    async with running(workspace, result_format="json") as runtime, Client(create_server(runtime)) as client:
+        result = await client.call_tool("attp_execute", {"code": "__result__ = [1, None]"})
+    assert result.content[0].text.lstrip().startswith("{")  # type: ignore[union-attr]
+    assert result.structured_content == {**result.structured_content, "result": [1, None]}
+
+
+async def test_long_catalog_falls_back_to_pack_list(workspace: Path) -> None:
+    async with running(workspace, max_tool_calls=200) as runtime:
+        runtime.catalog.registry.tools = {f"tool_{i}": runtime.registry.tools["add"] for i in range(300)}  # type: ignore[misc]
+        description = runtime.catalog._description()
+    assert len(description) <= DESCRIPTION_BUDGET
+    assert "tools()" in description and "demo:" in description
