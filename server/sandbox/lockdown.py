@@ -8,12 +8,18 @@ Imports nothing from the rest of ``server``.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import math
 import os
 import resource
 from typing import Any
 
 MAX_OPEN_FILES = 32
+NOBODY = 65534
+_PR_SET_NO_NEW_PRIVS = 38
+_CLONE_NEWUSER = 0x10000000
+_CLONE_NEWNET = 0x40000000
 
 
 def preload() -> None:
@@ -43,18 +49,57 @@ def _limit(name: str, soft: int, hard: int | None = None) -> bool:
     return True
 
 
+def _libc() -> Any:
+    name = ctypes.util.find_library("c")
+    return ctypes.CDLL(name, use_errno=True) if name else None
+
+
+def _unshare_network(libc: Any) -> str | bool:
+    """A network namespace of our own: only a loopback that is down, so no connection goes anywhere."""
+    if libc is None:
+        return False
+    if libc.unshare(_CLONE_NEWNET) == 0:
+        return "netns"
+    # Unprivileged: a user namespace makes us root inside it, which allows a network namespace too.
+    if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET) == 0:
+        return "userns+netns"
+    return False
+
+
+def _drop_privileges() -> str | bool:
+    """Root becomes nobody: no capabilities, no group memberships, no access to root's files."""
+    if os.getuid() != 0:
+        return f"uid {os.getuid()} (not root)"
+    try:
+        os.setgroups([])
+        os.setgid(NOBODY)
+        os.setuid(NOBODY)
+    except OSError:
+        return False
+    return f"uid {NOBODY}"
+
+
+def _no_new_privs(libc: Any) -> bool:
+    return libc is not None and libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0
+
+
 def apply(memory_mb: int) -> dict[str, Any]:
-    """Set the process limits; return which ones took effect (reported by the server, never assumed)."""
-    highest_fd = (
-        max((int(fd) for fd in os.listdir("/proc/self/fd")), default=2) if os.path.isdir("/proc/self/fd") else 8
-    )
-    return {
-        "rlimit_core": _limit("RLIMIT_CORE", 0),
-        "rlimit_fsize": _limit("RLIMIT_FSIZE", 0),
-        "rlimit_nofile": _limit("RLIMIT_NOFILE", max(MAX_OPEN_FILES, highest_fd + 4)),
-        "rlimit_as": _limit("RLIMIT_AS", memory_mb * 1024 * 1024),
-        "rlimit_nproc": _limit("RLIMIT_NPROC", 0),
-    }
+    """Give up everything a program must not have; return what took effect (reported, never assumed).
+
+    Order matters: the network namespace needs the privileges that are dropped right after it.
+    """
+    libc = _libc()
+    fds = [int(fd) for fd in os.listdir("/proc/self/fd")] if os.path.isdir("/proc/self/fd") else [8]
+    report: dict[str, Any] = {"network_namespace": _unshare_network(libc)}
+    report["rlimit_core"] = _limit("RLIMIT_CORE", 0)
+    report["rlimit_fsize"] = _limit("RLIMIT_FSIZE", 0)
+    report["rlimit_nofile"] = _limit("RLIMIT_NOFILE", max(MAX_OPEN_FILES, max(fds) + 4))
+    report["rlimit_as"] = _limit("RLIMIT_AS", memory_mb * 1024 * 1024)
+    report["dropped_privileges"] = _drop_privileges()
+    # After the drop: RLIMIT_NPROC does not bind root, but it binds nobody.
+    report["rlimit_nproc"] = _limit("RLIMIT_NPROC", 0)
+    report["no_new_privs"] = _no_new_privs(libc)
+    return report
 
 
 def set_cpu_budget(seconds: float) -> None:
