@@ -74,7 +74,7 @@ class WorkerStartError(Exception):
     """A worker process could not be started or did not say ``ready``."""
 
 
-@dataclass
+@dataclass(eq=False)
 class WorkerProcess:
     """One worker: its process, the reader over its protocol pipe, and its private directory."""
 
@@ -129,7 +129,7 @@ class WorkerPool:
         self.startup_timeout_s = startup_timeout_s
         self._idle: list[WorkerProcess] = []
         self._starting = 0
-        self._busy = 0
+        self._running: set[WorkerProcess] = set()
         self._slots = anyio.Semaphore(max_workers)
         self._stack = AsyncExitStack()
         self._tasks: anyio.abc.TaskGroup | None = None
@@ -155,7 +155,7 @@ class WorkerPool:
     def stats(self) -> dict[str, Any]:
         return {
             "idle": len(self._idle),
-            "busy": self._busy,
+            "busy": len(self._running),
             "starting": self._starting,
             "size": self.size,
             "max_workers": self.max_workers,
@@ -164,7 +164,12 @@ class WorkerPool:
         }
 
     def worker_pids(self) -> list[int]:
+        """Pids of the idle workers."""
         return [w.pid for w in self._idle]
+
+    def running_pids(self) -> list[int]:
+        """Pids of the workers running a program right now."""
+        return [w.pid for w in self._running]
 
     # ------------------------------------------------------------ running a job
 
@@ -172,7 +177,7 @@ class WorkerPool:
         """Run `job` on a worker of its own and return the worker's ``done`` message (or a synthesized one)."""
         async with self._slots:
             worker = await self._acquire()
-            self._busy += 1
+            self._running.add(worker)
             reusable = False
             try:
                 with anyio.move_on_after(job.timeout_s + KILL_GRACE_S):
@@ -200,7 +205,7 @@ class WorkerPool:
                 logger.warning("worker %d broke the protocol: %s", worker.pid, exc)
                 return _failed("INTERNAL_ERROR", "the sandbox process sent a malformed message; the run was stopped")
             finally:
-                self._busy -= 1
+                self._running.discard(worker)
                 self.runs += 1
                 if reusable and worker.alive:
                     self._idle.append(worker)

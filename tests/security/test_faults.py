@@ -1,0 +1,92 @@
+"""Fault handling through the real pool: dead workers, bursts of runaways, no leftovers."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import anyio
+import pytest
+from harness import run_code, running
+
+from server.runtime import Runtime
+
+pytestmark = pytest.mark.anyio
+
+
+def children_of(pid: int) -> dict[int, str]:
+    """Child pid -> process state letter, read from /proc."""
+    out = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if int(fields[1]) == pid:
+            out[int(entry)] = fields[0]
+    return out
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+async def wait_for_idle(runtime: Runtime, count: int) -> None:
+    with anyio.fail_after(30):
+        while len(runtime.pool.worker_pids()) < count or runtime.pool.stats()["starting"]:
+            await anyio.sleep(0.05)
+
+
+async def test_burst_of_runaways_leaves_pool_healthy(workspace: Path) -> None:
+    async with running(workspace, timeout_s=0.25, workers=2) as runtime:
+        await wait_for_idle(runtime, 2)
+        fds_before = open_fds()
+        programs = ["while True:\n    pass", "re.match('(a+)+$', 'a' * 40 + 'b')", "x = 'a' * 10**10"]
+        codes = []
+        for i in range(50):
+            codes.append((await run_code(runtime, programs[i % 3]))["error"]["code"])
+        assert set(codes) == {"TIMEOUT", "MEMORY_LIMIT"}
+        await wait_for_idle(runtime, 2)
+        assert (await run_code(runtime, "__result__ = 'healthy'"))["result"] == "healthy"
+        await wait_for_idle(runtime, 2)
+        stats = runtime.pool.stats()
+        assert (stats["idle"], stats["busy"]) == (2, 0)
+        children = children_of(os.getpid())
+        assert set(children) == set(runtime.pool.worker_pids()), children
+        assert "Z" not in children.values()
+        assert open_fds() <= fds_before + 2
+
+
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGSEGV, signal.SIGTERM], ids=lambda s: s.name)
+async def test_worker_killed_mid_run_fails_that_call_only(workspace: Path, signum: signal.Signals) -> None:
+    async with running(workspace, timeout_s=5.0, workers=1) as runtime:
+        results: list[dict[str, object]] = []
+
+        async def victim() -> None:
+            results.append(await run_code(runtime, "while True:\n    pass"))
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(victim)
+            with anyio.fail_after(10):
+                while not runtime.pool.running_pids():
+                    await anyio.sleep(0.01)
+            os.kill(runtime.pool.running_pids()[0], signum)
+        error = results[0]["error"]
+        assert isinstance(error, dict)
+        assert error["code"] in {"MEMORY_LIMIT", "INTERNAL_ERROR"}
+        assert signum.name in error["message"]
+        assert (await run_code(runtime, "__result__ = 'next'"))["result"] == "next"
+
+
+async def test_no_worker_outlives_the_pool(workspace: Path) -> None:
+    async with running(workspace, workers=3) as runtime:
+        await wait_for_idle(runtime, 3)
+        pids = runtime.pool.worker_pids()
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    assert not children_of(os.getpid())
