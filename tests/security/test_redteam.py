@@ -1,0 +1,207 @@
+"""Red-team suite: hostile programs through the real path (runtime -> worker process -> tools), with real detectors.
+
+An escape is detected, not argued: a file appearing outside the workspace, a planted secret (file,
+server environment variable, tool credential) in the result or output, a connection to the loopback
+canary, a change of server state, bytes on the server's stdout, an internal object's repr in the
+result, or a run outliving ``timeout_s + 1 s``. Each case also states the escape it is after.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from harness import make_settings
+from redteam_cases import CASES, CONTROLS, Case
+from redteam_pack import CREDENTIAL
+
+from server.runtime import ExecuteRequest, Runtime, open_runtime
+
+pytestmark = pytest.mark.anyio
+
+TIMEOUT_S = 1.0
+FILE_SECRET = "file-secret-4b1d-DO-NOT-LEAK"
+ENV_SECRET = "env-secret-93e2-DO-NOT-LEAK"
+LEAK_MARKERS = ("<module ", "<frame ", "<code object", "__builtins__", " at 0x", "<function ", "<bound method")
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+class Canary:
+    """A loopback listener that records every connection made to it."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.sock.settimeout(0.2)
+        self.port = int(self.sock.getsockname()[1])
+        self.connections = 0
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.connections += 1
+            conn.close()
+
+    def close(self) -> None:
+        self.stopped.set()
+        self.thread.join(timeout=2)
+        self.sock.close()
+
+
+@dataclass
+class Target:
+    runtime: Runtime
+    workspace: Path
+    canary_dir: Path
+    canary: Canary
+    fingerprint: str = ""
+    outside_files: set[str] = field(default_factory=set)
+
+
+def _outside_files(canary_dir: Path) -> set[str]:
+    return {str(p.relative_to(canary_dir)) for p in canary_dir.rglob("*")}
+
+
+def _fingerprint(runtime: Runtime) -> str:
+    registry = runtime.registry
+    state = {
+        "tools": sorted(registry.tools),
+        "aliases": sorted(registry.aliases.items()),
+        "packs": sorted(registry.packs),
+        "settings": runtime.settings.model_dump(mode="json"),
+        "description": runtime.catalog.description,
+    }
+    return json.dumps(state, sort_keys=True)
+
+
+@pytest.fixture(scope="module")
+def canary() -> Iterator[Canary]:
+    listener = Canary()
+    yield listener
+    listener.close()
+
+
+@pytest.fixture(scope="module")
+async def target(tmp_path_factory: pytest.TempPathFactory, canary: Canary) -> AsyncIterator[Target]:
+    root = tmp_path_factory.mktemp("redteam")
+    workspace, canary_dir = root / "ws", root / "canary"
+    workspace.mkdir()
+    canary_dir.mkdir()
+    (canary_dir / "secret.txt").write_text(FILE_SECRET)
+    (workspace / "inside-link").symlink_to(canary_dir / "secret.txt")
+    os.environ["ATTP_REDTEAM_ENV_SECRET"] = ENV_SECRET
+    settings = make_settings(
+        workspace, toolpacks=["files", "redteam_pack:toolpack"], timeout_s=TIMEOUT_S, workers=2, max_tool_calls=50
+    )
+    try:
+        async with open_runtime(settings) as runtime:
+            found = Target(runtime, workspace, canary_dir, canary)
+            found.fingerprint = _fingerprint(runtime)
+            found.outside_files = _outside_files(canary_dir)
+            yield found
+    finally:
+        del os.environ["ATTP_REDTEAM_ENV_SECRET"]
+
+
+async def _run(target: Target, code: str) -> dict[str, Any]:
+    program = code.replace("{CANARY}", str(target.canary_dir)).replace("{PORT}", str(target.canary.port))
+    with anyio.fail_after(TIMEOUT_S + 1.0):  # a run outliving timeout_s + 1 s is a hang
+        result = await target.runtime.execute(ExecuteRequest(code=program))
+    return result.model_dump(mode="json")
+
+
+def _assert_no_escape(target: Target, data: dict[str, Any], captured_out: str) -> None:
+    text = json.dumps(data)
+    for secret in (FILE_SECRET, ENV_SECRET, CREDENTIAL):
+        assert secret not in text, f"secret leaked: {secret}"
+    for marker in LEAK_MARKERS:
+        assert marker not in json.dumps(data.get("result")), f"internal object in the result: {marker}"
+    assert _outside_files(target.canary_dir) == target.outside_files, "a file changed outside the workspace"
+    assert target.canary.connections == 0, "the program reached the loopback canary"
+    assert _fingerprint(target.runtime) == target.fingerprint, "server state changed"
+    assert captured_out == "", "bytes reached the server's stdout"
+
+
+@pytest.mark.parametrize("case", [pytest.param(case, id=case.id) for case in CASES])
+async def test_attack_is_contained(target: Target, case: Case, capfd: pytest.CaptureFixture[str]) -> None:
+    data = await _run(target, case.code)
+    _assert_no_escape(target, data, capfd.readouterr().out)
+    if case.expect is not None:
+        assert data["status"] == "error", f"{case.escape}: expected a refusal, got {data['result']!r}"
+        assert data["error"]["code"] in case.expect, data["error"]
+    after = await _run(target, "__result__ = 'alive'")
+    assert after["result"] == "alive", "the next call must work"
+
+
+@pytest.mark.parametrize(("code", "expected"), [pytest.param(code, exp, id=cid) for cid, code, exp in CONTROLS])
+async def test_controls_still_compute(target: Target, code: str, expected: object) -> None:
+    data = await _run(target, code)
+    assert data["status"] == "ok", data["error"]
+    assert data["result"] == expected
+
+
+async def test_suite_has_at_least_100_attacks() -> None:
+    assert len(CASES) >= 100
+    assert len({case.id for case in CASES}) == len(CASES)
+
+
+async def test_inside_symlink_to_outside_secret_is_refused(target: Target) -> None:
+    data = await _run(target, "read_file('inside-link')")
+    assert data["error"]["code"] == "PATH_OUTSIDE_WORKSPACE"
+    assert FILE_SECRET not in json.dumps(data)
+
+
+async def test_shadowing_does_not_survive_into_the_next_run(target: Target) -> None:
+    await _run(target, "json = 'poisoned'\nmath = None\nread_file = 1")
+    data = await _run(target, "__result__ = [json.dumps(1), math.sqrt(4), callable(read_file)]")
+    assert data["result"] == ["1", 2.0, True]
+
+
+async def test_detectors_fire_on_real_escapes(target: Target) -> None:
+    clean = await _run(target, "__result__ = 1")
+    leaks = [
+        {**clean, "result": f"got {FILE_SECRET}"},
+        {**clean, "stdout": ENV_SECRET},
+        {**clean, "result": "<module 'os' from '/usr/lib/python3.11/os.py'>"},
+    ]
+    for data in leaks:
+        with pytest.raises(AssertionError):
+            _assert_no_escape(target, data, "")
+    with pytest.raises(AssertionError):
+        _assert_no_escape(target, clean, '{"jsonrpc": "2.0"}')
+    planted = target.canary_dir / "pwned"
+    planted.write_text("x")
+    try:
+        with pytest.raises(AssertionError):
+            _assert_no_escape(target, clean, "")
+    finally:
+        planted.unlink()
+    with socket.create_connection(("127.0.0.1", target.canary.port)):
+        pass
+    with anyio.fail_after(5):
+        while target.canary.connections == 0:
+            await anyio.sleep(0.01)
+    try:
+        with pytest.raises(AssertionError):
+            _assert_no_escape(target, clean, "")
+    finally:
+        target.canary.connections = 0

@@ -1,0 +1,330 @@
+"""Red-team cases: each is a hostile program and what would count as its escape.
+
+Placeholders in a program: {CANARY} is a directory outside the workspace holding ``secret.txt``;
+{PORT} is a loopback TCP port where a canary listener records every connection. Every case is also
+checked against the suite's shared detectors (files created outside the workspace, secrets in the
+result or output, canary connections, server state, the server's stdout, hangs); `escape` says what
+that particular attack is after. `expect` lists the acceptable error codes when a refusal is the
+only right answer (None: any clean outcome without an escape).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    code: str
+    escape: str
+    expect: frozenset[str] | None = None
+
+
+REFUSED = frozenset({"FORBIDDEN", "RUNTIME_ERROR", "NAME_NOT_FOUND", "IMPORT_FORBIDDEN", "SYNTAX_ERROR"})
+LIMITED = frozenset({"TIMEOUT", "MEMORY_LIMIT", "RESULT_TOO_LARGE", "TOOL_CALL_LIMIT", "RUNTIME_ERROR"})
+
+
+def c(id: str, code: str, escape: str, expect: frozenset[str] | None = REFUSED) -> Case:
+    return Case(id, code, escape, expect)
+
+
+DUNDER = [
+    c("dunder-class-bases-subclasses", "().__class__.__bases__[0].__subclasses__()", "reach object.__subclasses__"),
+    c("dunder-mro", "''.__class__.__mro__[-1]", "reach object through the MRO"),
+    c("dunder-globals-of-lambda", "(lambda: 0).__globals__", "reach the evaluator's globals"),
+    c("dunder-code", "(lambda: 0).__code__", "reach a code object"),
+    c("dunder-builtins-name", "__builtins__", "reach builtins by name"),
+    c("dunder-import-name", "__import__('os')", "import via __import__"),
+    c("dunder-dict-of-namespace", "math.__dict__", "reach the namespace's internals"),
+    c("dunder-reduce-ex", "(1).__reduce_ex__(2)", "reach copyreg internals"),
+    c("dunder-init-globals", "[].__init__.__globals__", "reach globals through a slot wrapper"),
+    c("dunder-doc-of-tool", "read_file.__doc__", "reach the tool's real function"),
+    c("dunder-name-via-format-spec", "f'{().__class__}'", "dunder inside an f-string"),
+    c("dunder-getattribute", "'a'.__getattribute__('__class__')", "reflection via __getattribute__"),
+]
+
+NAMESPACES = [
+    c("smolagents-CVE-2025-5120-json-codecs", "json.codecs.builtins", "a whitelisted module's imports"),
+    c("namespace-re-enum", "re.enum.sys", "reach sys through re's imports"),
+    c("namespace-re-sre-compile", "re._compiler", "private module of re"),
+    c("namespace-statistics-sys", "statistics.sys.modules", "reach sys.modules"),
+    c("namespace-statistics-random", "statistics.random._os", "reach os via statistics' random"),
+    c("namespace-math-via-dict", "math.members['sqrt']", "read the namespace's member table"),
+    c("namespace-random-os", "random._os.system('id')", "run a command via random's os"),
+    c("namespace-random-inst", "random._inst", "reach the shared global generator"),
+    c("namespace-datetime-sys", "datetime.sys", "reach sys through datetime"),
+    c("namespace-datetime-class-module", "datetime.datetime.__module__", "module name of a class"),
+    c("namespace-tzinfo-type", "datetime.timezone.utc.tzname.__self__", "bound method self"),
+    c("namespace-json-decoder-class", "json.JSONDecoder", "construct a decoder with hooks"),
+    c("namespace-json-scanner", "json.scanner", "reach json's C scanner"),
+    c("simpleeval-CVE-2026-32640-module-names", "math.__loader__", "module loader passed as a name"),
+    c("namespace-statistics-fractions", "statistics.Fraction", "reach fractions module classes"),
+    c("namespace-re-copyreg", "re.copyreg", "reach copyreg"),
+    c("namespace-help-overview", "help().__class__", "object behind help()"),
+]
+
+FORMATTING = [
+    c("asteval-CVE-2025-24359-format-spec", "'{0.__class__.__init__.__globals__}'.format(1)", "format field traversal"),
+    c("RestrictedPython-CVE-2023-41039-format-map", "'{x.__class__}'.format_map({'x': 1})", "format_map traversal"),
+    c("format-index-then-dunder", "'{0[0].__class__}'.format([1])", "index then dunder in a field"),
+    c("format-unbound-str-format", "str.format('{0.__class__}', 1)", "unbound str.format skips the wrapper"),
+    c("format-width-bomb", "'{:>1000000000}'.format(1)", "huge width", LIMITED | REFUSED),
+    c("format-nested-width-bomb", "'{:>{}}'.format(1, 10**9)", "nested huge width", LIMITED | REFUSED),
+    c("fstring-width-bomb", "f'{1:>{10**9}}'", "huge f-string width", LIMITED | REFUSED),
+    c("percent-star-width", "'%*s' % (10**9, 'x')", "'*' width in %-format", LIMITED | REFUSED),
+    c("percent-width-bomb", "'%1000000000d' % 1", "huge %-format width", LIMITED | REFUSED),
+    c("format-builtin-spec-bomb", "format(1, '>1000000000')", "huge width via format()", LIMITED | REFUSED),
+    c("format-attribute-of-namespace", "'{0.sqrt.__self__}'.format(math)", "namespace member's module"),
+    c("format-conversion-repr-of-tool", "'{0!r}'.format(read_file)", "repr of a stub reveals internals", None),
+]
+
+FRAMES = [
+    c("RestrictedPython-CVE-2023-37271-generator-frame", "(x for x in [1]).gi_frame", "a generator's frame"),
+    c("generator-frame-back", "g = (x for x in [1])\ng.gi_frame.f_back.f_globals", "walk frames up"),
+    c("generator-yield-function", "def g():\n    yield 1\ng().gi_frame", "define a generator"),
+    c("coroutine-async-def", "async def f():\n    pass\nf().cr_frame", "coroutine frame"),
+    c("iterator-setstate", "it = iter([1, 2])\nit.__setstate__(0)", "iterator internals"),
+    c("map-object-attributes", "map(str, [1]).__reduce__()", "reduce a map object"),
+]
+
+EXCEPTIONS = [
+    c(
+        "RestrictedPython-CVE-2024-47532-attributeerror-obj",
+        "try:\n    (1).nope\nexcept AttributeError as e:\n    __result__ = e.obj",
+        "AttributeError.obj",
+    ),
+    c("exception-traceback", "try:\n    1/0\nexcept Exception as e:\n    __result__ = e.__traceback__", "a traceback"),
+    c("exception-context", "try:\n    1/0\nexcept Exception as e:\n    __result__ = e.__context__", "chained context"),
+    c(
+        "exception-with-traceback-method",
+        "try:\n    1/0\nexcept Exception as e:\n    e.with_traceback(None)",
+        "exception methods",
+    ),
+    c(
+        "exception-name-attr",
+        "try:\n    undefined_name\nexcept NameError as e:\n    __result__ = e.name",
+        "NameError.name",
+        None,
+    ),
+    c(
+        "exception-args-of-tool-error",
+        "try:\n    read_file('/etc/passwd')\nexcept ToolError as e:\n    __result__ = [e.code, e.args]",
+        "ToolError carries only data",
+        None,
+    ),
+    c("exception-class-subclasses", "ToolError.__subclasses__()", "exception class internals"),
+    c("exception-raise-baseexception", "raise SystemExit(0)", "escape via SystemExit"),
+    c("asteval-CVE-2026-55244-keyboardinterrupt", "raise KeyboardInterrupt", "BaseException escapes eval"),
+    c("exception-raise-generatorexit", "raise GeneratorExit", "GeneratorExit escapes"),
+    c("exception-raise-non-exception", "raise 5", "raising a non-exception", REFUSED | {"RUNTIME_ERROR"}),
+    c(
+        "exception-except-baseexception-catches-timeout",
+        "try:\n    while True:\n        pass\nexcept BaseException:\n    __result__ = 'caught'",
+        "catch the deadline",
+        REFUSED | {"TIMEOUT"},
+    ),
+    c(
+        "exception-bare-except-catches-timeout",
+        "try:\n    while True:\n        pass\nexcept:\n    __result__ = 'caught'",
+        "catch the deadline",
+        frozenset({"TIMEOUT"}),
+    ),
+    c(
+        "exception-finally-runs-after-timeout",
+        "try:\n    while True:\n        pass\nfinally:\n    while True:\n        pass",
+        "keep running in finally",
+        frozenset({"TIMEOUT"}),
+    ),
+]
+
+TOOLS = [
+    c("tool-stub-globals", "read_file.__call__.__globals__", "the stub's globals"),
+    c("tool-stub-invoke", "read_file._invoke", "the stub's channel"),
+    c("tool-stub-attributes", "read_file.name", "attributes of a stub"),
+    c("tool-pack-members", "files.members", "the pack namespace's table"),
+    c("tool-help-not-a-function", "help('read_file').__class__", "introspect help's result"),
+    c("tool-read-outside-absolute", "read_file('{CANARY}/secret.txt')", "read a file outside the workspace", None),
+    c("tool-read-outside-dotdot", "read_file('../canary/secret.txt')", "traverse out of the workspace", None),
+    c("tool-write-outside", "write_file('../canary/pwned', 'x')", "create a file outside", None),
+    c("tool-write-absolute", "write_file('{CANARY}/pwned', 'x')", "create a file by absolute path", None),
+    c("tool-list-outside", "list_files('/')", "list the root", None),
+    c(
+        "tool-rich-values-flattened",
+        "v = rich_values()\n__result__ = [type(v) is dict, v['path'].__class__]",
+        "a Path enters the sandbox",
+    ),
+    c("tool-rich-values-methods", "rich_values()['path'].write_text('x')", "call a method of a returned Path"),
+    c("tool-partial-leaks-credential", "callable_value()", "a partial carrying a credential", None),
+    c("tool-async-coroutine-frame", "fetch_later('x').cr_frame", "an async tool's coroutine frame"),
+    c("tool-async-returns-data", "__result__ = fetch_later('plain')", "async results are plain data", None),
+    c("tool-credential-in-vault", "__result__ = vault_status()", "the vault credential", None),
+    c("tool-argument-procedure", "read_file(lambda: 1)", "pass a function to a tool", None),
+    c("tool-argument-namespace", "write_file('x.txt', math)", "pass a namespace to a tool", None),
+    c("tool-kwargs-underscore", "read_file(**{'_path': 'x'})", "underscore keywords", None),
+    c(
+        "tool-call-flood",
+        "for i in range(10000):\n    vault_status()",
+        "exceed the tool budget",
+        frozenset({"TOOL_CALL_LIMIT"}),
+    ),
+]
+
+BUILTINS = [
+    c("builtin-getattr", "getattr(1, '__class__')", "getattr"),
+    c("builtin-type", "type(1)", "type"),
+    c("builtin-type-3-args", "type('X', (), {})", "create a class"),
+    c("builtin-vars", "vars()", "vars"),
+    c("builtin-dir", "dir()", "dir"),
+    c("builtin-globals", "globals()", "globals"),
+    c("builtin-locals", "locals()", "locals"),
+    c("builtin-eval", "eval('1')", "eval"),
+    c("builtin-exec", "exec('x=1')", "exec"),
+    c("builtin-compile", "compile('1', 'f', 'eval')", "compile"),
+    c("builtin-open", "open('{CANARY}/secret.txt').read()", "open"),
+    c("builtin-object", "object.__subclasses__()", "object"),
+    c("builtin-setattr-shadowed", "setattr = 1\nsetattr", "a program's own name is fine", None),
+    c("builtin-breakpoint", "breakpoint()", "debugger"),
+    c("builtin-input", "input()", "read the server's stdin"),
+    c("builtin-isinstance-type-probe", "isinstance(read_file, object)", "reach object via isinstance", None),
+    c("builtin-iter-callable-sentinel", "next(iter(vault_status, None))", "iter with a sentinel", None),
+    c("builtin-memoryview", "memoryview(b'x')", "memoryview"),
+]
+
+IMPORTS = [
+    c("import-plain", "import os", "import", frozenset({"IMPORT_FORBIDDEN"})),
+    c("import-from", "from os import system", "from-import", frozenset({"IMPORT_FORBIDDEN"})),
+    c("import-as", "import subprocess as sp", "import as", frozenset({"IMPORT_FORBIDDEN"})),
+    c("import-relative", "from . import x", "relative import", frozenset({"IMPORT_FORBIDDEN"})),
+    c("import-whitelisted", "import json", "import of a pre-injected module", frozenset({"IMPORT_FORBIDDEN"})),
+    c(
+        "import-in-function",
+        "def f():\n    import os\nf()",
+        "import inside a function",
+        frozenset({"IMPORT_FORBIDDEN"}),
+    ),
+    c("import-dunder-call", "__import__('os').system('id')", "__import__"),
+    c("import-via-string-eval", "json.loads('\"import os\"')", "data is not code", None),
+]
+
+DEFINITIONS = [
+    c("def-default-arg-capture", "def f(x=read_file):\n    return x\nf().__self__", "stub via default argument"),
+    c("def-decorator", "@print\ndef f():\n    pass", "decorators"),
+    c("def-class", "class A:\n    pass", "class definitions"),
+    c("def-lambda-globals", "f = lambda: 0\nf.__globals__", "lambda globals"),
+    c("def-procedure-attrs", "def f():\n    pass\nf.name", "asteval Procedure attributes"),
+    c("def-procedure-interpreter", "def f():\n    pass\nf.__asteval__", "reach the interpreter"),
+    c("def-global-statement", "def f():\n    global x\n    x = 1", "global"),
+    c("def-nonlocal", "def f():\n    x = 1\n    def g():\n        nonlocal x\n    g()", "nonlocal"),
+    c("def-recursion-bomb", "def f(n):\n    return f(n + 1)\nf(0)", "blow the C stack", LIMITED),
+    c("def-kwonly", "def f(*, a):\n    return a", "keyword-only parameters"),
+    c("def-walrus-underscore", "(_x := 1)", "walrus into an underscore name"),
+    c("def-comprehension-underscore", "[_ for _ in range(3)]", "underscore loop name"),
+]
+
+STATE = [
+    c("state-namespace-setattr", "math.pi = 3", "overwrite a namespace member"),
+    c("state-namespace-delattr", "del math.pi", "delete a namespace member"),
+    c("state-builtin-class-attr", "str.upper = None", "patch a builtin class"),
+    c("state-tool-stub-attr", "read_file.name = 'write_file'", "retarget a stub"),
+    c(
+        "state-shadow-then-next-run",
+        "json = 'poisoned'\nprint = None\nread_file = None",
+        "shadowing leaks to the next run",
+        None,
+    ),
+    c("state-random-seed-global", "random.seed(0)\n__result__ = random.random()", "seed the server's generator", None),
+    c("state-list-of-exceptions-mutation", "ValueError.args = 1", "patch an exception class"),
+    c("state-dict-view-mapping", "{}.keys().mapping", "mappingproxy of a dict"),
+]
+
+NETWORK = [
+    c("network-socket-name", "socket", "a socket module"),
+    c("network-urllib-json", "json.loads.__module__", "module of a function"),
+    c("network-tool-path-url", "read_file('http://127.0.0.1:{PORT}/')", "a URL as a path", None),
+    c("network-list-files-unc", "list_files('//127.0.0.1/share')", "a UNC-like path", None),
+]
+
+EXHAUSTION = [
+    c("cpu-infinite-loop", "while True:\n    pass", "hang the worker", frozenset({"TIMEOUT"})),
+    c("cpu-regex-redos", "re.match('(a+)+$', 'a' * 40 + 'b')", "C-level hang", frozenset({"TIMEOUT"})),
+    c("cpu-huge-sum", "sum(range(10**13))", "C-level loop", frozenset({"TIMEOUT"})),
+    c("cpu-sorted-huge", "sorted(range(10**8), reverse=True)", "C-level sort", LIMITED),
+    c("mem-str-mult", "'a' * 10**10", "memory bomb", LIMITED),
+    c("mem-int-str-mult", "10**10 * 'a'", "int * str order", LIMITED),
+    c("mem-list-mult", "[0] * 10**10", "list bomb", LIMITED),
+    c("mem-nested-pow", "2 ** 2 ** 2 ** 2 ** 2", "nested power", LIMITED),
+    c("mem-bytearray", "bytearray(10**10)", "bytearray bomb", LIMITED),
+    c("mem-ljust", "'x'.ljust(10**10)", "ljust bomb", LIMITED),
+    c("mem-join-sep", "('x' * 10**6).join(['a'] * 10**4)", "join separator bomb", LIMITED),
+    c("mem-replace", "('a' * 10**6).replace('a', 'b' * 10**4)", "replace bomb", LIMITED),
+    c("mem-factorial", "math.factorial(10**8)", "factorial", LIMITED),
+    c("mem-comb", "math.comb(10**9, 10**8)", "comb", LIMITED),
+    c("mem-str-of-huge-int", "str(10 ** 100000)", "str of a huge int", LIMITED),
+    c("mem-lshift", "1 << 10**10", "left shift", LIMITED),
+    c("mem-list-growth-loop", "x = []\nwhile True:\n    x.append('y' * 1000)", "grow until killed", LIMITED),
+    c("mem-dict-comprehension", "{i: i for i in range(10**9)}", "huge dict", LIMITED),
+    c("mem-expandtabs", "('\\t' * 10**5).expandtabs(10**5)", "expandtabs bomb", LIMITED),
+    c("mem-randbytes", "random.randbytes(10**10)", "randbytes bomb", LIMITED),
+    c("mem-to-bytes", "(1).to_bytes(10**10, 'big')", "to_bytes bomb", LIMITED),
+    c("result-too-large", "__result__ = 'x' * 5_000_000", "giant result", frozenset({"RESULT_TOO_LARGE"})),
+    c(
+        "result-self-reference",
+        "x = []\nx.append(x)\n__result__ = x",
+        "cyclic result",
+        frozenset({"RESULT_NOT_SERIALIZABLE"}),
+    ),
+    c("output-flood", "for i in range(100):\n    print('z' * 100000)\n__result__ = 1", "flood stdout", None),
+]
+
+STDOUT = [
+    c(
+        "stdout-forged-jsonrpc",
+        'print(\'{"jsonrpc": "2.0", "id": 1, "result": {}}\')\n__result__ = 1',
+        "forge a protocol message",
+        None,
+    ),
+    c("stdout-print-file", "print('x', file=None)", "print to a file handle", None),
+    c("stdout-print-file-object", "print('x', file=math)", "print to an object", REFUSED),
+    c("stdout-result-newlines", '__result__ = \'\\n{"jsonrpc": "2.0"}\\n\'', "protocol text in the result", None),
+]
+
+CASES: list[Case] = [
+    *DUNDER, *NAMESPACES, *FORMATTING, *FRAMES, *EXCEPTIONS, *TOOLS, *BUILTINS, *IMPORTS, *DEFINITIONS,
+    *STATE, *NETWORK, *EXHAUSTION, *STDOUT,
+]  # fmt: skip
+
+CONTROLS: list[tuple[str, str, object]] = [
+    ("control-arithmetic", "__result__ = sum(i * i for i in range(100))", 328350),
+    ("control-strings", "__result__ = ' '.join(w.capitalize() for w in 'hello big world'.split())", "Hello Big World"),
+    ("control-format", "__result__ = '{:>6.2f}|{:<3}|{name}'.format(3.14159, 7, name='n')", "  3.14|7  |n"),
+    ("control-json", "__result__ = json.loads(json.dumps({'a': [1, 2.5, None]}))", {"a": [1, 2.5, None]}),
+    ("control-regex", "__result__ = re.sub(r'(\\d+)', lambda m: str(int(m.group(1)) * 2), 'a1b22')", "a2b44"),
+    ("control-datetime", "__result__ = (datetime.date(2024, 3, 1) - datetime.date(2024, 2, 1)).days", 29),
+    ("control-statistics", "__result__ = round(statistics.stdev([2, 4, 4, 4, 5, 5, 7, 9]), 3)", 2.138),
+    (
+        "control-tools-roundtrip",
+        "write_file('n.txt', 'a\\nb')\n__result__ = read_file('n.txt').splitlines()",
+        ["a", "b"],
+    ),
+    ("control-async-tool", "__result__ = fetch_later('ok', 0.01)", "ok"),
+    ("control-rich-flattened", "__result__ = sorted(rich_values())", ["amount", "pair", "path", "tags", "when"]),
+    (
+        "control-exception-handling",
+        "try:\n    read_file('nope.txt')\nexcept ToolError as e:\n    __result__ = e.code",
+        "FILE_NOT_FOUND",
+    ),
+    ("control-functions", "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n__result__ = fib(15)", 610),
+    (
+        "control-sorting",
+        "rows = [{'n': 'b', 'v': 2}, {'n': 'a', 'v': 2}]\n"
+        "__result__ = [r['n'] for r in sorted(rows, key=lambda r: (r['v'], r['n']))]",
+        ["a", "b"],
+    ),
+    ("control-math", "__result__ = [math.gcd(12, 18), math.isqrt(99), math.factorial(5)]", [6, 9, 120]),
+    (
+        "control-random-private",
+        "random.seed(7)\na = random.random()\nrandom.seed(7)\n__result__ = a == random.random()",
+        True,
+    ),
+]
