@@ -44,7 +44,8 @@ class Catalog:
             "- A failed tool call raises ToolError: try: ... except ToolError as e: use e.code, e.message.\n"
             "- Not available: import, names or attributes starting with _, class, with, yield, open, eval, exec, "
             "getattr, type, dir, globals.\n"
-            f"- Limits per call: {s.timeout_s:g} s, {s.max_tool_calls} tool calls, {s.max_code_chars} characters of "
+            f"- Limits per call: {s.timeout_s:g} s, {s.max_tool_calls} tool calls (help/tools included), "
+            f"{s.max_code_chars} characters of "
             f"code, {s.max_result_bytes:,} bytes of result.\n"
             '- help("tool_name") returns a tool\'s full description; tools("word") searches the tools.\n'
             "- Send `code` (the program) or `envelope` (a whole ATTP TOML envelope), not both.\n"

@@ -67,6 +67,12 @@ def check_program(code: str, known: KnownNames) -> ErrorInfo | None:
         # Compiling (never executing) adds the compiler's own checks: 'return'/'break' outside their
         # block, duplicate parameter names, and so on.
         compile(tree, "<program>", "exec", dont_inherit=True)
+    except (RecursionError, MemoryError):
+        return ErrorInfo(
+            code=ErrorCode.SYNTAX_ERROR,
+            message="the program is nested too deeply to compile",
+            solution="Simplify the program: fewer nested lambdas, brackets and expressions.",
+        )
     except SyntaxError as exc:
         return ErrorInfo(
             code=ErrorCode.SYNTAX_ERROR,
@@ -76,7 +82,10 @@ def check_program(code: str, known: KnownNames) -> ErrorInfo | None:
             source_line=_source_line(code, exc.lineno),
             solution=_COMPILE_ADVICE.get(exc.msg, "Fix the code at that line."),
         )
-    violations = scan(tree)
+    try:
+        violations = scan(tree)
+    except RecursionError:
+        return ErrorInfo(code=ErrorCode.SYNTAX_ERROR, message="the program is nested too deeply to check")
     if violations:
         first = violations[0]
         return ErrorInfo(

@@ -25,6 +25,7 @@ from server.errors import ErrorCode, ErrorInfo, short_repr
 from server.results import CallRecord, ExecutionResult, Status
 from server.sandbox.namespaces import SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS, public_names
 from server.sandbox.pool import Job, WorkerPool
+from server.sandbox.protocol import text_of
 from server.settings import Settings
 from server.toolpacks import ToolError, ToolRegistry, load_toolpack
 
@@ -84,7 +85,12 @@ class Runtime:
 
     async def execute(self, request: ExecuteRequest) -> ExecutionResult:
         started = time.perf_counter()
-        result = await self._execute(request)
+        try:
+            result = await self._execute(request)
+        except Exception:
+            # A bug of ours must still come back as a result, never a traceback; details go to the log only.
+            logger.exception("attp_execute failed inside the server")
+            result = _error(request.target, ErrorInfo(code=ErrorCode.INTERNAL_ERROR, message="the server failed"))
         result.elapsed_ms = round((time.perf_counter() - started) * 1000, 2)
         if result.error is not None and result.error.solution is None:
             result.error.solution = SOLUTIONS.get(result.error.code)
@@ -111,8 +117,25 @@ class Runtime:
                 ),
             )
         if request.envelope is not None:
+            limit = 2 * self.settings.max_code_chars + 10_000
+            if len(request.envelope) > limit:
+                return _error(
+                    target,
+                    ErrorInfo(
+                        code=ErrorCode.INVALID_ENVELOPE,
+                        message=f"the envelope is {len(request.envelope):,} characters; the limit is {limit:,}",
+                        parameter_name="envelope",
+                        received=f"{len(request.envelope):,} characters",
+                        expected=f"at most {limit:,} characters",
+                        solution="Send less: keep large data in files and read it with tools.",
+                    ),
+                )
+            strict = self.settings.envelope_strict
             try:
-                parsed = parse_envelope(request.envelope, strict=self.settings.envelope_strict)
+                # Off the event loop: a pathological document must not stall other sessions.
+                parsed = await anyio.to_thread.run_sync(
+                    functools.partial(parse_envelope, request.envelope, strict=strict)
+                )
             except EnvelopeError as exc:
                 return _error(target, exc.info)
             target = target or parsed.target
@@ -134,7 +157,7 @@ class Runtime:
                     solution="Split the work into several calls, or keep large data in files and read it with tools.",
                 ),
             )
-        problem = check_program(program.code, self.known)
+        problem = await anyio.to_thread.run_sync(check_program, program.code, self.known)
         if problem is not None:
             return _error(target, problem)
         return await self._run(program.code, target)
@@ -160,7 +183,7 @@ class Runtime:
         stdout = stdout if isinstance(stdout, str) else ""
         cut = stdout.encode("utf-8")[: self.settings.max_output_bytes].decode("utf-8", "ignore")
         try:
-            error = ErrorInfo.model_validate(done["error"]) if done.get("error") is not None else None
+            error = ErrorInfo.model_validate(_capped(done["error"])) if done.get("error") is not None else None
         except ValidationError:
             logger.error("worker sent a malformed error: %s", short_repr(done.get("error"), 500))
             error = ErrorInfo(code=ErrorCode.INTERNAL_ERROR, message="the sandbox reported a malformed error")
@@ -197,14 +220,6 @@ class Runtime:
         return reply
 
     async def _call(self, run: _Run, name: str, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
-        if name in META_TOOLS:
-            meta = self.catalog.help if name == "help" else self.catalog.search
-            if len(args) + len(kwargs) > 1 or set(kwargs) - {"name", "query"}:
-                usage = "help(name=None)" if name == "help" else "tools(query=None)"
-                return _reply_error(
-                    ErrorInfo(code=ErrorCode.INVALID_ARGUMENT, message=f"call it as {usage}", tool_name=name)
-                )
-            return {"ok": True, "value": meta(*args, *kwargs.values())}
         run.count += 1
         if run.count > self.settings.max_tool_calls:
             return _reply_error(
@@ -214,6 +229,16 @@ class Runtime:
                     tool_name=name,
                 )
             )
+        if name in META_TOOLS:
+            meta = self.catalog.help if name == "help" else self.catalog.search
+            too_long = any(isinstance(a, str) and len(a) > 200 for a in [*args, *kwargs.values()])
+            if len(args) + len(kwargs) > 1 or set(kwargs) - {"name", "query"} or too_long:
+                usage = "help(name=None)" if name == "help" else "tools(query=None)"
+                usage += " with a name or query of at most 200 characters"
+                return _reply_error(
+                    ErrorInfo(code=ErrorCode.INVALID_ARGUMENT, message=f"call it as {usage}", tool_name=name)
+                )
+            return {"ok": True, "value": meta(*args, *kwargs.values())}
         tool = self.registry.resolve(name)
         if tool is None:
             return _reply_error(
@@ -264,8 +289,15 @@ class Runtime:
             )
 
 
+def _capped(error: Any) -> Any:
+    """Cut every text field of a worker's error report to `MAX_TEXT` characters."""
+    if not isinstance(error, dict):
+        return error
+    return {k: text_of(v) if isinstance(v, str) else v for k, v in error.items()}
+
+
 def _reply_error(info: ErrorInfo) -> dict[str, Any]:
-    return {"ok": False, "error": info.model_dump(exclude_none=True)}
+    return {"ok": False, "error": _capped(info.model_dump(exclude_none=True))}
 
 
 def _error(target: str | None, info: ErrorInfo) -> ExecutionResult:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import ast
 import contextlib
 import operator
-import re
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -37,15 +36,25 @@ CHECK_EVERY = 200
 class ToolError(Exception):
     """A tool call failed. Catch it with ``except ToolError as e`` and read ``e.code`` / ``e.message``."""
 
-    def __init__(self, info: dict[str, Any]) -> None:
-        super().__init__(info.get("message", ""))
-        self.info = info
-        self.code: str = str(info.get("code", "TOOL_ERROR"))
-        self.message: str = str(info.get("message", ""))
-        self.tool_name = info.get("tool_name")
-        self.parameter_name = info.get("parameter_name")
-        self.suggested_value = info.get("suggested_value")
-        self.solution = info.get("solution")
+    from_server = False
+    """True only for errors built from a server reply; a program may raise its own, which are not tool errors."""
+
+    def __init__(self, info: object = None) -> None:
+        details: dict[str, Any] = dict(info) if isinstance(info, dict) else {"message": "" if info is None else info}
+        super().__init__(details.get("message", ""))
+        self.info = details
+        self.code = str(details.get("code", "TOOL_ERROR"))
+        self.message = str(details.get("message", ""))
+        self.tool_name = details.get("tool_name")
+        self.parameter_name = details.get("parameter_name")
+        self.suggested_value = details.get("suggested_value")
+        self.solution = details.get("solution")
+
+    @classmethod
+    def from_reply(cls, info: dict[str, Any]) -> ToolError:
+        error = cls(info)
+        error.from_server = True
+        return error
 
 
 register_exception(ToolError, ("code", "message", "tool_name", "parameter_name", "suggested_value", "solution"))
@@ -71,24 +80,40 @@ class OutputBuffer:
             self.size = self.limit
             self.truncated = True
             return
-        self.parts.append(text)
+        self.parts.append(data.decode("utf-8"))  # re-decoded: lone surrogates become '?', never a broken report
         self.size += len(data)
 
     def text(self) -> str:
         return "".join(self.parts)
 
 
-_PERCENT_SPEC = re.compile(r"%(?:\([^)]*\))?[#0\- +]*(\*|\d+)?(?:\.(\*|\d+))?[hlL]?[a-zA-Z%]")
-
-
 def _check_percent_format(template: str | bytes) -> None:
+    """Refuse %-format widths that would build a huge string, parsing specs the way Python does."""
     text = template.decode("latin-1") if isinstance(template, bytes) else template
-    for width, precision in _PERCENT_SPEC.findall(text):
-        for value in (width, precision):
-            if value == "*":
+    size, i = len(text), 0
+    while (i := text.find("%", i)) >= 0:
+        i += 1
+        if i < size and text[i] == "(":  # a mapping key: balanced parentheses, as Python parses it
+            depth, i = 1, i + 1
+            while i < size and depth:
+                depth += {"(": 1, ")": -1}.get(text[i], 0)
+                i += 1
+        while i < size and text[i] in "#0- +":
+            i += 1
+        for part in ("width", "precision"):
+            if part == "precision":
+                if i >= size or text[i] != ".":
+                    break
+                i += 1
+            if i < size and text[i] == "*":
                 raise Forbidden("'*' widths in %-formatting are not available; write the width as a number")
-            if value and (len(value) > 6 or int(value) > MAX_FORMAT_WIDTH):
-                raise SizeLimitError(f"%-format width/precision {value} exceeds {MAX_FORMAT_WIDTH:,}")
+            j = i
+            while j < size and text[j].isdigit():
+                j += 1
+            if j - i > 6 or (j > i and int(text[i:j]) > MAX_FORMAT_WIDTH):
+                raise SizeLimitError(f"%-format {part} {text[i:j]} exceeds {MAX_FORMAT_WIDTH:,}")
+            i = j
+        i += 1  # the conversion character (or the second % of %%)
 
 
 def _check_len(size: int, what: str) -> None:
@@ -110,7 +135,7 @@ def _mul(a: Any, b: Any) -> Any:
         a, b = b, a
     if isinstance(a, _SEQUENCES) and isinstance(b, int):
         _check_len(len(a) * b, "'*'")
-    elif type(a) is int and type(b) is int and a.bit_length() + b.bit_length() > MAX_INT_BITS:
+    elif isinstance(a, int) and isinstance(b, int) and a.bit_length() + b.bit_length() > MAX_INT_BITS:
         raise SizeLimitError(f"'*' would build an integer over {MAX_INT_BITS:,} bits")
     return a * b
 
@@ -153,6 +178,10 @@ BINARY_OPERATORS: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
 class Evaluator(Interpreter):  # type: ignore[misc]
     """One run of one program. Build a new one per run: symbols do not survive between runs."""
 
+    # asteval's own state, set in its __init__: a pending break/continue/return, and a return value.
+    _interrupt: Any
+    retval: Any
+
     def __init__(self, symbols: dict[str, Any], *, deadline: float, max_steps: int, output: OutputBuffer) -> None:
         self.output = output
         self.deadline = deadline
@@ -161,7 +190,7 @@ class Evaluator(Interpreter):  # type: ignore[misc]
         self._next_check = CHECK_EVERY
         self._handling: list[BaseException] = []
         super().__init__(symtable=symbols, use_numpy=False, minimal=False, config={"import": False})
-        self.symtable["print"] = self._printer
+        self.symtable["print"] = _Print(self._printer)
         extra = {
             "generatorexp": self.on_generatorexp,
             "namedexpr": self.on_namedexpr,
@@ -214,6 +243,42 @@ class Evaluator(Interpreter):  # type: ignore[misc]
             self.run(statement)
             if self._interrupt is not None or self.retval is not None:
                 break
+
+    def _loop_control(self) -> str | None:
+        """After a loop body: 'break' or 'continue' (consumed here), 'return' (left pending), or None."""
+        interrupt = self._interrupt
+        if interrupt is None:
+            return "return" if self.retval is not None else None
+        if interrupt.__class__ is ast.Break:
+            self._interrupt = None
+            return "break"
+        if interrupt.__class__ is ast.Continue:
+            self._interrupt = None
+            return "continue"
+        return "return"
+
+    def on_while(self, node: ast.While) -> None:
+        while self.run(node.test):
+            self._block(node.body)
+            if self._loop_control() in ("break", "return"):
+                return
+        self._block(node.orelse)
+
+    def on_for(self, node: ast.For) -> None:
+        for value in self.run(node.iter):
+            self.node_assign(node.target, value)
+            self._block(node.body)
+            if self._loop_control() in ("break", "return"):
+                return
+        self._block(node.orelse)
+
+    def _finally(self, statements: list[ast.stmt]) -> None:
+        """Run a finally block even while a return, break or continue is pending, then restore it."""
+        pending = (self._interrupt, self.retval)
+        self._interrupt, self.retval = None, None
+        self._block(statements)
+        if self._interrupt is None and self.retval is None:
+            self._interrupt, self.retval = pending
 
     # ------------------------------------------------------------ names and assignment
 
@@ -294,7 +359,9 @@ class Evaluator(Interpreter):  # type: ignore[misc]
         return format(value, spec)
 
     def on_joinedstr(self, node: ast.JoinedStr) -> str:
-        return "".join([self.run(part) for part in node.values])
+        parts = [self.run(part) for part in node.values]
+        _check_len(sum(len(part) for part in parts), "f-string")
+        return "".join(parts)
 
     def on_assert(self, node: ast.Assert) -> None:
         if not self.run(node.test):
@@ -432,9 +499,9 @@ class Evaluator(Interpreter):  # type: ignore[misc]
             else:
                 self._block(node.orelse)
         except Exception:
-            self._block(node.finalbody)
+            self._finally(node.finalbody)
             raise
-        self._block(node.finalbody)
+        self._finally(node.finalbody)
 
     def _matching_handler(self, handlers: list[ast.ExceptHandler], exc: Exception) -> ast.ExceptHandler | None:
         for handler in handlers:
@@ -474,6 +541,21 @@ class Evaluator(Interpreter):  # type: ignore[misc]
 
 
 _MISSING = object()
+
+
+class _Print:
+    """What ``print`` is inside the sandbox: the evaluator's capture, behind an opaque face."""
+
+    __slots__ = ("_write",)
+
+    def __init__(self, write: Callable[..., None]) -> None:
+        self._write = write
+
+    def __call__(self, /, *values: Any, **options: Any) -> None:
+        self._write(*values, **options)
+
+    def __repr__(self) -> str:
+        return "<built-in function print>"
 
 
 _AST_CLASSES: dict[str, list[type]] = {}

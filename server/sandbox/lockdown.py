@@ -8,6 +8,8 @@ Imports nothing from the rest of ``server``.
 
 from __future__ import annotations
 
+import codecs
+import contextlib
 import ctypes
 import ctypes.util
 import math
@@ -36,6 +38,16 @@ def preload() -> None:
     json.loads(json.dumps({"a": [1.5, "b"]}))
     statistics.linear_regression([1, 2, 3], [2, 4, 6])
     "préload".encode().decode("latin-1").casefold()
+    # Codecs and unicodedata load lazily from the stdlib, which the worker cannot read once it is nobody.
+    import encodings
+    import pkgutil
+    import unicodedata
+
+    unicodedata.name("a")
+    for module in pkgutil.iter_modules(encodings.__path__):
+        with contextlib.suppress(Exception):
+            codecs.lookup(module.name)
+    "x".encode("ascii", "namereplace")
 
 
 def _limit(name: str, soft: int, hard: int | None = None) -> bool:

@@ -72,6 +72,8 @@ def _prod(iterable: Iterable[Any], *, start: Any = 1) -> Any:
         total = total * item
         if isinstance(total, int) and total.bit_length() > MAX_INT_BITS:
             raise SizeLimitError(f"math.prod() result exceeds {MAX_INT_BITS:,} bits")
+        if isinstance(total, str | bytes | list | tuple):
+            _check_size("math.prod()", len(total))
     return total
 
 
@@ -108,6 +110,9 @@ def _dumps(obj: Any, **options: Any) -> str:
         raise TypeError(
             f"json.dumps() got unsupported option(s) {sorted(unknown)}; allowed: {sorted(_JSON_DUMPS_OPTIONS)}"
         )
+    separators = options.get("separators")
+    if isinstance(separators, tuple | list) and any(isinstance(x, str) and len(x) > 16 for x in separators):
+        raise ValueError("json.dumps(separators=...) items must be at most 16 characters")
     indent = options.get("indent")
     if (isinstance(indent, int) and indent > 16) or (isinstance(indent, str) and len(indent) > 16):
         raise ValueError("json.dumps(indent=...) must be at most 16")
@@ -175,8 +180,34 @@ _RE_FUNCTIONS = ("compile", "search", "match", "fullmatch", "split", "findall", 
 _RE_FLAGS = ("IGNORECASE", "I", "MULTILINE", "M", "DOTALL", "S", "VERBOSE", "X", "ASCII", "A", "NOFLAG")
 
 
+def check_substitution(pattern: Any, repl: Any, string: Any, count: int = 0, flags: int = 0) -> None:
+    """Refuse a ``sub``/``subn`` whose replacement text, repeated per match, would be huge."""
+    if not isinstance(repl, str | bytes) or not isinstance(string, str | bytes) or not repl:
+        return
+    if len(repl) * (len(string) + 1) <= MAX_SEQUENCE_LEN:
+        return
+    compiled = pattern if isinstance(pattern, _re.Pattern) else _re.compile(pattern, flags)
+    matches = 0
+    for _ in compiled.finditer(string):
+        matches += 1
+        if count and matches >= count:
+            break
+    _check_size("re.sub()", len(string) + matches * len(repl))
+
+
+def _sub(pattern: Any, repl: Any, string: Any, count: int = 0, flags: int = 0) -> Any:
+    check_substitution(pattern, repl, string, count, flags)
+    return _re.sub(pattern, repl, string, count=count, flags=flags)
+
+
+def _subn(pattern: Any, repl: Any, string: Any, count: int = 0, flags: int = 0) -> Any:
+    check_substitution(pattern, repl, string, count, flags)
+    return _re.subn(pattern, repl, string, count=count, flags=flags)
+
+
 def _re_namespace() -> Namespace:
     members: dict[str, Any] = {name: getattr(_re, name) for name in _RE_FUNCTIONS}
+    members.update(sub=_sub, subn=_subn)
     members.update({name: getattr(_re, name) for name in _RE_FLAGS if hasattr(_re, name)})
     members["error"] = _re.error
     return Namespace("re", members)
@@ -275,6 +306,8 @@ def check_format_spec(spec: object) -> None:
     """Refuse format specs whose width or precision would build a huge string (CVE-2025-24359 class)."""
     if not isinstance(spec, str):
         return
+    if len(spec) > 1000:
+        raise SizeLimitError(f"a format spec of {len(spec):,} characters is too long; the limit is 1,000")
     for digits in _SPEC_NUMBERS.findall(spec):
         if len(digits) > 6 or int(digits) > MAX_FORMAT_WIDTH:
             raise SizeLimitError(f"format width/precision {digits} exceeds {MAX_FORMAT_WIDTH:,}")

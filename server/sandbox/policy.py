@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from server.sandbox.limits import MAX_SEQUENCE_LEN, Forbidden, SizeLimitError
-from server.sandbox.namespaces import MODULE_NAMES, Namespace, check_format_spec
+from server.sandbox.namespaces import MODULE_NAMES, Namespace, check_format_spec, check_substitution
 
 FORBIDDEN_NAMES = frozenset(
     {
@@ -123,6 +123,8 @@ def scan(tree: ast.AST) -> list[Violation]:
                     add("FORBIDDEN", arg, f"names starting with '_' are not allowed: {arg.arg!r}", arg.arg)
             if node.args.posonlyargs or node.args.kwonlyargs:
                 add("FORBIDDEN", node, "positional-only and keyword-only parameters are not available", node.name)
+        elif isinstance(node, ast.Lambda) and (node.args.posonlyargs or node.args.kwonlyargs):
+            add("FORBIDDEN", node, "positional-only and keyword-only parameters are not available")
         elif isinstance(node, ast.ExceptHandler) and node.name and node.name.startswith("_"):
             add("FORBIDDEN", node, f"names starting with '_' are not allowed: {node.name!r}", node.name)
         elif isinstance(node, ast.Starred) and isinstance(node.ctx, ast.Store):
@@ -234,7 +236,38 @@ def _format_map(obj: str) -> Callable[..., str]:
     return format_map
 
 
+def _translate(obj: Any) -> Callable[..., Any]:
+    def translate(table: Any, *rest: Any) -> Any:
+        if isinstance(table, dict):
+            longest = max((len(v) for v in table.values() if isinstance(v, str | bytes)), default=1)
+            _check_len(len(obj) * max(1, longest), "translate()")
+        return obj.translate(table, *rest)
+
+    return translate
+
+
+def _strftime(obj: Any) -> Callable[..., str]:
+    def strftime(fmt: str) -> str:
+        if isinstance(fmt, str) and len(fmt) > 1000:
+            raise SizeLimitError(f"a strftime format of {len(fmt):,} characters is too long; the limit is 1,000")
+        return str(obj.strftime(fmt))
+
+    return strftime
+
+
+def _pattern_sub(name: str) -> Callable[[Any], Callable[..., Any]]:
+    def wrap(pattern: Any) -> Callable[..., Any]:
+        def sub(repl: Any, string: Any, count: int = 0) -> Any:
+            check_substitution(pattern, repl, string, count)
+            return getattr(pattern, name)(repl, string, count=count)
+
+        return sub
+
+    return wrap
+
+
 _TEXT_WRAPPERS: dict[str, Callable[[Any], Callable[..., Any]]] = {
+    "translate": _translate,
     "ljust": _padded("ljust"),
     "rjust": _padded("rjust"),
     "center": _padded("center"),
@@ -250,6 +283,10 @@ _WRAPPERS: dict[type, dict[str, Callable[[Any], Callable[..., Any]]]] = {
     bytearray: _TEXT_WRAPPERS,
     int: {"to_bytes": _to_bytes},
     bool: {"to_bytes": _to_bytes},
+    _dt.date: {"strftime": _strftime},
+    _dt.datetime: {"strftime": _strftime},
+    _dt.time: {"strftime": _strftime},
+    _re.Pattern: {"sub": _pattern_sub("sub"), "subn": _pattern_sub("subn")},
 }
 
 _VIEW_EXCLUDE = ("mapping",)

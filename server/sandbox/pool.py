@@ -319,7 +319,13 @@ def _died(returncode: int | None, memory_mb: int) -> dict[str, Any]:
         name = signal.Signals(number).name if number in signal.Signals._value2member_map_ else str(number)
         if number == signal.SIGXCPU:
             return _failed("TIMEOUT", "the program used up its CPU time and was stopped")
-        if number in (signal.SIGKILL, signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS):
+        if number in (signal.SIGSEGV, signal.SIGBUS):
+            return _failed(
+                "RUNTIME_ERROR",
+                f"the program crashed the sandbox process ({name}), usually with a structure nested too deeply "
+                "(e.g. hashing or printing a tuple nested millions of levels). Keep data structures flat.",
+            )
+        if number in (signal.SIGKILL, signal.SIGABRT):
             return _failed(
                 "MEMORY_LIMIT",
                 f"the sandbox process died ({name}) while running the program; this usually means it went past "

@@ -29,6 +29,21 @@ def encode(message: dict[str, Any]) -> bytes:
     return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
 
 
+MAX_TEXT = 4000
+"""Longest error text either side reports; the rest is cut with a note."""
+
+
+def text_of(value: object, limit: int = MAX_TEXT) -> str:
+    """``str(value)`` that cannot fail and cannot be huge: valid UTF-8, at most `limit` characters."""
+    try:
+        text = value if isinstance(value, str) else str(value)
+    except Exception:
+        text = f"<{type(value).__name__} that cannot be shown as text>"
+    if len(text) > limit:
+        text = text[:limit] + f"... ({len(text) - limit:,} more characters)"
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
 def decode(line: bytes) -> dict[str, Any]:
     try:
         message = json.loads(line)

@@ -15,6 +15,7 @@ import difflib
 import json
 import os
 import random
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -27,7 +28,7 @@ from server.sandbox.limits import Abort, SizeLimitError, Timeout, ToolCallLimit
 from server.sandbox.namespaces import SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS, Namespace, random_namespace
 from server.sandbox.namespaces import static_namespaces as build_static_namespaces
 from server.sandbox.policy import RESULT_NAME, scan
-from server.sandbox.protocol import MAX_MESSAGE_BYTES, decode, encode
+from server.sandbox.protocol import MAX_MESSAGE_BYTES, decode, encode, text_of
 
 MAX_STEPS = 50_000_000
 """Evaluation steps (AST nodes) one run may take; the wall clock usually ends a runaway first."""
@@ -36,6 +37,10 @@ MAX_RUNS_PER_WORKER = 1000
 """A worker retires after this many runs, so slow leaks in C extensions cannot accumulate."""
 
 META_TOOLS = ("help", "tools")
+
+_TOOL_ERROR_FIELDS = frozenset(
+    {"code", "message", "tool_name", "parameter_name", "received", "expected", "suggested_value", "solution"}
+)
 
 
 class Channel:
@@ -59,6 +64,24 @@ class Channel:
         self.writer.write(encode(message))
         self.writer.flush()
 
+    def send_done(self, done: dict[str, Any]) -> None:
+        """Send a run's report; if it cannot be encoded, send a plain error instead of dying."""
+        try:
+            data = encode(done)
+        except (TypeError, ValueError, UnicodeError, RecursionError):
+            data = encode(
+                {
+                    "op": "done",
+                    "status": "error",
+                    "error": {"code": "RUNTIME_ERROR", "message": "the run's report could not be encoded"},
+                    "stdout": "",
+                    "truncated": False,
+                    "retire": True,
+                }
+            )
+        self.writer.write(data)
+        self.writer.flush()
+
     def receive(self) -> dict[str, Any] | None:
         line = self.reader.readline(MAX_MESSAGE_BYTES)
         return decode(line) if line else None
@@ -73,7 +96,7 @@ class ToolStub:
         self.name = name
         self._invoke = invoke
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
         return self._invoke(self.name, args, kwargs)
 
     def __repr__(self) -> str:
@@ -93,20 +116,28 @@ class ToolBridge:
         self.count = 0
 
     def __call__(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if name not in META_TOOLS:
-            self.count += 1
-            if self.count > self.max_calls:
-                raise ToolCallLimit(
-                    f"the program made more than {self.max_calls} tool calls; batch work into fewer calls"
-                )
+        self.count += 1  # help() and tools() count too: every call crosses to the server
+        if self.count > self.max_calls:
+            raise ToolCallLimit(f"the program made more than {self.max_calls} tool calls; batch work into fewer calls")
         try:
             payload_args = [to_json(a, f"{name}() argument {i + 1}") for i, a in enumerate(args)]
             payload_kwargs = {k: to_json(v, f"{name}() argument {k!r}") for k, v in kwargs.items()}
         except NotJSON as exc:
-            raise ToolError(
+            raise ToolError.from_reply(
                 {"code": "INVALID_ARGUMENT", "message": f"{exc}. Tools take JSON data.", "tool_name": name}
             ) from None
-        self.channel.send({"op": "call", "tool": name, "args": payload_args, "kwargs": payload_kwargs})
+        try:
+            frame = encode({"op": "call", "tool": name, "args": payload_args, "kwargs": payload_kwargs})
+        except (UnicodeError, ValueError, RecursionError):
+            raise ToolError.from_reply(
+                {
+                    "code": "INVALID_ARGUMENT",
+                    "message": f"{name}() got text that is not valid Unicode (a lone surrogate?)",
+                    "tool_name": name,
+                }
+            ) from None
+        self.channel.writer.write(frame)
+        self.channel.writer.flush()
         reply = self.channel.receive()
         if reply is None:
             raise ServerGone("the server closed the connection")
@@ -115,7 +146,7 @@ class ToolBridge:
         error = reply.get("error") or {}
         if error.get("code") == "TOOL_CALL_LIMIT":
             raise ToolCallLimit(str(error.get("message", "tool call limit reached")))
-        raise ToolError(error)
+        raise ToolError.from_reply(error)
 
 
 class Runner:
@@ -163,15 +194,19 @@ class Runner:
             raise
         except Abort as exc:
             retire = isinstance(exc, Timeout | SizeLimitError)
-            done.update(status="error", error=_error(exc.code, str(exc), code, _where(exc)))
+            done.update(status="error", error=_error(exc.code, text_of(exc), code, _where(exc)))
         except NameError as exc:
             known = list(evaluator.symtable) if evaluator is not None else []
             done.update(status="error", error=_name_error(exc, known, code))
         except ToolError as exc:
-            info = {k: v for k, v in exc.info.items() if v is not None}
             line, column = _where(exc)
-            info.setdefault("code", "TOOL_ERROR")
-            done.update(status="error", error={**info, **_location(code, line, column)})
+            if exc.from_server:
+                info = {k: text_of(v) for k, v in exc.info.items() if v is not None and k in _TOOL_ERROR_FIELDS}
+                info.setdefault("code", "TOOL_ERROR")
+                done.update(status="error", error={**info, **_location(code, line, column)})
+            else:  # raised by the program itself: its own error, not a tool's
+                message = f"ToolError: {text_of(exc)}"
+                done.update(status="error", error=_error("RUNTIME_ERROR", message, code, (line, column)))
         except RecursionError:
             message = "RecursionError: too many nested calls; rewrite the recursion as a loop"
             done.update(status="error", error=_error("RUNTIME_ERROR", message, code, (None, None)))
@@ -181,7 +216,7 @@ class Runner:
                 status="error", error=_error("MEMORY_LIMIT", "the program ran out of memory", code, (None, None))
             )
         except Exception as exc:
-            message = f"{type(exc).__name__}: {exc}"
+            message = f"{type(exc).__name__}: {text_of(exc)}"
             done.update(status="error", error=_error("RUNTIME_ERROR", message, code, _where(exc)))
         done["stdout"] = output.text()
         done["truncated"] = output.truncated
@@ -274,6 +309,8 @@ def main() -> None:
             done = runner.run(message)
         except ServerGone:
             return
-        channel.send(done)
+        finally:
+            re.purge()  # compiled patterns must not carry data (or memory) into the next run
+        channel.send_done(done)
         if done["retire"]:
             return

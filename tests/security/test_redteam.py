@@ -170,6 +170,22 @@ async def test_inside_symlink_to_outside_secret_is_refused(target: Target) -> No
     assert FILE_SECRET not in json.dumps(data)
 
 
+async def test_error_text_and_trace_are_bounded(target: Target) -> None:
+    """Review F5: the error message and the calls trace cannot smuggle megabytes past the output caps."""
+    data = await _run(target, "raise ValueError('x' * 5000000)")
+    assert len(data["error"]["message"]) < 5000
+    data = await _run(target, "while True:\n    help('x')")
+    assert data["error"]["code"] == "TOOL_CALL_LIMIT"
+    assert len(data["calls"]) <= 51
+
+
+async def test_regex_cache_does_not_carry_into_the_next_run(target: Target) -> None:
+    """Review F3: patterns compiled by one run (up to ~100 MB) must not poison the next run's memory."""
+    await _run(target, "for k in range(4):\n    re.compile('a' * 1000000 + str(k))\n__result__ = 1")
+    data = await _run(target, "x = [0] * 9000000\ny = [1] * 9000000\n__result__ = len(x) + len(y)")
+    assert data["result"] == 18000000, data["error"]
+
+
 async def test_shadowing_does_not_survive_into_the_next_run(target: Target) -> None:
     await _run(target, "json = 'poisoned'\nmath = None\nread_file = 1")
     data = await _run(target, "__result__ = [json.dumps(1), math.sqrt(4), callable(read_file)]")

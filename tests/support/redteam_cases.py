@@ -289,9 +289,114 @@ STDOUT = [
     c("stdout-result-newlines", '__result__ = \'\\n{"jsonrpc": "2.0"}\\n\'', "protocol text in the result", None),
 ]
 
+# Regressions from the independent red-team review of this sandbox (findings F1-F8).
+REVIEW = [
+    c(
+        "review-F1a-fnmatch-cache-growth",
+        "for k in range(3):\n    list_files('.', pattern='a' * 1000000 + str(k))",
+        "grow the server's fnmatch cache",
+        frozenset({"INVALID_PATTERN"}),
+    ),
+    c(
+        "review-F1b-unicode-class-pattern",
+        "list_files('.', pattern='[\u0100-\uffff]' * 20000)",
+        "minutes of regex compile in the server",
+        frozenset({"INVALID_PATTERN"}),
+    ),
+    c(
+        "review-F1c-realpath-quadratic",
+        "read_file('a/' * 2000000 + 'b')",
+        "quadratic realpath in the server",
+        frozenset({"INVALID_PATH"}),
+    ),
+    c(
+        "review-F1d-edit-quadratic",
+        "write_file('big.txt', 'a' * 2000000)\nedit_file('big.txt', old_string='a', new_string='b')",
+        "quadratic line counting in the server",
+        frozenset({"OLD_STRING_NOT_UNIQUE"}),
+    ),
+    c(
+        "review-F2-tools-query-flood",
+        "q = 'a ' * 5000000\nfor i in range(100):\n    tools(q)",
+        "stall the event loop",
+        frozenset({"INVALID_ARGUMENT", "TOOL_CALL_LIMIT"}),
+    ),
+    c(
+        "review-F2-meta-calls-unbounded",
+        "while True:\n    help('x')",
+        "unbounded calls trace",
+        frozenset({"TOOL_CALL_LIMIT", "TIMEOUT"}),
+    ),
+    c(
+        "review-F4-nested-lambda-compile",
+        "x = " + "lambda: " * 1000 + "1",
+        "RecursionError traceback from the check",
+        frozenset({"SYNTAX_ERROR"}),
+    ),
+    c(
+        "review-F5-huge-error-message",
+        "s = 'x' * 10000000\nraise ValueError(f'{s}')",
+        "uncapped error message",
+        frozenset({"RUNTIME_ERROR", "MEMORY_LIMIT"}),
+    ),
+    c(
+        "review-F7-int-message-crash",
+        "raise ValueError(10 ** 5000)",
+        "crash the worker's error path",
+        frozenset({"RUNTIME_ERROR"}),
+    ),
+    c("review-F7-surrogate-print", "print('\\ud800')\n__result__ = 1", "crash the report encoder", None),
+    c(
+        "review-F7-surrogate-message",
+        "raise ValueError('\\udcff')",
+        "crash the report encoder",
+        frozenset({"RUNTIME_ERROR"}),
+    ),
+    c(
+        "review-F7-tool-error-non-json",
+        "raise ToolError({'code': 'X', 'message': 'm', 'solution': lambda: 1})",
+        "crash the report encoder",
+        frozenset({"RUNTIME_ERROR"}),
+    ),
+    c(
+        "review-F7-deep-tuple-hash",
+        "t = ()\nfor i in range(1000000):\n    t = (t,)\nhash(t)",
+        "segfault the worker",
+        frozenset({"RUNTIME_ERROR", "TIMEOUT", "MEMORY_LIMIT"}),
+    ),
+    c(
+        "review-F8-spoofed-timeout",
+        "raise ToolError({'code': 'TIMEOUT', 'message': 'spoofed'})",
+        "spoof a server-enforced code",
+        frozenset({"RUNTIME_ERROR"}),
+    ),
+    c(
+        "review-F8-surrogate-tool-argument",
+        "try:\n    read_file('\\ud800')\nexcept Exception as e:\n    __result__ = e.args",
+        "protocol frame in an exception",
+        None,
+    ),
+    c(
+        "review-F6-percent-nested-parens",
+        "'%(a(b)c)99999999d' % {'a(b)c': 1}",
+        "width hidden behind nested parentheses",
+        LIMITED,
+    ),
+    c("review-F6-json-separators", "json.dumps([1] * 1000, separators=('x' * 100000, ':'))", "separator bomb", LIMITED),
+    c("review-F6-re-sub-template", "re.sub('', 'x' * 10000, 'y' * 5000)", "substitution bomb", LIMITED),
+    c("review-F6-translate", "('a' * 100000).translate({97: 'b' * 1000})", "translate bomb", LIMITED),
+    c("review-F6-strftime", "datetime.now().strftime('%c' * 1000000)", "strftime bomb", LIMITED),
+    c(
+        "review-F6-fstring-doubling",
+        "s = 'x' * 1000000\nfor i in range(20):\n    s = f'{s}{s}'",
+        "f-string doubling",
+        LIMITED,
+    ),
+]
+
 CASES: list[Case] = [
     *DUNDER, *NAMESPACES, *FORMATTING, *FRAMES, *EXCEPTIONS, *TOOLS, *BUILTINS, *IMPORTS, *DEFINITIONS,
-    *STATE, *NETWORK, *EXHAUSTION, *STDOUT,
+    *STATE, *NETWORK, *EXHAUSTION, *STDOUT, *REVIEW,
 ]  # fmt: skip
 
 CONTROLS: list[tuple[str, str, object]] = [

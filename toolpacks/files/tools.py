@@ -301,7 +301,21 @@ class FileTools:
         return "file" if path.is_file() else None
 
 
+MAX_PATTERN_CHARS = 255
+"""A file-name glob longer than a file name can be is a mistake (and compiling one costs the server)."""
+
+MAX_REPORTED_MATCHES = 1000
+
+
 def _check_pattern(pattern: str) -> None:
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise ToolError(
+            "INVALID_PATTERN",
+            f"pattern is {len(pattern):,} characters; a file-name glob has at most {MAX_PATTERN_CHARS}.",
+            parameter_name="pattern",
+            received=pattern[:80] + "...",
+            expected=f"a file-name glob of at most {MAX_PATTERN_CHARS} characters, such as '*.py'",
+        )
     if pattern and "/" not in pattern:
         return
     suggestion = pattern.rsplit("/", 1)[-1] or "*"
@@ -348,7 +362,7 @@ def _replace_once(text: str, old: str, new: str, rel: str) -> str:
             received="''",
             solution="To write a whole file use write_file(); to insert lines use line-range mode.",
         )
-    positions = _find_all(text, old)
+    positions = _find_all(text, old, MAX_REPORTED_MATCHES + 1)
     if len(positions) == 1:
         return text[: positions[0]] + new + text[positions[0] + len(old) :]
     if not positions:
@@ -359,22 +373,28 @@ def _replace_once(text: str, old: str, new: str, rel: str) -> str:
             received=old if len(old) <= 200 else old[:200] + "...",
             solution=f"Call read_file({rel!r}) and copy the text exactly, including spaces, tabs and line breaks.",
         )
-    line_numbers = [text.count("\n", 0, pos) + 1 for pos in positions]
-    shown = ", ".join(map(str, line_numbers[:20])) + (", ..." if len(line_numbers) > 20 else "")
+    # Line numbers of the first 20 only, counted in one pass: a per-match count would be quadratic.
+    line_numbers, line, last = [], 1, 0
+    for pos in positions[:20]:
+        line += text.count("\n", last, pos)
+        line_numbers.append(line)
+        last = pos
+    shown = ", ".join(map(str, line_numbers)) + (", ..." if len(positions) > 20 else "")
+    times = f"more than {MAX_REPORTED_MATCHES}" if len(positions) > MAX_REPORTED_MATCHES else str(len(positions))
     raise ToolError(
         "OLD_STRING_NOT_UNIQUE",
-        f"old_string occurs {len(positions)} times in {rel!r} (at lines {shown}); it must occur exactly once.",
+        f"old_string occurs {times} times in {rel!r} (at lines {shown}); it must occur exactly once.",
         parameter_name="old_string",
         received=old if len(old) <= 200 else old[:200] + "...",
         solution="Include more surrounding lines in old_string to make it unique, or use line-range mode.",
     )
 
 
-def _find_all(text: str, needle: str) -> list[int]:
-    """Start of every occurrence, overlapping ones included: 'aa' in 'aaa' is ambiguous too."""
+def _find_all(text: str, needle: str, limit: int) -> list[int]:
+    """Start of each occurrence (at most `limit`), overlapping ones included: 'aa' in 'aaa' is ambiguous too."""
     positions: list[int] = []
     pos = text.find(needle)
-    while pos >= 0:
+    while pos >= 0 and len(positions) < limit:
         positions.append(pos)
         pos = text.find(needle, pos + 1)
     return positions

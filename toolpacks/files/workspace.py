@@ -64,8 +64,14 @@ def invalid_path_error(path: str, parameter: str, why: str, suggested: str | Non
     )
 
 
+MAX_PATH_CHARS = 4096
+"""Linux's PATH_MAX; longer paths cannot exist, and resolving them costs the server."""
+
+
 def normalize(path: str, parameter: str) -> str:
     """Lexically check and normalise a path; ``"."`` means the workspace root."""
+    if len(path) > MAX_PATH_CHARS:
+        raise invalid_path_error(path[:80] + "...", parameter, f"it is longer than {MAX_PATH_CHARS} characters")
     if "\x00" in path:
         raise invalid_path_error(path, parameter, "it contains a NUL byte")
     if path == "":
