@@ -163,3 +163,11 @@ async def test_concurrent_session_answers_while_another_runs_away(served: Served
             tasks.start_soon(runaway)
             tasks.start_soon(simple)
     assert finished == ["simple", "runaway"]
+
+
+def test_healthz_reports_workers_and_sandbox(http_server: Served) -> None:
+    health = http_server.extra
+    assert health["status"] == "ok"
+    assert health["workers"]["size"] >= 1
+    for feature in ("network_namespace", "dropped_privileges", "no_new_privs", "rlimit_as", "rlimit_fsize"):
+        assert feature in health["sandbox"]
