@@ -44,48 +44,38 @@ def _source_line(code: str, line: int | None) -> str | None:
     return lines[line - 1].rstrip() if line and 0 < line <= len(lines) else None
 
 
+def _syntax_error(code: str, exc: SyntaxError) -> ErrorInfo:
+    return ErrorInfo(
+        code=ErrorCode.SYNTAX_ERROR,
+        message=f"invalid Python syntax: {exc.msg}",
+        line=exc.lineno,
+        column=exc.offset,
+        source_line=_source_line(code, exc.lineno),
+        solution=_COMPILE_ADVICE.get(exc.msg, "Fix the code at that line; it must be plain Python 3 statements."),
+    )
+
+
+_TOO_DEEP = ErrorInfo(
+    code=ErrorCode.SYNTAX_ERROR,
+    message="the program is nested too deeply to parse",
+    solution="Simplify the program: fewer nested lambdas, brackets and expressions.",
+)
+
+
 def check_program(code: str, known: KnownNames) -> ErrorInfo | None:
     """Return the first problem of `code` as a model-facing error, or None if it may run."""
     try:
         tree = ast.parse(code, mode="exec")
-    except SyntaxError as exc:
-        return ErrorInfo(
-            code=ErrorCode.SYNTAX_ERROR,
-            message=f"invalid Python syntax: {exc.msg}",
-            line=exc.lineno,
-            column=exc.offset,
-            source_line=_source_line(code, exc.lineno),
-            solution="Fix the syntax at that line; the code must be plain Python 3 statements.",
-        )
-    except (RecursionError, MemoryError, ValueError) as exc:
-        return ErrorInfo(
-            code=ErrorCode.SYNTAX_ERROR,
-            message=f"the program cannot be parsed: {exc or 'nested too deeply'}",
-            solution="Simplify the program: fewer nested brackets and expressions.",
-        )
-    try:
         # Compiling (never executing) adds the compiler's own checks: 'return'/'break' outside their
         # block, duplicate parameter names, and so on.
         compile(tree, "<program>", "exec", dont_inherit=True)
-    except (RecursionError, MemoryError):
-        return ErrorInfo(
-            code=ErrorCode.SYNTAX_ERROR,
-            message="the program is nested too deeply to compile",
-            solution="Simplify the program: fewer nested lambdas, brackets and expressions.",
-        )
-    except SyntaxError as exc:
-        return ErrorInfo(
-            code=ErrorCode.SYNTAX_ERROR,
-            message=f"invalid Python: {exc.msg}",
-            line=exc.lineno,
-            column=exc.offset,
-            source_line=_source_line(code, exc.lineno),
-            solution=_COMPILE_ADVICE.get(exc.msg, "Fix the code at that line."),
-        )
-    try:
         violations = scan(tree)
-    except RecursionError:
-        return ErrorInfo(code=ErrorCode.SYNTAX_ERROR, message="the program is nested too deeply to check")
+    except SyntaxError as exc:
+        return _syntax_error(code, exc)
+    except (RecursionError, MemoryError):
+        return _TOO_DEEP.model_copy()
+    except ValueError as exc:  # e.g. source with NUL bytes
+        return ErrorInfo(code=ErrorCode.SYNTAX_ERROR, message=f"the program cannot be parsed: {exc}")
     if violations:
         first = violations[0]
         return ErrorInfo(
