@@ -87,6 +87,8 @@ class ToolpackContext:
 
     workspace: Path
     options: BaseModel | None = None
+    skills_dirs: tuple[Path, ...] = ()
+    """The skills library directories (the `skills_dirs` setting), for packs that serve skills."""
 
 
 @dataclass(frozen=True)
@@ -243,10 +245,17 @@ def make_tool(function: ToolFunction, pack: str, name: str | None = None) -> Too
 class ToolRegistry:
     """The enabled tools, by name, with their packs. Built once at startup; read-only afterwards."""
 
-    def __init__(self, packs: Sequence[Toolpack], workspace: Path, options: Mapping[str, Mapping[str, Any]]) -> None:
+    def __init__(
+        self,
+        packs: Sequence[Toolpack],
+        workspace: Path,
+        options: Mapping[str, Mapping[str, Any]],
+        skills_dirs: Sequence[Path] = (),
+    ) -> None:
         self.packs: dict[str, Toolpack] = {}
         self.tools: dict[str, Tool] = {}
         self.aliases: dict[str, str] = {}
+        self.skills_dirs = tuple(skills_dirs)
         for pack in packs:
             self._add_pack(pack, workspace, options.get(pack.name, {}))
 
@@ -265,7 +274,8 @@ class ToolRegistry:
                 raise ToolpackLoadError(f"toolpack {pack.name!r}: bad options: {exc}") from exc
         functions = list(pack.tools)
         if pack.build is not None:
-            functions.extend(pack.build(ToolpackContext(workspace=workspace, options=options)))
+            context = ToolpackContext(workspace=workspace, options=options, skills_dirs=self.skills_dirs)
+            functions.extend(pack.build(context))
         for function in functions:
             tool = make_tool(function, pack.name)
             if tool.name in self.tools:
