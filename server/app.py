@@ -6,11 +6,14 @@ at ``/sse`` + ``/messages/`` (n8n's older node) and ``GET /healthz``, from one p
 
 from __future__ import annotations
 
+import json
 import logging
+from collections.abc import Callable
 from typing import Annotated
 
 import uvicorn
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
@@ -20,9 +23,14 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from server import __version__
+from server.atdf import atdf_descriptor
+from server.catalog import tool_text
+from server.errors import suggest
 from server.results import ExecutionResult, render
 from server.runtime import ExecuteRequest, Runtime
 from server.settings import Settings
+from server.skills import SkillError, SkillLibrary, default_skills_dirs
+from server.toolpacks import Tool
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +63,8 @@ def create_server(runtime: Runtime) -> MCPServer:
             is_error=result.is_error,
         )
 
+    _add_tool_resources(server, runtime)
+    _add_skill_resources(server, SkillLibrary.load(settings.skills_dirs or default_skills_dirs()))
     packs = runtime.registry.packs.values()
     read_only = all(getattr(pack, "read_only", False) for pack in packs)
     server.add_tool(
@@ -72,6 +82,91 @@ def create_server(runtime: Runtime) -> MCPServer:
         structured_output=True,
     )
     return server
+
+
+def _add_tool_resources(server: MCPServer, runtime: Runtime) -> None:
+    """The tool descriptions and the system prompt, as resources and a prompt (SPEC §5)."""
+    catalog = runtime.catalog
+    registry = runtime.registry
+
+    def find(name: str) -> Tool:
+        tool = registry.resolve(name)
+        if tool is None:
+            hint = suggest(name, registry.callable_names())
+            raise ResourceError(f"no tool named {name!r}" + (f"; did you mean {hint!r}?" if hint else ""))
+        return tool
+
+    @server.resource(
+        "attp://tools",
+        name="tools",
+        mime_type="text/x-python",
+        description="Every enabled tool: signature and docstring.",
+    )
+    def all_tools() -> str:
+        return catalog.attp_text()
+
+    @server.resource(
+        "attp://tools/{name}", name="tool", mime_type="text/x-python", description="One tool's signature and docstring."
+    )
+    def one_tool(name: str) -> str:
+        return tool_text(find(name))
+
+    @server.resource(
+        "attp://tools/{name}/atdf",
+        name="tool-atdf",
+        mime_type="application/json",
+        description="One tool's ATDF 2.x descriptor.",
+    )
+    def one_tool_atdf(name: str) -> str:
+        return json.dumps(atdf_descriptor(find(name)), indent=2, ensure_ascii=False)
+
+    @server.resource(
+        "attp://prompt",
+        name="prompt",
+        mime_type="text/markdown",
+        description="The ATTP system prompt with the tools filled in.",
+    )
+    def prompt_resource() -> str:
+        return catalog.prompt()
+
+    @server.prompt(
+        name="attp_system_prompt", description="The ATTP system prompt (seed 000) with the enabled tools filled in."
+    )
+    def attp_system_prompt(language: str = "en") -> str:
+        """Args: language: "en" (default) or "zh" for the seed's Chinese wording."""
+        return catalog.prompt(language)
+
+
+def _add_skill_resources(server: MCPServer, library: SkillLibrary) -> None:
+    """The skills library (SPEC §7) as resources, whether or not the `skills` toolpack is enabled."""
+
+    def served(read: Callable[[], str]) -> str:
+        try:
+            return read()
+        except SkillError as error:
+            raise ResourceError(f"{error.code}: {error.message}") from None
+
+    @server.resource(
+        "skill://index",
+        name="skills",
+        mime_type="application/json",
+        description="Every skill: name, title, description, category and attached files.",
+    )
+    def skill_index() -> str:
+        return json.dumps(library.index(), indent=2, ensure_ascii=False)
+
+    @server.resource("skill://{name}", name="skill", mime_type="text/markdown", description="One skill's SKILL.md.")
+    def skill(name: str) -> str:
+        return served(lambda: library.get(name).content())
+
+    @server.resource(
+        "skill://{name}/{+path}",
+        name="skill-file",
+        mime_type="text/plain",
+        description="A file attached to a skill (a template or an example), by its path inside the skill.",
+    )
+    def skill_file(name: str, path: str) -> str:
+        return served(lambda: library.read_file(name, path))
 
 
 def transport_security(settings: Settings) -> TransportSecuritySettings:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from server.prompt import system_prompt
 from server.sandbox.namespaces import MODULE_NAMES
 from server.settings import Settings
 from server.toolpacks import Tool, ToolRegistry
@@ -67,6 +68,15 @@ class Catalog:
         if not self.registry.tools:
             catalog = "\nNo tools are enabled: only the pre-injected modules are available."
         return rules + catalog
+
+    def attp_text(self) -> str:
+        """Every enabled tool in the ATTP format (seed 000): what ``attp://tools`` and the prompt show."""
+        header = "# ===== Available tools =====\n# Call them directly by name; no import.\n\n"
+        return header + "\n\n\n".join(tool_text(tool) for tool in self.registry.tools.values())
+
+    def prompt(self, language: str = "en") -> str:
+        """The ATTP system prompt with this server's tools filled in."""
+        return system_prompt(self.attp_text(), language)
 
     def help(self, name: object = None) -> str:
         """``help()`` inside a program: one tool's full description, or an overview."""

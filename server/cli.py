@@ -17,10 +17,13 @@ import anyio
 
 from server import __version__
 from server.app import create_server, serve_http, serve_stdio
-from server.catalog import tool_text
+from server.atdf import atdf_descriptor
+from server.catalog import Catalog, tool_text
 from server.checks import check_program
 from server.envelope import Declined, EnvelopeError, parse_envelope
 from server.errors import AttpError, ErrorInfo
+from server.manifest import build_manifest, differences
+from server.manifest import render as render_manifest
 from server.results import ExecutionResult, render
 from server.runtime import ExecuteRequest, Runtime, build_registry, open_runtime
 from server.settings import Settings, load_settings
@@ -33,9 +36,18 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 def _settings_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("settings (override ATTP_* variables and the config file)")
     group.add_argument("--config", type=Path, help="TOML config file (default: ./attp.toml if present)")
+    group.add_argument("--profile", help="use the config file's [profiles.NAME] (toolpacks, workspace, ...)")
     group.add_argument("--workspace", type=Path, help="root directory of the files toolpack")
     group.add_argument(
         "--toolpack", dest="toolpacks", action="append", metavar="PACK", help="enable a toolpack (repeatable)"
+    )
+    group.add_argument(
+        "--skills-dir",
+        dest="skills_dirs",
+        action="append",
+        type=Path,
+        metavar="DIR",
+        help="skills library (repeatable)",
     )
     group.add_argument("--timeout-s", dest="timeout_s", type=float, help="wall-clock limit per run")
     group.add_argument("--memory-mb", dest="memory_mb", type=int, help="memory limit per worker")
@@ -68,14 +80,25 @@ def build_parser() -> argparse.ArgumentParser:
     _settings_flags(check)
 
     tools = commands.add_parser("tools", help="print the catalog of enabled tools")
-    tools.add_argument("--format", choices=["attp", "json"], default="attp")
+    tools.add_argument("--format", choices=["attp", "atdf", "json"], default="attp")
     _settings_flags(tools)
+
+    prompt = commands.add_parser("prompt", help="print the ATTP system prompt with the enabled tools")
+    prompt.add_argument("--language", choices=["en", "zh"], default="en")
+    _settings_flags(prompt)
+
+    manifest = commands.add_parser("manifest", help="write mcp_manifest.json (or --check that it is current)")
+    manifest.add_argument("--path", type=Path, default=Path("mcp_manifest.json"))
+    manifest.add_argument("--check", action="store_true", help="exit 1 if the file differs from what would be written")
+    manifest.add_argument("--toolpack", dest="toolpacks", action="append", metavar="PACK", help=argparse.SUPPRESS)
     return parser
 
 
 def _cli_values(args: argparse.Namespace) -> dict[str, Any]:
-    keys = ("workspace", "toolpacks", "timeout_s", "memory_mb", "max_tool_calls", "result_format", "workers",
-            "log_level", "transport", "host", "port")  # fmt: skip
+    keys = (
+        "workspace", "toolpacks", "skills_dirs", "timeout_s", "memory_mb", "max_tool_calls", "result_format",
+        "workers", "log_level", "transport", "host", "port",
+    )  # fmt: skip
     return {key: getattr(args, key) for key in keys if getattr(args, key, None) is not None}
 
 
@@ -93,7 +116,9 @@ def main(argv: list[str] | None = None) -> int:
         return int(exc.code or 0)
 
     try:
-        settings = load_settings(_cli_values(args), args.config)
+        if args.command == "manifest":
+            return _manifest(args)
+        settings = load_settings(_cli_values(args), args.config, profile=args.profile)
     except AttpError as exc:
         print(f"attp: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -107,6 +132,9 @@ def main(argv: list[str] | None = None) -> int:
             return _exec(settings, args)
         if args.command == "check":
             return _check(settings, args)
+        if args.command == "prompt":
+            print(Catalog(build_registry(settings), settings).prompt(args.language))
+            return EXIT_OK
         return _tools(settings, args)
     except AttpError as exc:
         print(f"attp: {exc}", file=sys.stderr)
@@ -184,7 +212,9 @@ def _check(settings: Settings, args: argparse.Namespace) -> int:
 def _tools(settings: Settings, args: argparse.Namespace) -> int:
 
     registry = build_registry(settings)
-    if args.format == "json":
+    if args.format == "atdf":
+        print(json.dumps([atdf_descriptor(t) for t in registry.tools.values()], indent=2, ensure_ascii=False))
+    elif args.format == "json":
         data = [
             {"name": t.name, "pack": t.pack, "signature": t.signature_text(), "doc": t.doc}
             for t in registry.tools.values()
@@ -192,6 +222,22 @@ def _tools(settings: Settings, args: argparse.Namespace) -> int:
         print(json.dumps(data, indent=2, ensure_ascii=False))
     else:
         print("\n\n".join(tool_text(t) for t in registry.tools.values()))
+    return EXIT_OK
+
+
+def _manifest(args: argparse.Namespace) -> int:
+    """Built from defaults and the code only, never from this machine's ATTP_* variables or config file."""
+    settings = Settings(toolpacks=args.toolpacks) if args.toolpacks else Settings()
+    manifest = anyio.run(build_manifest, settings, build_registry(settings))
+    if args.check:
+        changed = differences(args.path, manifest)
+        if changed:
+            print(f"attp: {args.path} is out of date ({', '.join(changed)}); run: attp manifest", file=sys.stderr)
+            return EXIT_FAILED
+        print(f"{args.path} is up to date")
+        return EXIT_OK
+    args.path.write_text(render_manifest(manifest), encoding="utf-8")
+    print(f"wrote {args.path}")
     return EXIT_OK
 
 

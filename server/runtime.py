@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from server.catalog import Catalog
 from server.checks import KnownNames, check_program
+from server.docstrings import docstring_warnings
 from server.envelope import Declined, EnvelopeError, Program, parse_envelope
 from server.errors import ErrorCode, ErrorInfo, short_repr
 from server.results import CallRecord, ExecutionResult, Status
@@ -27,7 +28,7 @@ from server.sandbox.namespaces import SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS, p
 from server.sandbox.pool import Job, WorkerPool
 from server.sandbox.protocol import text_of
 from server.settings import Settings
-from server.toolpacks import ToolError, ToolRegistry, load_toolpack
+from server.toolpacks import ToolError, ToolpackLoadError, ToolRegistry, load_toolpack
 
 logger = logging.getLogger(__name__)
 
@@ -305,9 +306,25 @@ def _error(target: str | None, info: ErrorInfo) -> ExecutionResult:
 
 
 def build_registry(settings: Settings) -> ToolRegistry:
-    """Load the enabled toolpacks and register their tools (raises `ToolpackLoadError` naming the culprit)."""
-    packs = [load_toolpack(spec) for spec in settings.toolpacks]
-    return ToolRegistry(packs, settings.workspace.resolve(), settings.toolpack_options)
+    """Load the enabled toolpacks and register their tools.
+
+    A pack the user asked for by name must load (else `ToolpackLoadError` naming it); a pack that is
+    only enabled by default is skipped with a warning, so one broken plugin cannot stop the server.
+    """
+    explicit = "toolpacks" in settings.model_fields_set
+    packs = []
+    for spec in settings.toolpacks:
+        try:
+            packs.append(load_toolpack(spec))
+        except ToolpackLoadError as exc:
+            if explicit:
+                raise
+            logger.warning("skipping default toolpack %r: %s", spec, exc)
+    registry = ToolRegistry(packs, settings.workspace.resolve(), settings.toolpack_options, settings.skills_dirs)
+    for tool in registry.tools.values():
+        for warning in docstring_warnings(tool):
+            logger.warning("%s", warning)
+    return registry
 
 
 @asynccontextmanager

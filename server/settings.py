@@ -30,7 +30,7 @@ class Settings(BaseSettings):
 
     workspace: Path = Field(Path("workspace"), description="Root directory of the files toolpack (created if missing).")
     toolpacks: list[str] = Field(
-        default_factory=lambda: ["files"],
+        default_factory=lambda: ["files", "skills"],
         description="Enabled toolpacks: entry-point names (files, shell, ...) or import specs 'module:attribute'.",
     )
     toolpack_options: dict[str, dict[str, Any]] = Field(
@@ -80,8 +80,12 @@ def _read_config_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
     except OSError as exc:
         raise ConfigError(f"config file {path} cannot be read: {exc}") from None
+    return _read_toolpacks_table(path, data)
+
+
+def _read_toolpacks_table(path: Path, data: dict[str, Any]) -> dict[str, Any]:
+    """``[toolpacks] enabled = [...]`` plus ``[toolpacks.<pack>]`` option tables -> toolpacks, toolpack_options."""
     packs = data.get("toolpacks")
-    # The file may hold both the list of packs and per-pack tables: [toolpacks] enabled = [...], [toolpacks.files] ...
     if isinstance(packs, dict):
         for key, value in packs.items():
             if key != "enabled" and not isinstance(value, dict):
@@ -154,18 +158,45 @@ def _deep_merge(base: dict[str, Any], update: Mapping[str, Any]) -> dict[str, An
     return merged
 
 
+def _apply_profile(path: Path | None, values: dict[str, Any], profile: str | None) -> dict[str, Any]:
+    """Lay a ``[profiles.<name>]`` table over the file's top-level values (seed 004's per-agent tool sets)."""
+    profiles = values.pop("profiles", {})
+    if not isinstance(profiles, dict):
+        raise ConfigError(f"config file {path}: profiles must be tables, [profiles.<name>]")
+    if profile is None:
+        return values
+    if path is None:
+        raise ConfigError(
+            f"profile {profile!r} needs a config file (--config or ./attp.toml) with [profiles.{profile}]"
+        )
+    if profile not in profiles or not isinstance(profiles[profile], dict):
+        known = ", ".join(sorted(profiles)) or "none"
+        hint = suggest(profile, profiles)
+        raise ConfigError(
+            f"config file {path} has no [profiles.{profile}]; profiles: {known}"
+            + (f" (did you mean {hint!r}?)" if hint else "")
+        )
+    chosen = dict(profiles[profile])
+    if isinstance(chosen.get("toolpacks"), dict):
+        chosen = _read_toolpacks_table(path, chosen)
+    return _deep_merge(values, chosen)
+
+
 def load_settings(
     cli: Mapping[str, Any] | None = None,
     config_file: Path | None = None,
     environ: Mapping[str, str] | None = None,
+    profile: str | None = None,
 ) -> Settings:
-    """Merge flags > environment > config file > defaults; a bad value raises `ConfigError` naming field and source."""
+    """Merge flags > environment > profile > config file > defaults; a bad value raises `ConfigError`
+    naming the field and its source."""
     cli = {k: v for k, v in (cli or {}).items() if v is not None}
     environ = os.environ if environ is None else environ
     path = config_file if config_file is not None else (DEFAULT_CONFIG_FILE if DEFAULT_CONFIG_FILE.exists() else None)
     layers: list[tuple[str, dict[str, Any]]] = []
-    if path is not None:
-        layers.append((f"config file {path}", _read_config_file(path)))
+    if path is not None or profile is not None:
+        file_values = _read_config_file(path) if path is not None else {}
+        layers.append((f"config file {path}", _apply_profile(path, file_values, profile)))
     layers.append(("environment", _read_environment(environ)))
     layers.append(("command line", dict(cli)))
 

@@ -165,10 +165,10 @@ def test_bad_value_in_default_config_file_names_it(tmp_path: Path) -> None:
 
 
 def test_toolpack_tables_land_in_toolpack_options(tmp_path: Path) -> None:
-    path = write_config(tmp_path, "[toolpacks.files]\nmax_lines = 10\n\n[toolpacks.shell]\ndeny = ['rm']\n")
+    path = write_config(tmp_path, "[toolpacks.files]\nmax_lines = 10\n\n[toolpacks.shell]\ndeny_patterns = ['rm']\n")
     settings = load_settings(config_file=path, environ={})
-    assert settings.toolpack_options == {"files": {"max_lines": 10}, "shell": {"deny": ["rm"]}}
-    assert settings.toolpacks == ["files"]
+    assert settings.toolpack_options == {"files": {"max_lines": 10}, "shell": {"deny_patterns": ["rm"]}}
+    assert settings.toolpacks == ["files", "skills"]
 
 
 def test_toolpacks_enabled_beside_pack_tables(tmp_path: Path) -> None:
@@ -351,3 +351,19 @@ def test_config_file_that_is_a_directory_names_it(tmp_path: Path) -> None:
 
 def test_config_error_is_a_server_error() -> None:
     assert issubclass(ConfigError, AttpError)
+
+
+def test_profiles_choose_toolpacks_and_workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    config = tmp_path / "attp.toml"
+    config.write_text(
+        'timeout_s = 5\n\n[profiles.init]\ntoolpacks = ["files", "skills"]\nworkspace = "scenarios/demo"\n\n'
+        '[profiles.execute]\ntoolpacks = ["files", "skills", "shell"]\ntimeout_s = 30\n'
+    )
+    init = load_settings(config_file=config, environ={}, profile="init")
+    assert (init.toolpacks, str(init.workspace), init.timeout_s) == (["files", "skills"], "scenarios/demo", 5)
+    execute = load_settings(config_file=config, environ={"ATTP_TIMEOUT_S": "7"}, profile="execute")
+    assert (execute.toolpacks, execute.timeout_s) == (["files", "skills", "shell"], 7)
+    assert load_settings(config_file=config, environ={}).toolpacks == Settings().toolpacks
+    with pytest.raises(ConfigError, match="did you mean 'init'"):
+        load_settings(config_file=config, environ={}, profile="inti")
