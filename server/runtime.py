@@ -320,7 +320,13 @@ def build_registry(settings: Settings) -> ToolRegistry:
             if explicit:
                 raise
             logger.warning("skipping default toolpack %r: %s", spec, exc)
-    registry = ToolRegistry(packs, settings.workspace.resolve(), settings.toolpack_options, settings.skills_dirs)
+    registry = ToolRegistry(
+        packs,
+        settings.workspace.resolve(),
+        settings.toolpack_options,
+        settings.skills_dirs,
+        db_path=settings.db_path.resolve(),
+    )
     for tool in registry.tools.values():
         for warning in docstring_warnings(tool):
             logger.warning("%s", warning)

@@ -89,6 +89,8 @@ class ToolpackContext:
     options: BaseModel | None = None
     skills_dirs: tuple[Path, ...] = ()
     """The skills library directories (the `skills_dirs` setting), for packs that serve skills."""
+    db_path: Path | None = None
+    """The `db_path` setting (absolute), for packs that keep state in a database (memory)."""
 
 
 @dataclass(frozen=True)
@@ -251,11 +253,13 @@ class ToolRegistry:
         workspace: Path,
         options: Mapping[str, Mapping[str, Any]],
         skills_dirs: Sequence[Path] = (),
+        db_path: Path | None = None,
     ) -> None:
         self.packs: dict[str, Toolpack] = {}
         self.tools: dict[str, Tool] = {}
         self.aliases: dict[str, str] = {}
         self.skills_dirs = tuple(skills_dirs)
+        self.db_path = db_path
         for pack in packs:
             self._add_pack(pack, workspace, options.get(pack.name, {}))
 
@@ -274,7 +278,9 @@ class ToolRegistry:
                 raise ToolpackLoadError(f"toolpack {pack.name!r}: bad options: {exc}") from exc
         functions = list(pack.tools)
         if pack.build is not None:
-            context = ToolpackContext(workspace=workspace, options=options, skills_dirs=self.skills_dirs)
+            context = ToolpackContext(
+                workspace=workspace, options=options, skills_dirs=self.skills_dirs, db_path=self.db_path
+            )
             functions.extend(pack.build(context))
         for function in functions:
             tool = make_tool(function, pack.name)
