@@ -1,7 +1,6 @@
-"""The MCP face: the `attp_execute` tool on an `MCPServer`, and the transports that serve it.
+"""The MCP face: the `attp_execute` tool, the resources and the prompt on an `MCPServer`.
 
-``stdio`` for Claude Desktop; ``http`` serves Streamable HTTP at ``/mcp``, the legacy SSE transport
-at ``/sse`` + ``/messages/`` (n8n's older node) and ``GET /healthz``, from one process.
+Transports live elsewhere: stdio here (`serve_stdio`), HTTP in `server.http`.
 """
 
 from __future__ import annotations
@@ -11,24 +10,17 @@ import logging
 from collections.abc import Callable
 from typing import Annotated
 
-import uvicorn
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError
-from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse
-from starlette.routing import Route
 
 from server import __version__
 from server.atdf import atdf_descriptor
 from server.catalog import tool_text
 from server.errors import suggest
 from server.results import ExecutionResult, render
-from server.runtime import ExecuteRequest, Runtime
-from server.settings import Settings
+from server.runtime import CallContext, ExecuteRequest, Runtime
 from server.skills import SkillError, SkillLibrary, default_skills_dirs
 from server.toolpacks import Tool
 
@@ -55,8 +47,15 @@ def create_server(runtime: Runtime) -> MCPServer:
         ] = None,
         target: Annotated[str | None, Field(description="What this call is for (echoed in the result).")] = None,
         thought: Annotated[str | None, Field(description="Your reasoning, for the log; not executed.")] = None,
+        *,
+        ctx: Context,
     ) -> Annotated[CallToolResult, ExecutionResult]:
-        result = await runtime.execute(ExecuteRequest(code=code, envelope=envelope, target=target, thought=thought))
+        async def progress(done: int, tool: str) -> None:
+            await ctx.report_progress(done, message=f"{done} tool call{'s' if done > 1 else ''} done (last: {tool})")
+
+        context = CallContext(session=session_of(ctx), progress=progress)
+        request = ExecuteRequest(code=code, envelope=envelope, target=target, thought=thought)
+        result = await runtime.execute(request, context)
         return CallToolResult(
             content=[TextContent(type="text", text=render(result, settings.result_format))],
             structured_content=result.model_dump(mode="json"),
@@ -82,6 +81,26 @@ def create_server(runtime: Runtime) -> MCPServer:
         structured_output=True,
     )
     return server
+
+
+def session_of(ctx: Context) -> str:
+    """A short, non-secret label of the caller for the log line.
+
+    ``stdio``; over HTTP a prefix of the MCP session id when the protocol has sessions, else the
+    peer's address (the 2026 Streamable HTTP wire is sessionless).
+    """
+    try:
+        request = ctx.request_context.request
+    except ValueError:
+        return "-"
+    headers = getattr(request, "headers", None)
+    if headers is None:
+        return "stdio"
+    session = headers.get("mcp-session-id") or getattr(request, "query_params", {}).get("session_id")
+    if session:
+        return str(session)[:8]
+    client = getattr(request, "client", None)
+    return f"{client.host}:{client.port}" if client is not None else "-"
 
 
 def _add_tool_resources(server: MCPServer, runtime: Runtime) -> None:
@@ -167,54 +186,6 @@ def _add_skill_resources(server: MCPServer, library: SkillLibrary) -> None:
     )
     def skill_file(name: str, path: str) -> str:
         return served(lambda: library.read_file(name, path))
-
-
-def transport_security(settings: Settings) -> TransportSecuritySettings:
-    """DNS-rebinding protection: loopback names, the bind address, and `allowed_hosts`."""
-    hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*", f"{settings.host}:*", *settings.allowed_hosts]
-    origins = [f"http://{host.replace(':*', '')}:*" for host in hosts if host.endswith(":*")]
-    origins += [f"https://{host.replace(':*', '')}:*" for host in hosts if host.endswith(":*")]
-    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
-
-
-def http_app(server: MCPServer, runtime: Runtime) -> Starlette:
-    """One Starlette app: Streamable HTTP at /mcp, SSE at /sse + /messages/, and /healthz."""
-    settings = runtime.settings
-    security = transport_security(settings)
-    app = server.streamable_http_app(transport_security=security, host=settings.host)
-    sse = server.sse_app(transport_security=security, host=settings.host)
-    app.router.routes.extend(sse.routes)
-
-    async def healthz(request: Request) -> JSONResponse:
-        return JSONResponse(
-            {
-                "status": "ok",
-                "version": __version__,
-                "transports": {"streamable_http": "/mcp", "sse": "/sse"},
-                "workers": runtime.pool.stats(),
-                "sandbox": runtime.pool.lockdown,
-            }
-        )
-
-    app.router.routes.append(Route("/healthz", healthz, methods=["GET"]))
-    return app
-
-
-async def serve_http(server: MCPServer, runtime: Runtime) -> None:
-    settings = runtime.settings
-    config = uvicorn.Config(
-        http_app(server, runtime),
-        host=settings.host,
-        port=settings.port,
-        log_config=None,
-        log_level=settings.log_level.lower(),
-        timeout_graceful_shutdown=2,
-    )
-    web = uvicorn.Server(config)
-    logger.info(
-        "attp-server %s: http://%s:%d/mcp (Streamable HTTP), /sse (SSE)", __version__, settings.host, settings.port
-    )
-    await web.serve()
 
 
 async def serve_stdio(server: MCPServer) -> None:

@@ -16,12 +16,15 @@ from typing import Any
 import anyio
 
 from server import __version__
-from server.app import create_server, serve_http, serve_stdio
+from server.app import create_server, serve_stdio
 from server.atdf import atdf_descriptor
 from server.catalog import Catalog, tool_text
 from server.checks import check_program
+from server.client_config import CLAUDE_CONFIG_LOCATIONS, claude_config, n8n_config
 from server.envelope import Declined, EnvelopeError, parse_envelope
 from server.errors import AttpError, ErrorInfo
+from server.http import check_exposure, serve_http
+from server.logs import configure_logging
 from server.manifest import build_manifest, differences
 from server.manifest import render as render_manifest
 from server.results import ExecutionResult, render
@@ -55,6 +58,7 @@ def _settings_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--result-format", dest="result_format", choices=["toml", "json"])
     group.add_argument("--workers", type=int, help="sandbox workers kept ready")
     group.add_argument("--log-level", dest="log_level", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    group.add_argument("--log-format", dest="log_format", choices=["text", "json"], help="log lines on stderr")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -66,6 +70,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--transport", choices=["stdio", "http"])
     serve.add_argument("--host", help="HTTP bind address (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="HTTP port (default 8765)")
+    serve.add_argument(
+        "--insecure-no-auth",
+        dest="insecure_no_auth",
+        action="store_const",
+        const=True,
+        help="allow a non-loopback --host without ATTP_AUTH_TOKEN (only behind an authenticating proxy)",
+    )
     _settings_flags(serve)
 
     run = commands.add_parser("exec", help="run one envelope or program and print the result")
@@ -87,6 +98,14 @@ def build_parser() -> argparse.ArgumentParser:
     prompt.add_argument("--language", choices=["en", "zh"], default="en")
     _settings_flags(prompt)
 
+    config = commands.add_parser("config", help="print a ready-to-paste client configuration (claude, n8n)")
+    config.add_argument("client", choices=["claude", "n8n"])
+    config.add_argument("--name", default="attp", help="server name in claude_desktop_config.json")
+    config.add_argument("--docker", action="store_true", help="n8n runs in Docker, this server on the host")
+    config.add_argument("--host", help="HTTP bind address the server will use (n8n)")
+    config.add_argument("--port", type=int, help="HTTP port the server will use (n8n)")
+    _settings_flags(config)
+
     manifest = commands.add_parser("manifest", help="write mcp_manifest.json (or --check that it is current)")
     manifest.add_argument("--path", type=Path, default=Path("mcp_manifest.json"))
     manifest.add_argument("--check", action="store_true", help="exit 1 if the file differs from what would be written")
@@ -97,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _cli_values(args: argparse.Namespace) -> dict[str, Any]:
     keys = (
         "workspace", "toolpacks", "skills_dirs", "timeout_s", "memory_mb", "max_tool_calls", "result_format",
-        "workers", "log_level", "transport", "host", "port",
+        "workers", "log_level", "log_format", "transport", "host", "port", "insecure_no_auth",
     )  # fmt: skip
     return {key: getattr(args, key) for key in keys if getattr(args, key, None) is not None}
 
@@ -122,9 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     except AttpError as exc:
         print(f"attp: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    logging.basicConfig(
-        stream=sys.stderr, level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(settings.log_level, settings.log_format)
     try:
         if args.command == "serve":
             return _serve(settings)
@@ -132,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
             return _exec(settings, args)
         if args.command == "check":
             return _check(settings, args)
+        if args.command == "config":
+            return _config(settings, args)
         if args.command == "prompt":
             print(Catalog(build_registry(settings), settings).prompt(args.language))
             return EXIT_OK
@@ -147,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _serve(settings: Settings) -> int:
+    if settings.transport == "http":
+        check_exposure(settings)
 
     async def run() -> None:
         async with open_runtime(settings) as runtime:
@@ -222,6 +243,15 @@ def _tools(settings: Settings, args: argparse.Namespace) -> int:
         print(json.dumps(data, indent=2, ensure_ascii=False))
     else:
         print("\n\n".join(tool_text(t) for t in registry.tools.values()))
+    return EXIT_OK
+
+
+def _config(settings: Settings, args: argparse.Namespace) -> int:
+    if args.client == "n8n":
+        print(n8n_config(settings, docker=args.docker))
+        return EXIT_OK
+    print(json.dumps(claude_config(settings, name=args.name, profile=args.profile, config=args.config), indent=2))
+    print("Merge into claude_desktop_config.json (" + "; ".join(CLAUDE_CONFIG_LOCATIONS) + ").", file=sys.stderr)
     return EXIT_OK
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,12 +56,26 @@ class ExecuteRequest:
     thought: str | None = None
 
 
+Progress = Callable[[int, str], Awaitable[None]]
+"""Told after each tool call of a run: how many calls are done, and the tool's name."""
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """Who asked, for the log line, and where progress goes (MCP progress notifications)."""
+
+    call_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    session: str = "-"
+    progress: Progress | None = None
+
+
 @dataclass
 class _Run:
     """State of one run: its trace and call count (the server's count is authoritative)."""
 
     calls: list[CallRecord] = field(default_factory=list)
     count: int = 0
+    progress: Progress | None = None
 
 
 class Runtime:
@@ -84,10 +99,11 @@ class Runtime:
             namespaces=spaces,
         )
 
-    async def execute(self, request: ExecuteRequest) -> ExecutionResult:
+    async def execute(self, request: ExecuteRequest, context: CallContext | None = None) -> ExecutionResult:
+        context = context if context is not None else CallContext()
         started = time.perf_counter()
         try:
-            result = await self._execute(request)
+            result = await self._execute(request, _Run(progress=context.progress))
         except Exception:
             # A bug of ours must still come back as a result, never a traceback; details go to the log only.
             logger.exception("attp_execute failed inside the server")
@@ -95,16 +111,19 @@ class Runtime:
         result.elapsed_ms = round((time.perf_counter() - started) * 1000, 2)
         if result.error is not None and result.error.solution is None:
             result.error.solution = SOLUTIONS.get(result.error.code)
-        logger.info(
-            "attp_execute status=%s error=%s calls=%d ms=%.1f",
-            result.status,
-            result.error.code if result.error else "-",
-            len(result.calls),
-            result.elapsed_ms,
-        )
+        # One line per call; never the code, the result or tool arguments (they may hold secrets).
+        fields = {
+            "call": context.call_id,
+            "session": context.session,
+            "status": result.status,
+            "error": result.error.code if result.error else None,
+            "tool_calls": len(result.calls),
+            "ms": result.elapsed_ms,
+        }
+        logger.info("attp_execute", extra={"fields": fields})
         return result
 
-    async def _execute(self, request: ExecuteRequest) -> ExecutionResult:
+    async def _execute(self, request: ExecuteRequest, run: _Run) -> ExecutionResult:
         target = request.target
         if (request.code is None) == (request.envelope is None):
             return _error(
@@ -161,10 +180,9 @@ class Runtime:
         problem = await anyio.to_thread.run_sync(check_program, program.code, self.known)
         if problem is not None:
             return _error(target, problem)
-        return await self._run(program.code, target)
+        return await self._run(program.code, target, run)
 
-    async def _run(self, code: str, target: str | None) -> ExecutionResult:
-        run = _Run()
+    async def _run(self, code: str, target: str | None, run: _Run) -> ExecutionResult:
         job = Job(
             code=code,
             tools=self.registry.callable_names(),
@@ -218,6 +236,11 @@ class Runtime:
                 error_code=error.get("code"),
             )
         )
+        if run.progress is not None:
+            try:
+                await run.progress(len(run.calls), run.calls[-1].tool)
+            except Exception as exc:  # a client that went away must not fail the run
+                logger.debug("progress notification failed: %s", exc)
         return reply
 
     async def _call(self, run: _Run, name: str, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:

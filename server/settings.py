@@ -54,6 +54,10 @@ class Settings(BaseSettings):
     allowed_hosts: list[str] = Field(default_factory=list, description="Extra Host values accepted over HTTP.")
     db_path: Path = Field(Path(".attp/memory.sqlite3"), description="SQLite file of the memory toolpack.")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="Log level (stderr).")
+    log_format: Literal["text", "json"] = Field("text", description="Log lines as text, or one JSON object each.")
+    insecure_no_auth: bool = Field(
+        False, description="Allow serving HTTP on a non-loopback address without auth_token (not recommended)."
+    )
     workers: int = Field(2, ge=0, le=64, description="Sandbox worker processes kept ready.")
     max_workers: int = Field(16, ge=1, le=256, description="Most programs running at once.")
 

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
-from harness import SERVE_FLAGS, Served, free_port, server_env, wait_for_health
+from harness import SERVE_FLAGS, Served, serving_http
 from mcp_types import TextResourceContents
 
 pytestmark = pytest.mark.anyio
@@ -97,21 +95,9 @@ async def test_system_prompt(served: Served) -> None:
     assert "核心规则" in chinese.messages[0].content.text  # type: ignore[union-attr]
 
 
-async def test_example_third_party_pack_end_to_end(served: Served) -> None:
+async def test_example_third_party_pack_end_to_end(workspace: Path) -> None:
     """examples/textstats is pip-installed; --toolpack textstats finds it by entry point, no server change."""
-    if served.transport != "streamable-http":
-        pytest.skip("one transport is enough for the plugin path")
-    assert served.url is not None
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "server", "serve", "--transport", "http", "--port", str(port),
-         "--workspace", str(served.workspace), *SERVE_FLAGS, "--toolpack", "textstats"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=server_env(),
-    )  # fmt: skip
-    try:
-        url = f"http://127.0.0.1:{port}"
-        wait_for_health(url, process)
-        plugin = Served("streamable-http", served.workspace, url=url)
+    with serving_http(workspace, *SERVE_FLAGS, "--toolpack", "textstats") as plugin:
         async with plugin.client() as client:
             description = (await client.list_tools()).tools[0].description or ""
             catalog = (await client.read_resource("attp://tools")).contents[0]
@@ -121,6 +107,3 @@ async def test_example_third_party_pack_end_to_end(served: Served) -> None:
         assert "def word_count(text: str)" in catalog.text  # type: ignore[union-attr]
         jsonschema.validate(json.loads(atdf.text), SCHEMA)  # type: ignore[union-attr]
         assert called.structured_content["result"] == [{"word": "b", "count": 2}]
-    finally:
-        process.terminate()
-        process.wait(timeout=10)

@@ -53,10 +53,12 @@ class Job:
     max_result_bytes: int
     max_tool_calls: int
     capture_print: bool = True
+    engine: str = "python"
 
     def message(self) -> dict[str, Any]:
         return {
             "op": "run",
+            "engine": self.engine,
             "code": self.code,
             "tools": self.tools,
             "namespaces": self.namespaces,
@@ -136,6 +138,7 @@ class WorkerPool:
         self.lockdown: dict[str, Any] = {}
         self.runs = 0
         self.kills = 0
+        self.cancelled = 0
 
     async def __aenter__(self) -> WorkerPool:
         self._tasks = await self._stack.enter_async_context(anyio.create_task_group())
@@ -161,6 +164,7 @@ class WorkerPool:
             "max_workers": self.max_workers,
             "runs": self.runs,
             "killed": self.kills,
+            "cancelled": self.cancelled,
         }
 
     def worker_pids(self) -> list[int]:
@@ -204,6 +208,9 @@ class WorkerPool:
             except (ProtocolError, anyio.DelimiterNotFound) as exc:
                 logger.warning("worker %d broke the protocol: %s", worker.pid, exc)
                 return _failed("INTERNAL_ERROR", "the sandbox process sent a malformed message; the run was stopped")
+            except anyio.get_cancelled_exc_class():
+                self.cancelled += 1  # the client cancelled the call: the worker is killed below, at once
+                raise
             finally:
                 self._running.discard(worker)
                 self.runs += 1

@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
+import sys
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
+import httpx2
 from mcp import Client
 from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 from server.runtime import ExecuteRequest, Runtime, open_runtime
 from server.settings import Settings
@@ -73,14 +78,52 @@ class Served:
     stdout_path: Path | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def client(self, **kwargs: Any) -> Client:
+    def client(self, headers: dict[str, str] | None = None, **kwargs: Any) -> Client:
         if self.transport == "stdio":
             assert self.stdio is not None
             return Client(self.stdio, **kwargs)
         assert self.url is not None
         if self.transport == "sse":
-            return Client(sse_client(self.url + "/sse"), **kwargs)
+            return Client(sse_client(self.url + "/sse", headers=headers), **kwargs)
+        if headers:
+            return Client(_streamable_with_headers(self.url + "/mcp", headers), **kwargs)
         return Client(self.url + "/mcp", **kwargs)
+
+
+@asynccontextmanager
+async def _streamable_with_headers(url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
+    """Streamable HTTP with extra headers; the transport never closes a client it was given, so this does."""
+    http: httpx2.AsyncClient = create_mcp_http_client(headers=headers)
+    async with http, streamable_http_client(url, http_client=http) as streams:
+        yield streams
+
+
+@contextmanager
+def serving_http(
+    workspace: Path, *flags: str, env: dict[str, str] | None = None, stderr: Path | None = None
+) -> Iterator[Served]:
+    """A real `attp serve --transport http` on a free loopback port, in its own process group; killed after."""
+    port = free_port()
+    log = stderr.open("wb") if stderr is not None else subprocess.DEVNULL
+    process = subprocess.Popen(
+        [sys.executable, "-m", "server", "serve", "--transport", "http", "--port", str(port),
+         "--workspace", str(workspace), *flags],
+        stdout=subprocess.DEVNULL, stderr=log, env={**server_env(), **(env or {})}, start_new_session=True,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        health = wait_for_health(url, process)
+        yield Served("streamable-http", workspace, url=url, process=process, extra=health)
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        if stderr is not None:
+            log.close()  # type: ignore[union-attr]
 
 
 def wait_for_health(url: str, process: subprocess.Popen[bytes], timeout: float = 30.0) -> dict[str, Any]:

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import anyio
 import pytest
-from harness import Served, free_port, server_env, wait_for_health
+from harness import serving_http
 
 pytestmark = pytest.mark.anyio
 
@@ -23,30 +21,19 @@ for i in range(200):
 """
 
 
-def start_server(workspace: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    flags = ["--toolpack", "files", "--timeout-s", "60", "--max-tool-calls", "1000"]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "server", "serve", "--transport", "http", "--port", str(port),
-         "--workspace", str(workspace), *flags],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=server_env(), start_new_session=True,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    wait_for_health(url, process)
-    return process, url
-
-
 @pytest.mark.parametrize("delay_ms", [0, 3, 7, 13, 29])
 async def test_killed_server_leaves_old_or_new_content(tmp_path: Path, delay_ms: int) -> None:
     workspace = tmp_path / "ws"
     workspace.mkdir()
     doc = workspace / "doc.txt"
     doc.write_bytes(OLD)
-    process, url = start_server(workspace)
-    try:
+    flags = ("--toolpack", "files", "--timeout-s", "60", "--max-tool-calls", "1000")
+    with serving_http(workspace, *flags) as served:
+        assert served.process is not None
+        process = served.process
 
         async def run() -> None:
-            async with Served("streamable-http", workspace, url=url).client() as client:
+            async with served.client() as client:
                 await client.call_tool("attp_execute", {"code": PROGRAM})
 
         async with anyio.create_task_group() as group:
@@ -59,10 +46,6 @@ async def test_killed_server_leaves_old_or_new_content(tmp_path: Path, delay_ms:
             os.killpg(process.pid, signal.SIGKILL)  # the server and everything it started
             process.wait(timeout=10)
             group.cancel_scope.cancel()
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=10)
 
     content = doc.read_bytes()
     assert content in {b"A" * SIZE, b"B" * SIZE}, f"torn write: {len(content)} bytes, starts {content[:20]!r}"

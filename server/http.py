@@ -1,0 +1,179 @@
+"""The HTTP face: Streamable HTTP at ``/mcp``, legacy SSE at ``/sse`` + ``/messages/``, ``GET /healthz``.
+
+One Starlette app in one process, wrapped (outermost first) in: the bearer-token check when
+``auth_token`` is set, and the SDK's own Host/Origin validation (DNS-rebinding protection) and
+request-body limit inside each transport. ``/healthz`` needs no token; without one it says only
+that the server is up.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+import logging
+from collections.abc import Awaitable, Callable
+
+import uvicorn
+from mcp.server.mcpserver import MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from server import __version__
+from server.errors import AttpError
+from server.runtime import Runtime
+from server.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+LOOPBACK_NAMES = frozenset({"localhost", "ip6-localhost"})
+PUBLIC_PATHS = frozenset({"/healthz"})
+
+
+def max_request_bytes(settings: Settings) -> int:
+    """The largest request body accepted: room for the longest program, JSON-escaped, and its envelope."""
+    return max(1024 * 1024, 8 * settings.max_code_chars + 64 * 1024)
+
+
+def is_loopback(host: str) -> bool:
+    if host.lower() in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_exposure(settings: Settings) -> None:
+    """Refuse to serve a non-loopback address without a token, unless the user insisted.
+
+    Raises:
+        AttpError: naming the bind address and the two ways out.
+    """
+    if is_loopback(settings.host) or settings.auth_token is not None:
+        return
+    if settings.insecure_no_auth:
+        logger.warning(
+            "serving %s without authentication (--insecure-no-auth): anyone who reaches it can run code", settings.host
+        )
+        return
+    raise AttpError(
+        f"refusing to serve HTTP on {settings.host!r} without authentication: anyone who can reach that address "
+        "could run programs with your tools. Set ATTP_AUTH_TOKEN (or auth_token in the config file), "
+        "bind 127.0.0.1, or pass --insecure-no-auth if a proxy in front of it authenticates."
+    )
+
+
+def transport_security(settings: Settings) -> TransportSecuritySettings:
+    """DNS-rebinding protection: loopback names, the bind address, and `allowed_hosts`."""
+    hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*", f"{settings.host}:*", *settings.allowed_hosts]
+    origins = [f"{scheme}://{host}" for host in hosts for scheme in ("http", "https")]
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
+
+
+def carries_token(scope: Scope, token: bytes) -> bool:
+    """Whether the request's ``Authorization: Bearer`` or ``X-API-Key`` header holds `token`."""
+    presented: list[bytes] = []
+    for name, value in scope.get("headers", []):
+        if name == b"authorization" and value[:7].lower() == b"bearer ":
+            presented.append(value[7:].strip())
+        elif name == b"x-api-key":
+            presented.append(value.strip())
+    # Compare every candidate, so the time taken does not depend on which header matched.
+    results = [hmac.compare_digest(candidate, token) for candidate in presented]
+    return any(results)
+
+
+class TokenAuth:
+    """ASGI middleware: every request but `PUBLIC_PATHS` carries the token, or gets 401.
+
+    Accepted as ``Authorization: Bearer <token>`` or ``X-API-Key: <token>`` (n8n's "Header Auth").
+    The comparison is constant-time (`hmac.compare_digest`) on the UTF-8 bytes.
+    """
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self.token = token.encode("utf-8")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("path") in PUBLIC_PATHS or carries_token(scope, self.token):
+            await self.app(scope, receive, send)
+            return
+        body = json.dumps(
+            {
+                "error": "unauthorized",
+                "message": "this server needs its token: send 'Authorization: Bearer <token>' or 'X-API-Key: <token>'",
+            }
+        ).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 401,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"www-authenticate", b'Bearer realm="attp-server"'),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+
+def http_app(server: MCPServer, runtime: Runtime) -> ASGIApp:
+    """Streamable HTTP, SSE and /healthz from one Starlette app, behind the token check if configured."""
+    settings = runtime.settings
+    security = transport_security(settings)
+    limit = max_request_bytes(settings)
+    app = server.streamable_http_app(transport_security=security, host=settings.host, max_request_body_size=limit)
+    sse = server.sse_app(transport_security=security, host=settings.host, max_request_body_size=limit)
+    app.router.routes.extend(sse.routes)
+    app.router.routes.append(Route("/healthz", _healthz(runtime), methods=["GET"]))
+    if settings.auth_token is None:
+        return app
+    return TokenAuth(app, settings.auth_token.get_secret_value())
+
+
+def _healthz(runtime: Runtime) -> Callable[[Request], Awaitable[JSONResponse]]:
+    secret = runtime.settings.auth_token
+    token = secret.get_secret_value().encode("utf-8") if secret is not None else None
+
+    async def healthz(request: Request) -> JSONResponse:
+        if token is not None and not carries_token(request.scope, token):
+            return JSONResponse({"status": "ok"})  # up, and nothing more, for anyone without the token
+        return JSONResponse(
+            {
+                "status": "ok",
+                "version": __version__,
+                "transports": {"streamable_http": "/mcp", "sse": "/sse"},
+                "workers": runtime.pool.stats(),
+                "sandbox": runtime.pool.lockdown,
+            }
+        )
+
+    return healthz
+
+
+async def serve_http(server: MCPServer, runtime: Runtime) -> None:
+    settings = runtime.settings
+    config = uvicorn.Config(
+        http_app(server, runtime),
+        host=settings.host,
+        port=settings.port,
+        log_config=None,
+        log_level=settings.log_level.lower(),
+        timeout_graceful_shutdown=2,
+    )
+    web = uvicorn.Server(config)
+    auth = "token required" if settings.auth_token is not None else "no authentication"
+    logger.info(
+        "attp-server %s: http://%s:%d/mcp (Streamable HTTP), /sse (SSE); %s; Host accepted: %s",
+        __version__,
+        settings.host,
+        settings.port,
+        auth,
+        ", ".join(transport_security(settings).allowed_hosts),
+    )
+    await web.serve()

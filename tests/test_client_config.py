@@ -1,0 +1,75 @@
+"""``attp config claude|n8n``: what it prints works as printed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from harness import server_env
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+ATTP = Path(sys.executable).parent / "attp"
+
+
+def attp_config(*args: str, cwd: Path) -> tuple[str, str]:
+    command = [str(ATTP)] if ATTP.is_file() else [sys.executable, "-m", "server"]
+    done = subprocess.run(
+        [*command, "config", *args], capture_output=True, text=True, cwd=cwd, env=server_env(), timeout=60, check=True
+    )
+    return done.stdout, done.stderr
+
+
+@pytest.mark.anyio
+async def test_claude_entry_works_as_printed(tmp_path: Path) -> None:
+    """Take exactly the printed command and args, start them from another directory, complete a session."""
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "attp.toml").write_text('[profiles.init]\ntoolpacks = ["files"]\ntimeout_s = 5\n')
+    stdout, stderr = attp_config(
+        "claude", "--workspace", "ws", "--profile", "init", "--name", "mine", cwd=tmp_path / "project"
+    )
+    entry = json.loads(stdout)["mcpServers"]["mine"]
+    assert "claude_desktop_config.json" in stderr
+    assert Path(entry["command"]).is_absolute()
+    assert entry["args"][entry["args"].index("--workspace") + 1] == str(tmp_path / "project" / "ws")
+    assert entry["args"][entry["args"].index("--config") + 1] == str(tmp_path / "project" / "attp.toml")
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    # Claude Desktop starts the command with a minimal environment and its own working directory.
+    params = StdioServerParameters(command=entry["command"], args=entry["args"], cwd=str(elsewhere))
+    async with Client(params) as client:
+        tools = (await client.list_tools()).tools
+        result = await client.call_tool(
+            "attp_execute", {"code": 'write_file("hello.txt", "hi")\n__result__ = read_file("hello.txt")'}
+        )
+    assert [tool.name for tool in tools] == ["attp_execute"]
+    assert "use_skill" not in (tools[0].description or "")  # the profile's toolpacks, not the defaults
+    assert result.structured_content is not None and result.structured_content["result"] == "hi"
+    assert (tmp_path / "project" / "ws" / "hello.txt").read_text() == "hi"
+    assert os.listdir(elsewhere) == []
+
+
+def test_claude_entry_without_profile_has_no_config(tmp_path: Path) -> None:
+    stdout, _ = attp_config("claude", cwd=tmp_path)
+    args = json.loads(stdout)["mcpServers"]["attp"]["args"]
+    assert args[-3:] == ["serve", "--workspace", str(tmp_path / "workspace")]
+    assert "--config" not in args and "--profile" not in args
+
+
+@pytest.mark.parametrize("docker", [False, True])
+def test_n8n_settings(tmp_path: Path, docker: bool) -> None:
+    args = ["n8n", "--port", "9123", *(["--docker"] if docker else [])]
+    stdout, _ = attp_config(*args, cwd=tmp_path)
+    host = "host.docker.internal" if docker else "127.0.0.1"
+    assert f"http://{host}:9123/mcp" in stdout
+    assert f"http://{host}:9123/sse" in stdout
+    assert "X-API-Key" in stdout and "Bearer" in stdout
+    if docker:
+        assert "ATTP_ALLOWED_HOSTS='host.docker.internal:*'" in stdout
+        assert "--host 0.0.0.0" in stdout
+        assert "host-gateway" in stdout
