@@ -30,6 +30,7 @@ from server.manifest import render as render_manifest
 from server.results import ExecutionResult, render
 from server.runtime import ExecuteRequest, Runtime, build_registry, open_runtime
 from server.settings import Settings, load_settings
+from server.tam import TamError, looks_like_tam, translate_tam
 
 logger = logging.getLogger("server")
 
@@ -213,7 +214,15 @@ def _check(settings: Settings, args: argparse.Namespace) -> int:
     problem: ErrorInfo | None = None
     hint = "the program passed the static checks (nothing was run)"
     code = request.code
-    if request.envelope is not None:
+    if request.envelope is not None and looks_like_tam(request.envelope):
+        try:
+            tam = translate_tam(request.envelope, registry, max_steps=settings.max_tool_calls)
+        except TamError as exc:
+            problem = exc.info
+        else:
+            steps = ", ".join(f"{s.step}. {s.tool} (line {s.line})" for s in tam.steps)
+            hint = f"the TAM blocks passed the checks (nothing was run); steps: {steps}"
+    elif request.envelope is not None:
         try:
             parsed = parse_envelope(request.envelope, strict=settings.envelope_strict)
         except EnvelopeError as exc:

@@ -153,13 +153,6 @@ def parse_envelope(text: str, *, strict: bool = False) -> Program | Declined:
         raise _invalid(
             "the envelope is empty", field="envelope", received="", expected="an ATTP TOML envelope", example=example
         )
-    if "<|[REQUEST_TOOL]|>" in text:
-        raise _invalid(
-            "TAM <|[REQUEST_TOOL]|> blocks are not supported by this server version",
-            field="envelope",
-            expected="an ATTP TOML envelope",
-            example=example,
-        )
     document = _load(text, strict, example)
     if "tool_call" not in document and not strict:
         raise _invalid(

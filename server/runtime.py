@@ -29,6 +29,7 @@ from server.sandbox.namespaces import SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS, p
 from server.sandbox.pool import Job, WorkerPool
 from server.sandbox.protocol import text_of
 from server.settings import Settings
+from server.tam import TamError, looks_like_tam, translate_tam
 from server.toolpacks import ToolError, ToolpackLoadError, ToolRegistry, load_toolpack
 
 logger = logging.getLogger(__name__)
@@ -150,6 +151,8 @@ class Runtime:
                         solution="Send less: keep large data in files and read it with tools.",
                     ),
                 )
+            if looks_like_tam(request.envelope):
+                return await self._execute_tam(request.envelope, target, run)
             strict = self.settings.envelope_strict
             try:
                 # Off the event loop: a pathological document must not stall other sessions.
@@ -181,6 +184,22 @@ class Runtime:
         if problem is not None:
             return _error(target, problem)
         return await self._run(program.code, target, run)
+
+    async def _execute_tam(self, text: str, target: str | None, run: _Run) -> ExecutionResult:
+        """TAM blocks (seed 003), translated to a program so they share the sandbox, limits and trace."""
+        try:
+            tam = await anyio.to_thread.run_sync(
+                functools.partial(translate_tam, text, self.registry, max_steps=self.settings.max_tool_calls)
+            )
+        except TamError as exc:
+            return _error(target, exc.info)
+        result = await self._run(tam.code, target, run)
+        if result.error is not None:
+            result.error = tam.relocate(result.error)
+        elif (failure := tam.failure(result.result)) is not None:
+            # The steps already done stay in `result`: the model must know what happened before the failure.
+            result.status, result.error = "error", failure
+        return result
 
     async def _run(self, code: str, target: str | None, run: _Run) -> ExecutionResult:
         job = Job(

@@ -317,12 +317,6 @@ def test_lenient_invalid_toml_after_tool_call_reports_the_syntax_error(text: str
     assert info.line == line
 
 
-def test_tam_block_is_refused_with_a_clear_message() -> None:
-    info = invalid("<|[REQUEST_TOOL]|>\ncommand:「始」read_file「末」\n<|[END_TOOL]|>")
-    assert info.parameter_name == "envelope"
-    assert "TAM" in info.message
-
-
 # --- strict mode -------------------------------------------------------------------------------
 
 
