@@ -10,6 +10,7 @@ import logging
 from collections.abc import Callable
 from typing import Annotated
 
+import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
@@ -147,6 +148,19 @@ def _add_tool_resources(server: MCPServer, runtime: Runtime) -> None:
     )
     def prompt_resource() -> str:
         return catalog.prompt()
+
+    memory_view = registry.tools.get("view")
+    if memory_view is not None and memory_view.pack == "memory":
+        view = memory_view.function
+
+        @server.resource(
+            "memory://view",
+            name="memory-view",
+            mime_type="text/plain",
+            description="The memory toolpack's page tree, rendered as the model sees it.",
+        )
+        async def memory_view_resource() -> str:
+            return str(await anyio.to_thread.run_sync(view))
 
     @server.prompt(
         name="attp_system_prompt", description="The ATTP system prompt (seed 000) with the enabled tools filled in."

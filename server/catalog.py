@@ -60,14 +60,25 @@ class Catalog:
         if aliases:
             catalog += "\nAliases: " + ", ".join(aliases)
         if len(rules) + len(catalog) > DESCRIPTION_BUDGET:
-            packs = [f"- {name}: {pack.description}" for name, pack in self.registry.packs.items()]
-            catalog = (
-                "\nToolpacks (the catalog is too long to list here: call tools() or tools('word') inside your code "
-                "to list tools, and help('name') to read one):\n" + "\n".join(packs)
-            )
+            catalog = self._packs_only(with_names=True)
+            if len(rules) + len(catalog) > DESCRIPTION_BUDGET:
+                catalog = self._packs_only(with_names=False)
         if not self.registry.tools:
             catalog = "\nNo tools are enabled: only the pre-injected modules are available."
         return rules + catalog
+
+    def _packs_only(self, *, with_names: bool) -> str:
+        """Past the budget: each pack with its description (and its tool names while they still fit)."""
+        lines = []
+        for name, pack in self.registry.packs.items():
+            line = f"- {name}: {pack.description}"
+            if with_names:
+                line += " Tools: " + ", ".join(t.name for t in self.registry.tools.values() if t.pack == name)
+            lines.append(line)
+        return (
+            "\nToolpacks (the full catalog is too long to list here: call tools() or tools('word') inside your "
+            "code to list tools with their signatures, and help('name') to read one):\n" + "\n".join(lines)
+        )
 
     def attp_text(self) -> str:
         """Every enabled tool in the ATTP format (seed 000): what ``attp://tools`` and the prompt show."""

@@ -53,6 +53,7 @@ def _settings_flags(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="skills library (repeatable)",
     )
+    group.add_argument("--db-path", dest="db_path", type=Path, help="SQLite file of the memory toolpack")
     group.add_argument("--timeout-s", dest="timeout_s", type=float, help="wall-clock limit per run")
     group.add_argument("--memory-mb", dest="memory_mb", type=int, help="memory limit per worker")
     group.add_argument("--max-tool-calls", dest="max_tool_calls", type=int, help="tool calls per run")
@@ -116,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _cli_values(args: argparse.Namespace) -> dict[str, Any]:
     keys = (
-        "workspace", "toolpacks", "skills_dirs", "timeout_s", "memory_mb", "max_tool_calls", "result_format",
+        "workspace", "toolpacks", "skills_dirs", "db_path", "timeout_s", "memory_mb", "max_tool_calls", "result_format",
         "workers", "log_level", "log_format", "transport", "host", "port", "insecure_no_auth",
     )  # fmt: skip
     return {key: getattr(args, key) for key in keys if getattr(args, key, None) is not None}

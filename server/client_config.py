@@ -38,6 +38,8 @@ def claude_config(
     """The ``mcpServers`` entry for ``claude_desktop_config.json``, every path absolute."""
     command, *prefix = server_command()
     args = [*prefix, "serve", "--workspace", str(settings.workspace.resolve())]
+    if "memory" in settings.toolpacks:
+        args += ["--db-path", str(settings.db_path.resolve())]
     config = config if config is not None else (DEFAULT_CONFIG_FILE if DEFAULT_CONFIG_FILE.exists() else None)
     if config is not None:
         args += ["--config", str(config.resolve())]

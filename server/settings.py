@@ -30,7 +30,7 @@ class Settings(BaseSettings):
 
     workspace: Path = Field(Path("workspace"), description="Root directory of the files toolpack (created if missing).")
     toolpacks: list[str] = Field(
-        default_factory=lambda: ["files", "skills"],
+        default_factory=lambda: ["files", "skills", "memory"],
         description="Enabled toolpacks: entry-point names (files, shell, ...) or import specs 'module:attribute'.",
     )
     toolpack_options: dict[str, dict[str, Any]] = Field(

@@ -14,6 +14,8 @@ from mcp.server.mcpserver import MCPServer
 from server.app import create_server
 from server.catalog import DESCRIPTION_BUDGET
 from server.results import ExecutionResult
+from server.runtime import open_runtime
+from server.settings import Settings
 
 pytestmark = pytest.mark.anyio
 
@@ -80,3 +82,14 @@ async def test_long_catalog_falls_back_to_pack_list(workspace: Path) -> None:
         description = runtime.catalog._description()
     assert len(description) <= DESCRIPTION_BUDGET
     assert "tools()" in description and "demo:" in description
+
+
+async def test_default_packs_fit_the_budget_with_every_tool_named(tmp_path: Path) -> None:
+    """files + skills + memory overflow the full catalog; the pack list still names every tool."""
+    settings = Settings(workspace=tmp_path / "ws", db_path=tmp_path / "memory.sqlite3", workers=0)
+    async with open_runtime(settings) as runtime:
+        description = runtime.catalog.description
+        names = list(runtime.registry.tools)
+    assert {"files", "skills", "memory"} <= set(runtime.registry.packs)
+    assert len(description) <= DESCRIPTION_BUDGET
+    assert all(name in description for name in names)

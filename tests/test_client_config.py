@@ -57,8 +57,13 @@ async def test_claude_entry_works_as_printed(tmp_path: Path) -> None:
 def test_claude_entry_without_profile_has_no_config(tmp_path: Path) -> None:
     stdout, _ = attp_config("claude", cwd=tmp_path)
     args = json.loads(stdout)["mcpServers"]["attp"]["args"]
-    assert args[-3:] == ["serve", "--workspace", str(tmp_path / "workspace")]
-    assert "--config" not in args and "--profile" not in args
+    assert args == [
+        "serve",
+        "--workspace",
+        str(tmp_path / "workspace"),
+        "--db-path",
+        str(tmp_path / ".attp" / "memory.sqlite3"),
+    ]
 
 
 @pytest.mark.parametrize("docker", [False, True])

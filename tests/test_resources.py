@@ -107,3 +107,20 @@ async def test_example_third_party_pack_end_to_end(workspace: Path) -> None:
         assert "def word_count(text: str)" in catalog.text  # type: ignore[union-attr]
         jsonschema.validate(json.loads(atdf.text), SCHEMA)  # type: ignore[union-attr]
         assert called.structured_content["result"] == [{"word": "b", "count": 2}]
+
+
+async def test_memory_view_resource_with_the_default_packs(tmp_path: Path) -> None:
+    """With the default toolpacks (memory among them), memory://view is listed and shows the page tree."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    env = {"ATTP_DB_PATH": str(tmp_path / "memory.sqlite3")}
+    with serving_http(workspace, env=env) as served:
+        async with served.client() as client:
+            listed = {str(r.uri) for r in (await client.list_resources()).resources}
+            await client.call_tool(
+                "attp_execute", {"code": 'create_detail_page("Plan", "the plan", "step one", "usr-0")'}
+            )
+            view = (await client.read_resource("memory://view")).contents[0]
+    assert "memory://view" in listed
+    assert isinstance(view, TextResourceContents)
+    assert "Plan" in view.text and "usr-0" in view.text

@@ -72,7 +72,7 @@ def test_pack_registers_three_documented_read_only_tools(registry: ToolRegistry)
 def test_without_skills_dirs_the_bundled_library_is_used(tmp_path: Path) -> None:
     bundled = ToolRegistry([toolpack], tmp_path, {})
     names = [s["name"] for s in call(bundled, "list_skills")]
-    assert names == ["attp-programs", "skill-authoring", "toolpack-authoring"]
+    assert names == ["attp-programs", "memory-tidy", "skill-authoring", "toolpack-authoring"]
 
 
 def test_missing_skills_dir_stops_startup(tmp_path: Path) -> None:

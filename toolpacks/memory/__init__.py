@@ -1,0 +1,46 @@
+"""The ``memory`` toolpack: Memci's page tree (seed 002) on SQLite, the model's long-term memory.
+
+Segments (configured by the operator, ``[toolpacks.memory]``) each hold a tree of pages: contents
+pages group other pages, detail pages hold text. The model reads and reshapes the tree with the
+tools, and expands or hides pages to decide what `view()` (and the ``memory://view`` resource)
+shows. The database is the `db_path` setting; several server processes may share it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from server.toolpacks import ToolFunction, Toolpack, ToolpackContext, ToolpackLoadError
+from toolpacks.memory.options import MemoryOptions, SeedPage, SegmentSpec
+from toolpacks.memory.schema import SCHEMA_VERSION
+from toolpacks.memory.store import Store
+from toolpacks.memory.tools import MemoryTools
+
+__all__ = ["SCHEMA_VERSION", "MemoryOptions", "MemoryTools", "SeedPage", "SegmentSpec", "Store", "build", "toolpack"]
+
+DEFAULT_DB_PATH = Path(".attp/memory.sqlite3")
+"""Where the database goes when the server passes no `db_path` (the setting's own default)."""
+
+
+def build(ctx: ToolpackContext) -> list[ToolFunction]:
+    """Open (create, migrate) the database, reconcile the configured segments, and bind the tools to it."""
+    options = ctx.options if isinstance(ctx.options, MemoryOptions) else MemoryOptions()
+    path = (ctx.db_path or DEFAULT_DB_PATH).resolve()
+    store = Store(path, busy_timeout_s=options.busy_timeout_s)
+    try:
+        store.open(options.segments)
+    except (sqlite3.Error, OSError) as exc:
+        raise ToolpackLoadError(f"toolpack 'memory': cannot open the database {path} (db_path): {exc}") from exc
+    return MemoryTools(store, options).tools()
+
+
+toolpack = Toolpack(
+    name="memory",
+    description=(
+        "Long-term memory as a tree of pages: contents pages group pages, detail pages hold text; "
+        "expand or hide them to choose what view() shows."
+    ),
+    build=build,
+    options=MemoryOptions,
+)
