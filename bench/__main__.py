@@ -1,140 +1,63 @@
-"""``python -m bench``: medians and same-run ratios for the runtime; prints a table, writes bench/results.json.
+"""``python -m bench``: medians and same-run ratios; prints a table and writes bench/results.json.
 
-Rows:
-- W1 "typical" (5 cheap tool calls, a comprehension, a dict) through the runtime (worker included),
-  against plain CPython ``exec`` of the same program with the same functions: the floor.
-- Containment: from a runaway program's deadline to its TIMEOUT result, for a Python-level loop and
-  for a C-level regex hang (the latter needs a kill).
-- A concurrent call's latency while another run is stuck in a runaway, against its idle latency.
+Sections (each figure a median over many runs; each ratio two medians measured in the same run):
 
-``--quick`` uses tiny sizes (the test suite runs it that way as a smoke test).
+- Evaluation: W1 "typical", W2 "loop", W3 "json" through our runtime (worker included), against
+  plain ``exec`` (the floor), ``exec`` behind a pipe, our evaluator in process, smolagents, Monty
+  and Starlark (the last three if installed: ``pip install -e '.[bench]'``).
+- Round trip: ``attp_execute(W1)`` over stdio and Streamable HTTP, against a no-op tool on a tiny
+  MCP server of the same SDK over the same transport.
+- Containment: deadline to TIMEOUT for a Python loop and for a C-level regex hang; a concurrent
+  session's W1 latency meanwhile against its idle latency.
+- Scale: W1 throughput with 1, 4 and 16 HTTP clients; server RSS before and after 10,000 calls;
+  cold start of ``attp serve`` to a completed initialize.
+
+``--quick`` runs everything at tiny sizes (the test suite's smoke test); its figures mean nothing.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
-import tempfile
-import time
+import sys
 from pathlib import Path
-from typing import Any
 
 import anyio
 
-from server import Toolpack
-from server.runtime import ExecuteRequest, Runtime, open_runtime
-from server.settings import Settings
-from server.toolpacks import ToolRegistry
+from bench.containment import containment
+from bench.evaluation import evaluation
+from bench.report import Report
+from bench.transport import transport
 
 RESULTS = Path(__file__).parent / "results.json"
+SECTIONS = ("evaluation", "transport", "containment")
 
 
-def lookup(key: str) -> dict[str, Any]:
-    """Return a small record for `key`."""
-    return {"key": key, "value": len(key) * 7, "tags": ["a", "b"]}
+async def measure(quick: bool, only: list[str]) -> Report:
+    report = Report(quick=quick)
+    if "evaluation" in only:
+        await evaluation(report, quick)
+    if "transport" in only:
+        await transport(report, quick)
+    if "containment" in only:
+        await containment(report, quick)
+    return report
 
 
-def score(value: int) -> float:
-    """Return a score for `value`."""
-    return value / 3.0
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0] if __doc__ else "")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test, not a measurement")
+    parser.add_argument("--output", type=Path, default=RESULTS, help="where to write the JSON (default: %(default)s)")
+    parser.add_argument("--only", action="append", choices=SECTIONS, help="run only this section (repeatable)")
+    args = parser.parse_args(argv)
+    report = anyio.run(measure, args.quick, args.only or list(SECTIONS))
+    print(report.table())
+    report.write(args.output)
+    return 0
 
 
-W1 = """
-records = [lookup(k) for k in ["alpha", "beta", "gamma"]]
-scores = [score(r["value"]) for r in records[:2]]
-best = max(records, key=lambda r: r["value"])
-tags = sorted({t for r in records for t in r["tags"]})
-__result__ = {"best": best["key"], "scores": scores, "n": len(records), "tags": tags}
-"""
-
-BENCH_PACK = Toolpack(name="bench", description="Cheap tools for benchmarks.", tools=[lookup, score], read_only=True)
-
-
-def median_ms(samples: list[float]) -> float:
-    return round(statistics.median(samples) * 1000, 3)
-
-
-async def timed(runtime: Runtime, code: str) -> tuple[float, dict[str, Any]]:
-    started = time.perf_counter()
-    result = await runtime.execute(ExecuteRequest(code=code))
-    return time.perf_counter() - started, result.model_dump(mode="json")
-
-
-def exec_floor(repeats: int) -> list[float]:
-    compiled = compile(W1, "<w1>", "exec")
-    samples = []
-    for _ in range(repeats):
-        namespace: dict[str, Any] = {"lookup": lookup, "score": score}
-        started = time.perf_counter()
-        exec(compiled, namespace)
-        samples.append(time.perf_counter() - started)
-    return samples
-
-
-async def measure(quick: bool) -> dict[str, Any]:
-    repeats, runaways = (20, 2) if quick else (300, 7)
-    timeout_s = 0.5 if quick else 1.0
-    rows: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory() as workspace:
-        settings = Settings(workspace=Path(workspace), toolpacks=[], workers=2, timeout_s=timeout_s)
-        registry = ToolRegistry([BENCH_PACK], Path(workspace), {})
-        async with open_runtime(settings, registry=registry) as runtime:
-            for _ in range(5):
-                await timed(runtime, W1)  # warm up
-            runs = [(await timed(runtime, W1))[0] for _ in range(repeats)]
-            floor = exec_floor(repeats)
-            rows["w1_runtime_ms"] = median_ms(runs)
-            rows["w1_exec_ms"] = median_ms(floor)
-            rows["w1_ratio"] = round(statistics.median(runs) / statistics.median(floor), 1)
-
-            runaway_programs = {"python_loop": "while True:\n    pass", "c_regex": "re.match('(a+)+$', 'a' * 40 + 'b')"}
-            for name, code in runaway_programs.items():
-                overshoot = []
-                for _ in range(runaways):
-                    elapsed, data = await timed(runtime, code)
-                    assert data["error"]["code"] == "TIMEOUT", data
-                    overshoot.append(elapsed - timeout_s)
-                rows[f"timeout_{name}_overshoot_ms"] = median_ms(overshoot)
-
-            idle = [(await timed(runtime, "__result__ = 1"))[0] for _ in range(repeats)]
-            busy: list[float] = []
-
-            async def runaway() -> None:
-                await timed(runtime, "while True:\n    pass")
-
-            async with anyio.create_task_group() as tasks:
-                tasks.start_soon(runaway)
-                await anyio.sleep(0.05)
-                deadline = time.perf_counter() + timeout_s * 0.8
-                while time.perf_counter() < deadline:
-                    busy.append((await timed(runtime, "__result__ = 1"))[0])
-            rows["concurrent_idle_ms"] = median_ms(idle)
-            rows["concurrent_during_runaway_ms"] = median_ms(busy)
-            rows["concurrent_ratio"] = round(statistics.median(busy) / statistics.median(idle), 2)
-    return rows
-
-
-TARGETS = {
-    "w1_ratio": "<= 3.0",
-    "timeout_python_loop_overshoot_ms": "<= 50",
-    "timeout_c_regex_overshoot_ms": "<= 300",
-    "concurrent_ratio": "<= 2.0",
-}
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench")
-    parser.add_argument("--quick", action="store_true", help="tiny sizes (smoke test)")
-    parser.add_argument("--output", type=Path, default=RESULTS)
-    args = parser.parse_args()
-    rows = anyio.run(measure, args.quick)
-    width = max(len(k) for k in rows)
-    print(f"{'figure':<{width}}  {'median':>10}  target")
-    for key, value in rows.items():
-        print(f"{key:<{width}}  {value:>10}  {TARGETS.get(key, '')}")
-    args.output.write_text(json.dumps({"quick": args.quick, "rows": rows, "targets": TARGETS}, indent=2) + "\n")
+def cli() -> None:
+    sys.exit(main())
 
 
 if __name__ == "__main__":
-    main()
+    cli()

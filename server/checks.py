@@ -12,7 +12,7 @@ import ast
 from dataclasses import dataclass
 
 from server.errors import ErrorCode, ErrorInfo, suggest
-from server.sandbox.policy import bound_names, scan
+from server.sandbox.policy import bound_names, nodes, scan
 
 _SOLUTIONS = {
     "IMPORT_FORBIDDEN": "Delete the import: the pre-injected modules and the tools are already available by name.",
@@ -69,7 +69,8 @@ def check_program(code: str, known: KnownNames) -> ErrorInfo | None:
         # Compiling (never executing) adds the compiler's own checks: 'return'/'break' outside their
         # block, duplicate parameter names, and so on.
         compile(tree, "<program>", "exec", dont_inherit=True)
-        violations = scan(tree)
+        walked = nodes(tree)
+        violations = scan(tree, walked)
     except SyntaxError as exc:
         return _syntax_error(code, exc)
     except (RecursionError, MemoryError):
@@ -86,14 +87,14 @@ def check_program(code: str, known: KnownNames) -> ErrorInfo | None:
             source_line=_source_line(code, first.line),
             solution=_SOLUTIONS.get(first.code),
         )
-    return _unknown_name(tree, code, known)
+    return _unknown_name(walked, code, known)
 
 
-def _unknown_name(tree: ast.Module, code: str, known: KnownNames) -> ErrorInfo | None:
-    bound = bound_names(tree)
+def _unknown_name(walked: list[ast.AST], code: str, known: KnownNames) -> ErrorInfo | None:
+    bound = bound_names(walked)
     available = known.all() | bound
     problems: list[tuple[int, int, ErrorInfo]] = []
-    for node in ast.walk(tree):
+    for node in walked:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             name = node.func.id
             if name in available:

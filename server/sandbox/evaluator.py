@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from asteval import Interpreter
+from asteval.asteval import ALL_NODES
+from asteval.astutils import Procedure
 
 from server.sandbox.limits import MAX_FORMAT_WIDTH, MAX_INT_BITS, MAX_SEQUENCE_LEN, Forbidden, SizeLimitError, Timeout
 from server.sandbox.namespaces import check_format_spec, check_power
@@ -122,15 +124,25 @@ def _check_len(size: int, what: str) -> None:
 
 
 _SEQUENCES = (str, bytes, bytearray, list, tuple)
+_NUMBERS = frozenset({int, float})
 
 
 def _add(a: Any, b: Any) -> Any:
+    kinds: tuple[type, type] = (a.__class__, b.__class__)
+    if kinds[0] in _NUMBERS and kinds[1] in _NUMBERS:  # the common case first: nothing to check
+        return a + b
     if isinstance(a, _SEQUENCES) and isinstance(b, _SEQUENCES):
         _check_len(len(a) + len(b), "'+'")
     return a + b
 
 
 def _mul(a: Any, b: Any) -> Any:
+    if a.__class__ is int and b.__class__ is int:  # the common case first
+        if a.bit_length() + b.bit_length() > MAX_INT_BITS:
+            raise SizeLimitError(f"'*' would build an integer over {MAX_INT_BITS:,} bits")
+        return a * b
+    if a.__class__ is float or b.__class__ is float:  # a float product is a float (or an error), never big
+        return a * b
     if isinstance(b, _SEQUENCES) and isinstance(a, int):
         a, b = b, a
     if isinstance(a, _SEQUENCES) and isinstance(b, int):
@@ -183,24 +195,30 @@ class Evaluator(Interpreter):  # type: ignore[misc]
     retval: Any
 
     def __init__(self, symbols: dict[str, Any], *, deadline: float, max_steps: int, output: OutputBuffer) -> None:
+        # Interpreter.__init__ is not called: per run it rebuilds a handler table with ~50 getattr calls and
+        # calls repr() on every symbol; the table here is built once per class (`_HANDLERS`). These are the
+        # attributes asteval's inherited handlers and `Procedure` read.
         self.output = output
         self.deadline = deadline
         self.max_steps = max_steps
         self.steps = 0
         self._next_check = CHECK_EVERY
         self._handling: list[BaseException] = []
-        super().__init__(symtable=symbols, use_numpy=False, minimal=False, config={"import": False})
-        self.symtable["print"] = _Print(self._printer)
-        extra = {
-            "generatorexp": self.on_generatorexp,
-            "namedexpr": self.on_namedexpr,
-            "annassign": self.on_annassign,
-            "starred": self.on_starred,
-        }
-        self.handlers: dict[type, Callable[[Any], Any]] = {}
-        for name, handler in {**self.node_handlers, **extra}.items():
-            for cls in _AST_CLASSES.get(name, ()):
-                self.handlers[cls] = handler
+        self.symtable = symbols
+        self.config = _ASTEVAL_CONFIG
+        self.readonly_symbols: frozenset[str] = frozenset()
+        self.no_deepcopy: list[str] = []
+        self.error: list[Any] = []
+        self.error_msg = None
+        self.expr = None
+        self.lineno = 0
+        self.code_text: list[str] = []
+        self.use_numpy = False
+        self.allow_unsafe_modules = False
+        self._interrupt = None
+        self.retval = None
+        self._calldepth = 0
+        symbols["print"] = _Print(self._printer)
 
     # ------------------------------------------------------------ the core loop
 
@@ -209,17 +227,17 @@ class Evaluator(Interpreter):  # type: ignore[misc]
             return None
         if self.retval is not None:
             return self.retval
-        if self._interrupt is not None and self._interrupt.__class__ in (ast.Break, ast.Continue):
-            return self._interrupt
-        self.steps += 1
-        if self.steps >= self._next_check:
+        interrupt = self._interrupt
+        if interrupt is not None and interrupt.__class__ in _LOOP_INTERRUPTS:
+            return interrupt
+        self.steps = steps = self.steps + 1
+        if steps >= self._next_check:
             self._check_limits()
+        handler = _HANDLERS.get(node.__class__)
+        if handler is None:
+            raise Forbidden(f"{node.__class__.__name__} is not available in the sandbox")
         try:
-            handler = self.handlers[node.__class__]
-        except KeyError:
-            raise Forbidden(f"{node.__class__.__name__} is not available in the sandbox") from None
-        try:
-            return handler(node)
+            return handler(self, node)
         except MemoryError:
             raise SizeLimitError(f"the program ran out of memory at line {getattr(node, 'lineno', '?')}") from None
         except BaseException as exc:
@@ -265,10 +283,16 @@ class Evaluator(Interpreter):  # type: ignore[misc]
         self._block(node.orelse)
 
     def on_for(self, node: ast.For) -> None:
-        for value in self.run(node.iter):
-            self.node_assign(node.target, value)
-            self._block(node.body)
-            if self._loop_control() in ("break", "return"):
+        # _block and _loop_control inlined: this loop runs once per iteration of every program loop.
+        target, body, run = node.target, node.body, self.run
+        assign = self._name_assigner(target) or self.node_assign
+        for value in run(node.iter):
+            assign(target, value)
+            for statement in body:
+                run(statement)
+                if self._interrupt is not None or self.retval is not None:
+                    break
+            if (self._interrupt is not None or self.retval is not None) and self._loop_control() != "continue":
                 return
         self._block(node.orelse)
 
@@ -287,6 +311,17 @@ class Evaluator(Interpreter):  # type: ignore[misc]
             return self.symtable[node.id]
         except KeyError:
             raise NameError(f"name {node.id!r} is not defined", name=node.id) from None
+
+    def _name_assigner(self, node: Any) -> Callable[[Any, Any], None] | None:
+        """For a plain, allowed name: a faster `node_assign` (the name's check done once, not per value)."""
+        if node.__class__ is not ast.Name or (node.id.startswith("_") and node.id != RESULT_NAME):
+            return None
+        name = node.id
+
+        def assign(_: Any, value: Any) -> None:
+            self.symtable[name] = value  # self.symtable, read each time: a function call swaps the table
+
+        return assign
 
     def node_assign(self, node: Any, val: Any) -> None:
         cls = node.__class__
@@ -313,7 +348,7 @@ class Evaluator(Interpreter):  # type: ignore[misc]
     def on_augassign(self, node: ast.AugAssign) -> None:
         target = node.target
         operation = BINARY_OPERATORS[node.op.__class__]
-        if isinstance(target, ast.Name):
+        if target.__class__ is ast.Name:
             value = operation(self.on_name(target), self.run(node.value))
             self.node_assign(target, value)
         elif isinstance(target, ast.Subscript):
@@ -400,27 +435,37 @@ class Evaluator(Interpreter):  # type: ignore[misc]
         return out
 
     def _comprehension(self, generators: list[ast.comprehension], emit: Callable[[], None]) -> None:
-        names = {n.id for g in generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
-        saved = {name: self.symtable[name] for name in names if name in self.symtable}
+        names = _target_names(generators)
+        symtable = self.symtable
+        saved = {name: symtable[name] for name in names if name in symtable}
         try:
             self._generate(generators, 0, emit)
         finally:
+            symtable = self.symtable  # a function called inside may have swapped the table
             for name in names:
                 if name in saved:
-                    self.symtable[name] = saved[name]
+                    symtable[name] = saved[name]
                 else:
-                    self.symtable.pop(name, None)
+                    symtable.pop(name, None)
 
     def _generate(self, generators: list[ast.comprehension], index: int, emit: Callable[[], None]) -> None:
         generator = generators[index]
         last = index + 1 == len(generators)
+        target, conditions = generator.target, generator.ifs
         for value in self.run(generator.iter):
-            self.node_assign(generator.target, value)
-            if all(self.run(condition) for condition in generator.ifs):
-                if last:
-                    emit()
-                else:
-                    self._generate(generators, index + 1, emit)
+            self.node_assign(target, value)
+            if conditions and not self._all(conditions):
+                continue
+            if last:
+                emit()
+            else:
+                self._generate(generators, index + 1, emit)
+
+    def _all(self, conditions: list[ast.expr]) -> bool:
+        for condition in conditions:  # noqa: SIM110  (a loop, not all(<genexpr>): no generator per item)
+            if not self.run(condition):
+                return False
+        return True
 
     def on_listcomp(self, node: ast.ListComp) -> list[Any]:
         out: list[Any] = []
@@ -445,7 +490,35 @@ class Evaluator(Interpreter):  # type: ignore[misc]
         # Evaluated eagerly: the sandbox has no frames to suspend, and eager lists are bounded by the limits.
         return iter(self.on_listcomp(node))  # type: ignore[arg-type]
 
-    # ------------------------------------------------------------ calls
+    # ------------------------------------------------------------ functions and calls
+
+    def on_functiondef(self, node: ast.FunctionDef | ast.Lambda, is_lambda: bool = False) -> Any:
+        """asteval's, minus ``ast.unparse`` of the whole function at every definition (text only asteval's
+        error list shows) and minus re-tokenizing the name (the parser already made it an identifier)."""
+        arguments = node.args
+        offset = len(arguments.args) - len(arguments.defaults)
+        defaults = [(arguments.args[i + offset].arg, self.run(d)) for i, d in enumerate(arguments.defaults)]
+        positional = [a.arg for a in arguments.args[:offset]]
+        body = [node.body] if isinstance(node, ast.Lambda) else node.body
+        first = body[0]
+        doc = first.value if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) else None
+        procedure = Procedure(
+            "lambda" if is_lambda else node.name,  # type: ignore[union-attr]
+            self,
+            doc=doc,
+            lineno=self.lineno,
+            body=body,
+            text="",
+            args=positional,
+            kwargs=defaults,
+            vararg=arguments.vararg.arg if arguments.vararg else None,
+            varkws=arguments.kwarg.arg if arguments.kwarg else None,
+            is_lambda=is_lambda,
+        )
+        if is_lambda:
+            return procedure
+        self.symtable[node.name] = procedure  # type: ignore[union-attr]
+        return None
 
     def on_call(self, node: ast.Call) -> Any:
         function = self.run(node.func)
@@ -558,8 +631,28 @@ class _Print:
         return "<built-in function print>"
 
 
-_AST_CLASSES: dict[str, list[type]] = {}
-"""Lower-cased AST class name -> classes: asteval names its handlers ``on_<lowercase node name>``."""
+_LOOP_INTERRUPTS = (ast.Break, ast.Continue)
+
+_ASTEVAL_CONFIG: dict[str, Any] = {"nested_symtable": False}
+"""All of asteval's configuration that `Procedure` reads."""
+
+
+def _target_names(generators: list[ast.comprehension]) -> list[str]:
+    """The names a comprehension's targets bind (saved and restored around it, as Python scopes them)."""
+    names: list[str] = []
+    for generator in generators:
+        target = generator.target
+        if target.__class__ is ast.Name:
+            names.append(target.id)
+        else:
+            names.extend(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+    return names
+
+
+_HANDLERS: dict[type, Callable[[Evaluator, Any], Any]] = {}
+"""AST class -> handler, built once: asteval names its handlers ``on_<lower-case node class name>``."""
 for _name, _cls in vars(ast).items():
     if isinstance(_cls, type) and issubclass(_cls, ast.AST):
-        _AST_CLASSES.setdefault(_name.lower(), []).append(_cls)
+        _handler = getattr(Evaluator, f"on_{_name.lower()}", None)
+        if _handler is not None and _name.lower() in (*ALL_NODES, "generatorexp", "namedexpr", "annassign", "starred"):
+            _HANDLERS[_cls] = _handler

@@ -64,10 +64,36 @@ _UNSUPPORTED: dict[type[ast.AST], str] = {
 }
 
 
-def bound_names(tree: ast.AST) -> set[str]:
-    """Every name the program itself binds anywhere (assignments, defs, parameters, loop targets)."""
+def nodes(tree: ast.AST) -> list[ast.AST]:
+    """Every node of `tree`, breadth first, like ``list(ast.walk(tree))`` at less than half the cost."""
+    found = [tree]
+    append = found.append
+    for node in found:  # the list grows while it is read: a walk without a generator per node
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if isinstance(value, ast.AST):
+                append(value)
+            elif value.__class__ is list:
+                for item in value:
+                    if isinstance(item, ast.AST):
+                        append(item)
+    return found
+
+
+_PLAIN = frozenset({
+    ast.Constant, ast.Load, ast.Store, ast.Call, ast.keyword, ast.Subscript, ast.BinOp, ast.Add, ast.Compare,
+    ast.Expr, ast.Assign, ast.List, ast.Dict, ast.comprehension, ast.ListComp,
+})  # fmt: skip
+"""Node classes `scan` has nothing to say about, skipped before its chain of checks (the common ones)."""
+
+
+def bound_names(tree: ast.AST | list[ast.AST]) -> set[str]:
+    """Every name the program itself binds anywhere (assignments, defs, parameters, loop targets).
+
+    `tree` may be the `nodes` of a tree already walked.
+    """
     names: set[str] = set()
-    for node in ast.walk(tree):
+    for node in tree if isinstance(tree, list) else nodes(tree):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             names.add(node.id)
         elif isinstance(node, ast.FunctionDef):
@@ -79,15 +105,18 @@ def bound_names(tree: ast.AST) -> set[str]:
     return names
 
 
-def scan(tree: ast.AST) -> list[Violation]:
-    """Return every construct of `tree` that the sandbox refuses, in source order."""
-    bound = bound_names(tree)
+def scan(tree: ast.AST, walked: list[ast.AST] | None = None) -> list[Violation]:
+    """Return every construct of `tree` that the sandbox refuses, in source order (`walked`: its `nodes`)."""
+    walked = nodes(tree) if walked is None else walked
+    bound = bound_names(walked)
     found: list[Violation] = []
 
     def add(code: str, node: ast.AST, message: str, name: str | None = None) -> None:
         found.append(Violation(code, message, getattr(node, "lineno", None), getattr(node, "col_offset", None), name))
 
-    for node in ast.walk(tree):
+    for node in walked:
+        if node.__class__ in _PLAIN:
+            continue
         if isinstance(node, ast.Import | ast.ImportFrom):
             modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or "."]
             preloaded = [m for m in modules if m.split(".")[0] in MODULE_NAMES]

@@ -25,7 +25,6 @@ from typing import Any
 
 import anyio
 import anyio.abc
-from anyio.streams.buffered import BufferedByteReceiveStream
 
 from server.sandbox.protocol import MAX_MESSAGE_BYTES, ProtocolError, decode, encode
 
@@ -36,6 +35,9 @@ KILL_GRACE_S = 0.1
 
 _BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from server.sandbox.worker import main; main()"
 _PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
+
+_READ_SIZE = 64 * 1024
+"""Most bytes one read takes from a worker's pipe: what a pipe holds, and small enough not to be mmap'ed."""
 
 CallHandler = Callable[[str, list[Any], dict[str, Any]], Awaitable[dict[str, Any]]]
 """Runs one tool call for a worker; returns ``{"ok": True, "value": ...}`` or ``{"ok": False, "error": {...}}``."""
@@ -78,13 +80,20 @@ class WorkerStartError(Exception):
 
 @dataclass(eq=False)
 class WorkerProcess:
-    """One worker: its process, the reader over its protocol pipe, and its private directory."""
+    """One worker: its process, the two ends of its protocol pipes, and its private directory.
+
+    The pipes are plain non-blocking file descriptors read and written directly, waiting on the event
+    loop only when the other side is not ready: a message round trip costs about 10 µs, against about
+    75 µs through anyio's process streams (several layers of asyncio transports and buffers).
+    """
 
     process: anyio.abc.Process
-    reader: BufferedByteReceiveStream
+    to_worker: int
+    from_worker: int
     directory: str
     lockdown: dict[str, Any] = field(default_factory=dict)
     killed: bool = False
+    _buffer: bytearray = field(default_factory=bytearray)
 
     @property
     def pid(self) -> int:
@@ -95,11 +104,37 @@ class WorkerProcess:
         return self.process.returncode is None
 
     async def send(self, message: dict[str, Any]) -> None:
-        assert self.process.stdin is not None
-        await self.process.stdin.send(encode(message))
+        data = memoryview(encode(message))
+        while data:
+            try:
+                written = os.write(self.to_worker, data)
+            except BlockingIOError:
+                await anyio.wait_writable(self.to_worker)
+                continue
+            except OSError as exc:  # BrokenPipeError: the worker is gone
+                raise anyio.BrokenResourceError(str(exc)) from exc
+            data = data[written:]
 
     async def receive(self) -> dict[str, Any]:
-        return decode(await self.reader.receive_until(b"\n", MAX_MESSAGE_BYTES))
+        buffer = self._buffer
+        scanned = 0
+        while (end := buffer.find(b"\n", scanned)) < 0:
+            scanned = len(buffer)
+            if scanned > MAX_MESSAGE_BYTES:
+                raise anyio.DelimiterNotFound(MAX_MESSAGE_BYTES)
+            try:
+                chunk = os.read(self.from_worker, _READ_SIZE)
+            except BlockingIOError:
+                await anyio.wait_readable(self.from_worker)
+                continue
+            except OSError as exc:
+                raise anyio.BrokenResourceError(str(exc)) from exc
+            if not chunk:
+                raise anyio.EndOfStream
+            buffer += chunk
+        line = bytes(buffer[: end + 1])
+        del buffer[: end + 1]
+        return decode(line)
 
     async def kill(self) -> None:
         """Kill the whole process group and reap it, even while the caller is being cancelled."""
@@ -111,6 +146,9 @@ class WorkerProcess:
                 os.killpg(self.pid, signal.SIGKILL)
             await self.process.wait()
             await self.process.aclose()
+            for fd in (self.to_worker, self.from_worker):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
             shutil.rmtree(self.directory, ignore_errors=True)
 
 
@@ -252,23 +290,31 @@ class WorkerPool:
     async def _spawn(self) -> WorkerProcess:
         directory = tempfile.mkdtemp(prefix="attp-worker-")
         os.chmod(directory, 0o700)
+        worker_reads, to_worker = os.pipe()
+        from_worker, worker_writes = os.pipe()
         try:
             # Shielded: a cancellation landing after the child exists would otherwise orphan it.
             with anyio.CancelScope(shield=True):
                 process = await anyio.open_process(
                     [sys.executable, "-I", "-c", _BOOT, _PROJECT_ROOT, str(self.memory_mb)],
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
+                    stdin=worker_reads,
+                    stdout=worker_writes,
                     stderr=subprocess.PIPE,
                     cwd=directory,
                     env=_worker_environment(directory),
                     start_new_session=True,
                 )
         except OSError as exc:
+            for fd in (to_worker, from_worker):
+                os.close(fd)
             shutil.rmtree(directory, ignore_errors=True)
             raise WorkerStartError(str(exc)) from exc
-        assert process.stdout is not None
-        worker = WorkerProcess(process, BufferedByteReceiveStream(process.stdout), directory)
+        finally:
+            os.close(worker_reads)  # the child has its own copies now (or there is no child)
+            os.close(worker_writes)
+        os.set_blocking(to_worker, False)
+        os.set_blocking(from_worker, False)
+        worker = WorkerProcess(process, to_worker, from_worker, directory)
         if self._tasks is not None and process.stderr is not None:
             self._tasks.start_soon(_drain_stderr, process.stderr, process.pid)
         try:

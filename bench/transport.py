@@ -1,0 +1,215 @@
+"""Round trip and scale, against real server processes: ``attp serve`` and the no-op baseline server.
+
+Servers run from a scratch directory (no stray ``attp.toml`` is read), with no ``ATTP_*`` variable of
+this shell, the bench toolpack, and ``--log-level WARNING`` (the INFO line per call is the only
+difference from the defaults). HTTP servers bind loopback ports only.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from bench.report import Report
+from bench.timing import interleaved, median_ms, ratio
+from bench.workloads import W1
+
+ROOT = Path(__file__).resolve().parents[1]
+ROUND_TRIP = "Round trip (MCP client -> server -> result; median ms per call)"
+SCALE = "Scale (Streamable HTTP; W1 per call)"
+
+
+def _environment() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ATTP_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return env
+
+
+def attp_args(workspace: Path, *extra: str) -> list[str]:
+    return [
+        "-m", "server", "serve", "--workspace", str(workspace), "--toolpack", "bench.workloads:toolpack",
+        "--timeout-s", "10", "--log-level", "WARNING", *extra,
+    ]  # fmt: skip
+
+
+def stdio(args: list[str], cwd: Path) -> StdioServerParameters:
+    return StdioServerParameters(command=sys.executable, args=args, env=_environment(), cwd=str(cwd))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def http_server(args: list[str], cwd: Path, port: int) -> Iterator[subprocess.Popen[bytes]]:
+    """Start a server process (its log in `cwd`) and wait, polling, until it answers HTTP; stop it afterwards."""
+    with (cwd / f"server-{port}.log").open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, *args], cwd=cwd, env=_environment(), stdout=subprocess.DEVNULL, stderr=log
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"server {args} exited with {process.returncode}")
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1.0)
+                break
+            except httpx.HTTPError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"server {args} did not answer on port {port}") from None
+                time.sleep(0.05)
+        yield process
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    raise RuntimeError(f"no VmRSS for {pid}")
+
+
+async def attp_call(client: Client) -> None:
+    result = await client.call_tool("attp_execute", {"code": W1})
+    if result.is_error or (result.structured_content or {}).get("status") != "ok":
+        raise RuntimeError(f"attp_execute(W1) failed: {result.structured_content}")
+
+
+async def noop_call(client: Client) -> None:
+    result = await client.call_tool("noop", {})
+    if result.is_error:
+        raise RuntimeError("noop failed")
+
+
+@asynccontextmanager
+async def clients(targets: list[Any], count: int = 1) -> AsyncIterator[list[Client]]:
+    """`count` connected clients per target (stdio parameters or an HTTP URL)."""
+    async with AsyncExitStack() as stack:
+        opened = [await stack.enter_async_context(Client(t)) for t in targets for _ in range(count)]
+        yield opened
+
+
+async def round_trip(report: Report, quick: bool, scratch: Path) -> None:
+    repeats = 10 if quick else 200
+    workspace = scratch / "rt-workspace"
+    workspace.mkdir()
+    async with clients([stdio(attp_args(workspace), scratch), stdio(["-m", "bench.noop_server"], scratch)]) as (
+        attp,
+        noop,
+    ):
+        samples = await interleaved({"attp": lambda: attp_call(attp), "noop": lambda: noop_call(noop)}, repeats)
+    report.add(ROUND_TRIP, "stdio.attp_execute_w1_ms", median_ms(samples["attp"]), "ms")
+    report.add(ROUND_TRIP, "stdio.noop_ms", median_ms(samples["noop"]), "ms")
+    report.add(ROUND_TRIP, "stdio.ratio", ratio(samples["attp"], samples["noop"]), "x", "<= 1.5")
+
+    attp_port, noop_port = free_port(), free_port()
+    with (
+        http_server(attp_args(workspace, "--transport", "http", "--port", str(attp_port)), scratch, attp_port),
+        http_server(["-m", "bench.noop_server", "--port", str(noop_port)], scratch, noop_port),
+    ):
+        urls = [f"http://127.0.0.1:{attp_port}/mcp", f"http://127.0.0.1:{noop_port}/mcp"]
+        async with clients(urls) as (attp, noop):
+            samples = await interleaved({"attp": lambda: attp_call(attp), "noop": lambda: noop_call(noop)}, repeats)
+    report.add(ROUND_TRIP, "http.attp_execute_w1_ms", median_ms(samples["attp"]), "ms")
+    report.add(ROUND_TRIP, "http.noop_ms", median_ms(samples["noop"]), "ms")
+    report.add(ROUND_TRIP, "http.ratio", ratio(samples["attp"], samples["noop"]), "x")
+
+
+async def _hammer(client: Client, stop: float, latencies: list[float], failures: list[str]) -> None:
+    while time.perf_counter() < stop:
+        started = time.perf_counter()
+        try:
+            await attp_call(client)
+        except RuntimeError as exc:  # counted and reported, not fatal: a failure under load is a finding
+            failures.append(str(exc))
+            continue
+        latencies.append(time.perf_counter() - started)
+
+
+async def _calls(client: Client, count: int, failures: list[str] | None = None) -> None:
+    for _ in range(count):
+        try:
+            await attp_call(client)
+        except RuntimeError as exc:
+            if failures is None:
+                raise
+            failures.append(str(exc))
+
+
+async def scale(report: Report, quick: bool, scratch: Path) -> None:
+    duration, total_calls = (0.3, 100) if quick else (5.0, 10_000)
+    workspace = scratch / "scale-workspace"
+    workspace.mkdir()
+    port = free_port()
+    with http_server(attp_args(workspace, "--transport", "http", "--port", str(port)), scratch, port) as process:
+        url = f"http://127.0.0.1:{port}/mcp"
+        for concurrency in (1, 4, 16):
+            async with clients([url], concurrency) as opened:
+                async with anyio.create_task_group() as warm:  # each session, and the pool grown to `concurrency`
+                    for client in opened:
+                        warm.start_soon(_calls, client, 2)
+                latencies: list[float] = []
+                failures: list[str] = []
+                started = time.perf_counter()
+                async with anyio.create_task_group() as tasks:
+                    for client in opened:
+                        tasks.start_soon(_hammer, client, started + duration, latencies, failures)
+                elapsed = time.perf_counter() - started
+            if failures:
+                report.notes.append(f"{len(failures)} W1 calls failed with {concurrency} clients: {failures[0][:300]}")
+            report.add(SCALE, f"throughput_{concurrency}_clients", round(len(latencies) / elapsed, 1), "calls/s")
+            report.add(SCALE, f"latency_{concurrency}_clients_ms", median_ms(latencies), "ms")
+
+        before = rss_mb(process.pid)
+        failures = []
+        async with clients([url], 4) as opened, anyio.create_task_group() as tasks:
+            for client in opened:
+                tasks.start_soon(_calls, client, total_calls // 4, failures)
+        after = rss_mb(process.pid)
+        if failures:
+            report.notes.append(f"{len(failures)} of {total_calls} W1 calls failed: {failures[0][:300]}")
+    report.add(SCALE, "server_rss_before_mb", before, "MB")
+    report.add(SCALE, f"server_rss_after_{total_calls}_calls_mb", after, "MB")
+    report.add(SCALE, "server_rss_growth_mb", round(after - before, 1), "MB")
+
+
+async def cold_start(report: Report, quick: bool, scratch: Path) -> None:
+    """From spawning ``attp serve`` (stdio) to a completed ``initialize``: imports, workers ready, handshake."""
+    workspace = scratch / "cold-workspace"
+    workspace.mkdir()
+    samples: list[float] = []
+    for _ in range(1 if quick else 5):
+        started = time.perf_counter()
+        async with Client(stdio(attp_args(workspace), scratch)):
+            samples.append(time.perf_counter() - started)
+    report.add(SCALE, "cold_start_to_initialize_ms", median_ms(samples), "ms")
+
+
+async def transport(report: Report, quick: bool) -> None:
+    with tempfile.TemporaryDirectory() as directory:
+        scratch = Path(directory)
+        await round_trip(report, quick, scratch)
+        await scale(report, quick, scratch)
+        await cold_start(report, quick, scratch)
