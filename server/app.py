@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from typing import Annotated
+from typing import Annotated, Literal
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
@@ -28,26 +28,36 @@ from server.toolpacks import Tool
 logger = logging.getLogger(__name__)
 
 SERVER_NAME = "attp-server"
-INSTRUCTIONS = (
-    "This server has one tool, attp_execute: write a short Python program that calls the listed tools and "
-    "assigns the answer to __result__. Prefer one program that does all the steps over many small calls."
-)
+LANGUAGES = {"python": "Python", "starlark": "Starlark"}
+
+
+def instructions(engine: str) -> str:
+    return (
+        f"This server has one tool, attp_execute: write a short {LANGUAGES[engine]} program that calls the listed "
+        "tools and assigns the answer to __result__. Prefer one program that does all the steps over many small calls."
+    )
 
 
 def create_server(runtime: Runtime) -> MCPServer:
     """An `MCPServer` publishing exactly one tool, `attp_execute`."""
     settings = runtime.settings
     server: MCPServer = MCPServer(
-        SERVER_NAME, version=__version__, instructions=INSTRUCTIONS, log_level=settings.log_level
+        SERVER_NAME, version=__version__, instructions=instructions(settings.engine), log_level=settings.log_level
     )
 
     async def attp_execute(
-        code: Annotated[str | None, Field(description="The Python program to run.")] = None,
+        code: Annotated[
+            str | None, Field(description="The program to run (Python, or Starlark with engine = starlark).")
+        ] = None,
         envelope: Annotated[
             str | None, Field(description="Instead of code: a whole ATTP TOML envelope ([tool_call] with code).")
         ] = None,
         target: Annotated[str | None, Field(description="What this call is for (echoed in the result).")] = None,
         thought: Annotated[str | None, Field(description="Your reasoning, for the log; not executed.")] = None,
+        engine: Annotated[
+            Literal["python", "starlark"] | None,
+            Field(description="Language of the program: python or starlark; omit it for the server's default."),
+        ] = None,
         *,
         ctx: Context,
     ) -> Annotated[CallToolResult, ExecutionResult]:
@@ -55,7 +65,7 @@ def create_server(runtime: Runtime) -> MCPServer:
             await ctx.report_progress(done, message=f"{done} tool call{'s' if done > 1 else ''} done (last: {tool})")
 
         context = CallContext(session=session_of(ctx), progress=progress)
-        request = ExecuteRequest(code=code, envelope=envelope, target=target, thought=thought)
+        request = ExecuteRequest(code=code, envelope=envelope, target=target, thought=thought, engine=engine)
         result = await runtime.execute(request, context)
         return CallToolResult(
             content=[TextContent(type="text", text=render(result, settings.result_format))],
@@ -70,10 +80,10 @@ def create_server(runtime: Runtime) -> MCPServer:
     server.add_tool(
         attp_execute,
         name="attp_execute",
-        title="Run a Python program against the tools",
+        title=f"Run a {LANGUAGES[settings.engine]} program against the tools",
         description=runtime.catalog.description,
         annotations=ToolAnnotations(
-            title="Run a Python program against the tools",
+            title=f"Run a {LANGUAGES[settings.engine]} program against the tools",
             read_only_hint=read_only,
             destructive_hint=not read_only,
             idempotent_hint=False,

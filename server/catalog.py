@@ -9,6 +9,7 @@ from typing import Any
 
 from server.prompt import system_prompt
 from server.sandbox.namespaces import MODULE_NAMES
+from server.sandbox.starlark_engine import LANGUAGE_NOTES
 from server.settings import Settings
 from server.toolpacks import Tool, ToolRegistry
 
@@ -33,18 +34,26 @@ class Catalog:
 
     def _rules(self) -> str:
         s = self.settings
+        if s.engine == "starlark":
+            modules = "json and math are pre-injected, no import.\n"
+            language = f"- {LANGUAGE_NOTES}\n"
+        else:
+            modules = f"Pre-injected modules, no import: {', '.join(MODULE_NAMES)}.\n"
+            language = (
+                "- A failed tool call raises ToolError: try: ... except ToolError as e: use e.code, e.message.\n"
+                "- Not available: import, names or attributes starting with _, class, with, yield, open, eval, exec, "
+                "getattr, type, dir, globals.\n"
+            )
         return (
-            "Run a short Python program that calls the tools below, and get back its result. One call can do "
-            "many tool calls: loop, filter and combine their results in code instead of calling tools one at a time.\n"
+            f"Run a short {s.engine.capitalize()} program that calls the tools below, and get back its result. One "
+            "call can do many tool calls: loop, filter and combine their results in code instead of calling tools "
+            "one at a time.\n"
             "\n"
             "Rules:\n"
-            "- Call tools directly by name (also as pack.tool); no import. Pre-injected modules, no import: "
-            f"{', '.join(MODULE_NAMES)}.\n"
+            f"- Call tools directly by name (also as pack.tool); no import. {modules}"
             "- Put the answer in __result__ (JSON data: dict, list, str, number, bool, None); without it the last "
             "expression's value is returned. print() output comes back as stdout.\n"
-            "- A failed tool call raises ToolError: try: ... except ToolError as e: use e.code, e.message.\n"
-            "- Not available: import, names or attributes starting with _, class, with, yield, open, eval, exec, "
-            "getattr, type, dir, globals.\n"
+            f"{language}"
             f"- Limits per call: {s.timeout_s:g} s, {s.max_tool_calls} tool calls (help/tools included), "
             f"{s.max_code_chars} characters of "
             f"code, {s.max_result_bytes:,} bytes of result.\n"
@@ -86,8 +95,8 @@ class Catalog:
         return header + "\n\n\n".join(tool_text(tool) for tool in self.registry.tools.values())
 
     def prompt(self, language: str = "en") -> str:
-        """The ATTP system prompt with this server's tools filled in."""
-        return system_prompt(self.attp_text(), language)
+        """The ATTP system prompt with this server's tools filled in, for the server's engine."""
+        return system_prompt(self.attp_text(), language, engine=self.settings.engine)
 
     def help(self, name: object = None) -> str:
         """``help()`` inside a program: one tool's full description, or an overview."""

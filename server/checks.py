@@ -12,6 +12,7 @@ import ast
 from dataclasses import dataclass
 
 from server.errors import ErrorCode, ErrorInfo, suggest
+from server.sandbox import starlark_engine
 from server.sandbox.policy import bound_names, nodes, scan
 
 _SOLUTIONS = {
@@ -88,6 +89,24 @@ def check_program(code: str, known: KnownNames) -> ErrorInfo | None:
             solution=_SOLUTIONS.get(first.code),
         )
     return _unknown_name(walked, code, known)
+
+
+def check_starlark(code: str) -> ErrorInfo | None:
+    """Parse `code` as Starlark (nothing runs): its syntax errors, imports and nesting, as `check_program` reports.
+
+    For ``attp check`` only: a run is parsed in its worker, never in the server process.
+    """
+    problem = starlark_engine.check(code)
+    if problem is None:
+        return None
+    return ErrorInfo(
+        code=problem.code,
+        message=problem.message,
+        line=problem.line,
+        column=problem.column,
+        source_line=_source_line(code, problem.line),
+        solution=_SOLUTIONS.get(problem.code),
+    )
 
 
 def _unknown_name(walked: list[ast.AST], code: str, known: KnownNames) -> ErrorInfo | None:

@@ -19,7 +19,7 @@ from server import __version__
 from server.app import create_server, serve_stdio
 from server.atdf import atdf_descriptor
 from server.catalog import Catalog, tool_text
-from server.checks import check_program
+from server.checks import check_program, check_starlark
 from server.client_config import CLAUDE_CONFIG_LOCATIONS, claude_config, n8n_config
 from server.envelope import Declined, EnvelopeError, parse_envelope
 from server.errors import AttpError, ErrorInfo
@@ -54,6 +54,7 @@ def _settings_flags(parser: argparse.ArgumentParser) -> None:
         help="skills library (repeatable)",
     )
     group.add_argument("--db-path", dest="db_path", type=Path, help="SQLite file of the memory toolpack")
+    group.add_argument("--engine", choices=["python", "starlark"], help="language of programs (default python)")
     group.add_argument("--timeout-s", dest="timeout_s", type=float, help="wall-clock limit per run")
     group.add_argument("--memory-mb", dest="memory_mb", type=int, help="memory limit per worker")
     group.add_argument("--max-tool-calls", dest="max_tool_calls", type=int, help="tool calls per run")
@@ -83,13 +84,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("exec", help="run one envelope or program and print the result")
     run.add_argument("file", nargs="?", help="envelope file, or - for standard input")
-    run.add_argument("--code", help="a Python program instead of an envelope")
+    run.add_argument("--code", help="a program (in the engine's language) instead of an envelope")
     run.add_argument("--json", action="store_true", help="print the result as JSON instead of TOML")
     _settings_flags(run)
 
     check = commands.add_parser("check", help="validate an envelope and check its code statically; runs nothing")
     check.add_argument("file", nargs="?", default="-", help="envelope file, or - for standard input")
-    check.add_argument("--code", help="a Python program instead of an envelope")
+    check.add_argument("--code", help="a program (in the engine's language) instead of an envelope")
     _settings_flags(check)
 
     tools = commands.add_parser("tools", help="print the catalog of enabled tools")
@@ -117,8 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _cli_values(args: argparse.Namespace) -> dict[str, Any]:
     keys = (
-        "workspace", "toolpacks", "skills_dirs", "db_path", "timeout_s", "memory_mb", "max_tool_calls", "result_format",
-        "workers", "log_level", "log_format", "transport", "host", "port", "insecure_no_auth",
+        "workspace", "toolpacks", "skills_dirs", "db_path", "engine", "timeout_s", "memory_mb", "max_tool_calls",
+        "result_format", "workers", "log_level", "log_format", "transport", "host", "port", "insecure_no_auth",
     )  # fmt: skip
     return {key: getattr(args, key) for key in keys if getattr(args, key, None) is not None}
 
@@ -234,7 +235,7 @@ def _check(settings: Settings, args: argparse.Namespace) -> int:
             else:
                 code = parsed.code
     if problem is None and code is not None:
-        problem = check_program(code, known)
+        problem = check_starlark(code) if settings.engine == "starlark" else check_program(code, known)
     result = ExecutionResult(status="error" if problem else "ok", error=problem, hint=None if problem else hint)
     print(render(result, settings.result_format))
     return EXIT_FAILED if problem else EXIT_OK

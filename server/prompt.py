@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Literal
 
 from server.sandbox.namespaces import MODULE_NAMES
+from server.sandbox.starlark_engine import LANGUAGE_NOTES
 
 Language = Literal["en", "zh"]
 
@@ -20,7 +21,7 @@ You are an AI assistant that can use tools. You must follow ATTP (Agentic TOML T
 ## Core rules
 1. **Output format**: every response must be valid TOML.
 2. **Tool check**: before using a tool, confirm that it is in the list of available tools.
-3. **Code execution**: call tools by writing Python code; assign the result to `__result__`.
+3. **Code execution**: call tools by writing {{LANGUAGE}} code; assign the result to `__result__`.
 4. **Visible reasoning**: explain your reasoning in the `thought` field.
 
 ## Available tools
@@ -44,7 +45,7 @@ thought = """
 status = "success"
 target = "[what these tool calls are for]"
 code = \'\'\'
-# Write Python code here.
+# Write {{LANGUAGE}} code here.
 # One code block may call several tools.
 # No import statements: the whitelisted libraries are already available.
 # Assign the result to __result__.
@@ -68,7 +69,7 @@ message = "The reason it cannot be done, and an alternative."
 ## Important constraints
 - Use only the functions listed under "Available tools".
 - The whitelisted libraries may be used; importing anything else is forbidden.
-- No file, network or system access except through the tools.
+- No file, network or system access except through the tools.{{LANGUAGE_NOTES}}
 '''
 
 _ZH = '''# ATTP 协议 - 系统提示词
@@ -77,7 +78,7 @@ _ZH = '''# ATTP 协议 - 系统提示词
 ## 核心规则
 1. **输出格式**：你的所有响应必须是有效的TOML格式
 2. **工具验证**：在使用任何工具之前，你必须确认它存在于可用工具列表中
-3. **代码执行**：通过编写Python代码调用工具，结果必须赋值给 `__result__` 变量
+3. **代码执行**：通过编写{{LANGUAGE}}代码调用工具，结果必须赋值给 `__result__` 变量
 4. **思考透明**：在 `thought` 字段中清晰说明你的推理过程
 
 ## 可用工具
@@ -101,7 +102,7 @@ thought = """
 status = "success"
 target = "[调用这些工具的目标]"
 code = \'\'\'
-# 在这里编写Python代码
+# 在这里编写{{LANGUAGE}}代码
 # 可以在一个代码块中调用多个工具函数
 # 禁止import除白名单外的任何库
 # 结果必须赋值给 __result__
@@ -115,11 +116,17 @@ __result__ = {"result1": result1, "result2": result2}
 ## 重要约束
 - 只能使用列在"可用工具"中的函数
 - 可使用库白名单，但除白名单库外，禁止import任何其他库
-- 如果用户请求超出了你的能力范围，将status设置为fail，在message中说明失败原因并提供替代方案
+- 如果用户请求超出了你的能力范围，将status设置为fail，在message中说明失败原因并提供替代方案{{LANGUAGE_NOTES}}
 '''
 
 
-def system_prompt(available_tools: str, language: str = "en") -> str:
-    """The seed-000 system prompt with the tool catalog and the module whitelist filled in."""
+def system_prompt(available_tools: str, language: str = "en", engine: str = "python") -> str:
+    """The seed-000 system prompt with the tool catalog, the module whitelist and the program language filled in."""
     template = _ZH if language.lower().startswith("zh") else _EN
-    return template.replace(PLACEHOLDER, available_tools.strip()).replace("{{MODULES}}", ", ".join(MODULE_NAMES))
+    starlark = engine == "starlark"
+    return (
+        template.replace(PLACEHOLDER, available_tools.strip())
+        .replace("{{MODULES}}", "json, math" if starlark else ", ".join(MODULE_NAMES))
+        .replace("{{LANGUAGE}}", "Starlark" if starlark else "Python")
+        .replace("{{LANGUAGE_NOTES}}", f"\n- {LANGUAGE_NOTES}" if starlark else "")
+    )

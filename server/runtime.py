@@ -13,7 +13,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import pydantic_core
@@ -25,6 +25,7 @@ from server.docstrings import docstring_warnings
 from server.envelope import Declined, EnvelopeError, Program, parse_envelope
 from server.errors import ErrorCode, ErrorInfo, short_repr
 from server.results import CallRecord, ExecutionResult, Status
+from server.sandbox import starlark_engine
 from server.sandbox.namespaces import SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS, public_names
 from server.sandbox.pool import Job, WorkerPool
 from server.sandbox.protocol import text_of
@@ -46,6 +47,15 @@ SOLUTIONS: dict[str, str] = {
     ErrorCode.INTERNAL_ERROR: "Retry the call; if it keeps failing, simplify the program.",
 }
 
+STARLARK_SOLUTIONS: dict[str, str] = {
+    ErrorCode.RUNTIME_ERROR: "Fix the code at that line; Starlark has no try/except, so check values first "
+    "(e.g. `if key in d`, `if x != None`).",
+    ErrorCode.SYNTAX_ERROR: "Write Starlark: no while (use for ... in range(n) with break), no try/except, class, "
+    "import, or ** (use pow).",
+}
+
+Engine = Literal["python", "starlark"]
+
 
 @dataclass(frozen=True)
 class ExecuteRequest:
@@ -55,6 +65,8 @@ class ExecuteRequest:
     envelope: str | None = None
     target: str | None = None
     thought: str | None = None
+    engine: Engine | None = None
+    """The language of the program; None means the `engine` setting. TAM blocks always run as Python."""
 
 
 Progress = Callable[[int, str], Awaitable[None]]
@@ -111,7 +123,9 @@ class Runtime:
             result = _error(request.target, ErrorInfo(code=ErrorCode.INTERNAL_ERROR, message="the server failed"))
         result.elapsed_ms = round((time.perf_counter() - started) * 1000, 2)
         if result.error is not None and result.error.solution is None:
-            result.error.solution = SOLUTIONS.get(result.error.code)
+            starlark = (request.engine or self.settings.engine) == "starlark"
+            solution = STARLARK_SOLUTIONS.get(result.error.code) if starlark else None
+            result.error.solution = solution or SOLUTIONS.get(result.error.code)
         # One line per call; never the code, the result or tool arguments (they may hold secrets).
         fields = {
             "call": context.call_id,
@@ -180,10 +194,29 @@ class Runtime:
                     solution="Split the work into several calls, or keep large data in files and read it with tools.",
                 ),
             )
+        engine = request.engine or self.settings.engine
+        if engine == "starlark":
+            if not starlark_engine.available():
+                return _error(
+                    target,
+                    ErrorInfo(
+                        code=ErrorCode.INVALID_ARGUMENT,
+                        message=starlark_engine.missing_extra_message(),
+                        parameter_name="engine",
+                        received="starlark",
+                        expected="python, or starlark once the extra is installed",
+                        suggested_value="python",
+                        solution=f"Write the program in Python (engine='python'), or have the operator run "
+                        f"{starlark_engine.INSTALL}.",
+                    ),
+                )
+            # No static check: the Python one does not apply, and Starlark is parsed only inside the worker
+            # (a pathological program must never reach starlark-rust in the server process).
+            return await self._run(program.code, target, run, engine)
         problem = await anyio.to_thread.run_sync(check_program, program.code, self.known)
         if problem is not None:
             return _error(target, problem)
-        return await self._run(program.code, target, run)
+        return await self._run(program.code, target, run, engine)
 
     async def _execute_tam(self, text: str, target: str | None, run: _Run) -> ExecutionResult:
         """TAM blocks (seed 003), translated to a program so they share the sandbox, limits and trace."""
@@ -201,7 +234,7 @@ class Runtime:
             result.status, result.error = "error", failure
         return result
 
-    async def _run(self, code: str, target: str | None, run: _Run) -> ExecutionResult:
+    async def _run(self, code: str, target: str | None, run: _Run, engine: Engine = "python") -> ExecutionResult:
         job = Job(
             code=code,
             tools=self.registry.callable_names(),
@@ -211,6 +244,7 @@ class Runtime:
             max_result_bytes=self.settings.max_result_bytes,
             max_tool_calls=self.settings.max_tool_calls,
             capture_print=self.settings.capture_print,
+            engine=engine,
         )
         done = await self.pool.run(job, functools.partial(self._traced_call, run))
         return self._result(done, run, target)

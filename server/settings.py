@@ -14,10 +14,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError
+from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from server.errors import ConfigError, suggest
+from server.sandbox import starlark_engine
 
 ENV_PREFIX = "ATTP_"
 DEFAULT_CONFIG_FILE = Path("attp.toml")
@@ -37,7 +38,9 @@ class Settings(BaseSettings):
         default_factory=dict, description="Per-pack options, the file's [toolpacks.<pack>] tables."
     )
     skills_dirs: list[Path] = Field(default_factory=list, description="Skills library directories.")
-    engine: Literal["python", "starlark"] = Field("python", description="Language of programs.")
+    engine: Literal["python", "starlark"] = Field(
+        "python", description="Language of programs: python (asteval), or starlark (extra attp-server[starlark])."
+    )
     timeout_s: float = Field(10.0, gt=0, le=3600, description="Wall-clock limit of one run; the worker is killed.")
     memory_mb: int = Field(256, ge=64, le=65536, description="Address-space limit of one worker process.")
     max_tool_calls: int = Field(200, ge=0, description="Tool calls one run may make.")
@@ -60,6 +63,13 @@ class Settings(BaseSettings):
     )
     workers: int = Field(2, ge=0, le=64, description="Sandbox worker processes kept ready.")
     max_workers: int = Field(16, ge=1, le=256, description="Most programs running at once.")
+
+    @field_validator("engine")
+    @classmethod
+    def _engine_is_installed(cls, engine: str) -> str:
+        if engine == "starlark" and not starlark_engine.available():
+            raise ValueError(starlark_engine.missing_extra_message())
+        return engine
 
     @classmethod
     def settings_customise_sources(

@@ -168,7 +168,7 @@ def test_toolpack_tables_land_in_toolpack_options(tmp_path: Path) -> None:
     path = write_config(tmp_path, "[toolpacks.files]\nmax_lines = 10\n\n[toolpacks.shell]\ndeny_patterns = ['rm']\n")
     settings = load_settings(config_file=path, environ={})
     assert settings.toolpack_options == {"files": {"max_lines": 10}, "shell": {"deny_patterns": ["rm"]}}
-    assert settings.toolpacks == ["files", "skills"]
+    assert settings.toolpacks == ["files", "skills", "memory"]
 
 
 def test_toolpacks_enabled_beside_pack_tables(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
 """What a worker gives up before it reads its first program, and its per-run CPU budget.
 
 Runs inside the worker. Everything the sandbox's namespaces need from the file system (time zone
-data, the ``_strptime`` module, codec tables) is loaded first; then the process limits are set.
+data, the ``_strptime`` module, codec tables, the Starlark extension when installed) is loaded
+first; then the process limits are set.
 
 Imports nothing from the rest of ``server``.
 """
@@ -48,6 +49,25 @@ def preload() -> None:
         with contextlib.suppress(Exception):
             codecs.lookup(module.name)
     "x".encode("ascii", "namereplace")
+    _preload_starlark()
+
+
+def _preload_starlark() -> None:
+    """Load the Starlark engine's extension module, if the extra is installed, and run it once."""
+    try:
+        import starlark
+    except ImportError:
+        return
+    dialect = starlark.Dialect.extended()
+    dialect.enable_f_strings = True
+    module = starlark.Module()
+    module.add_callable("echo", lambda value: value)
+    program = starlark.parse("preload.star", 'x = struct(a = echo([1, 2.5, "b", None]))\nx.a\n', dialect)
+    globals_ = starlark.Globals.extended_by([starlark.LibraryExtension.StructType])
+    options = starlark.EvalOptions(check_cancelled=lambda: False)
+    starlark.eval_with(options, module, program, globals_)
+    with contextlib.suppress(starlark.StarlarkError):
+        starlark.parse("preload.star", "x = (\n", dialect)
 
 
 def _limit(name: str, soft: int, hard: int | None = None) -> bool:

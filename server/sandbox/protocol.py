@@ -3,7 +3,8 @@
 One JSON object per line, UTF-8, in both directions; nothing is ever pickled. The server sends
 ``run`` and ``reply``; the worker sends ``ready``, ``call`` and ``done``.
 
-    server -> worker  {"op": "run", "code": ..., "tools": [...], "namespaces": {...}, "limits": {...}}
+    server -> worker  {"op": "run", "engine": "python"|"starlark", "code": ..., "tools": [...],
+                       "namespaces": {...}, "limits": {...}}
     worker -> server  {"op": "call", "tool": "read_file", "args": [...], "kwargs": {...}}
     server -> worker  {"op": "reply", "ok": true, "value": ...}  |  {"op": "reply", "ok": false, "error": {...}}
     worker -> server  {"op": "done", "status": "ok"|"error", "result": ..., "stdout": ..., "truncated": ...,
@@ -16,6 +17,9 @@ from __future__ import annotations
 
 import json
 from typing import Any
+
+ENGINES = ("python", "starlark")
+"""The languages a ``run`` may name in ``engine`` (absent means ``python``)."""
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 """Longest line either side accepts (a tool argument may carry a whole file)."""

@@ -18,7 +18,7 @@ import random
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import IO, Any
 
 from server.sandbox import lockdown
@@ -28,7 +28,9 @@ from server.sandbox.limits import Abort, SizeLimitError, Timeout, ToolCallLimit
 from server.sandbox.namespaces import SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS, Namespace, random_namespace
 from server.sandbox.namespaces import static_namespaces as build_static_namespaces
 from server.sandbox.policy import RESULT_NAME, scan
-from server.sandbox.protocol import MAX_MESSAGE_BYTES, decode, encode, text_of
+from server.sandbox.protocol import ENGINES, MAX_MESSAGE_BYTES, decode, encode, text_of
+from server.sandbox.starlark_engine import EngineUnavailable, StarlarkEngine, missing_extra_message
+from server.sandbox.starlark_engine import available as starlark_available
 
 MAX_STEPS = 50_000_000
 """Evaluation steps (AST nodes) one run may take; the wall clock usually ends a runaway first."""
@@ -156,6 +158,8 @@ class Runner:
         self.channel = channel
         self.static_namespaces = build_static_namespaces()
         self.base_symbols: dict[str, Any] = {**SAFE_BUILTIN_FUNCTIONS, **SAFE_EXCEPTIONS, "ToolError": ToolError}
+        # Built before lockdown, while the extra can still be found on disk.
+        self.starlark = StarlarkEngine() if starlark_available() else None
 
     def symbols(self, job: dict[str, Any], bridge: ToolBridge) -> dict[str, Any]:
         symbols = dict(self.base_symbols)
@@ -177,26 +181,39 @@ class Runner:
         done: dict[str, Any] = {"op": "done", "status": "ok", "result": None, "hint": None, "error": None}
         retire = False
         evaluator: Evaluator | None = None
+        known: list[str] = []
+        engine = job.get("engine", "python")
         try:
-            tree = ast.parse(code)
-            violations = scan(tree)
-            if violations:
-                first = violations[0]
-                column = None if first.column is None else first.column + 1
-                done.update(status="error", error=_error(first.code, first.message, code, (first.line, column)))
+            if engine == "starlark":
+                if self.starlark is None:
+                    raise EngineUnavailable(missing_extra_message())
+                known = self.starlark.known_names(job)
+                found, last_value = self.starlark.run(code, job, bridge, output, deadline)
+                done.update(self._result(found, last_value, int(limits["max_result_bytes"])))
+            elif engine == "python":
+                tree = ast.parse(code)
+                violations = scan(tree)
+                if violations:
+                    first = violations[0]
+                    column = None if first.column is None else first.column + 1
+                    done.update(status="error", error=_error(first.code, first.message, code, (first.line, column)))
+                else:
+                    evaluator = Evaluator(
+                        self.symbols(job, bridge), deadline=deadline, max_steps=MAX_STEPS, output=output
+                    )
+                    last = _execute(evaluator, tree)
+                    done.update(self._result(evaluator.symtable, last, int(limits["max_result_bytes"])))
             else:
-                evaluator = Evaluator(self.symbols(job, bridge), deadline=deadline, max_steps=MAX_STEPS, output=output)
-                last = _execute(evaluator, tree)
-                done.update(self._result(evaluator, last, int(limits["max_result_bytes"])))
+                raise EngineUnavailable(f"unknown engine {engine!r}; the engines are {', '.join(ENGINES)}")
         except SyntaxError as exc:
             done.update(status="error", error=_error("SYNTAX_ERROR", str(exc.msg), code, (exc.lineno, exc.offset)))
         except ServerGone:
             raise
         except Abort as exc:
-            retire = isinstance(exc, Timeout | SizeLimitError)
+            retire = isinstance(exc, Timeout | SizeLimitError) or bool(getattr(exc, "retire", False))
             done.update(status="error", error=_error(exc.code, text_of(exc), code, _where(exc)))
         except NameError as exc:
-            known = list(evaluator.symtable) if evaluator is not None else []
+            known = list(evaluator.symtable) if evaluator is not None else known
             done.update(status="error", error=_name_error(exc, known, code))
         except ToolError as exc:
             line, column = _where(exc)
@@ -223,14 +240,17 @@ class Runner:
         done["retire"] = retire
         return done
 
-    def _result(self, evaluator: Evaluator, last: tuple[Any, int] | None, max_bytes: int) -> dict[str, Any]:
+    def _result(
+        self, symbols: Mapping[str, Any], last: tuple[Any, int | None] | None, max_bytes: int
+    ) -> dict[str, Any]:
         hint = None
-        if RESULT_NAME in evaluator.symtable:
-            value = evaluator.symtable[RESULT_NAME]
+        if RESULT_NAME in symbols:
+            value = symbols[RESULT_NAME]
         elif last is not None:
             value = last[0]
+            where = f" (line {last[1]})" if last[1] is not None else ""
             hint = (
-                f"__result__ was not set, so the value of the last expression (line {last[1]}) was returned; "
+                f"__result__ was not set, so the value of the last expression{where} was returned; "
                 "assign __result__ = ... to choose the result explicitly"
             )
         else:
@@ -263,7 +283,9 @@ def _execute(evaluator: Evaluator, tree: ast.Module) -> tuple[Any, int] | None:
 
 def _where(exc: BaseException) -> tuple[int | None, int | None]:
     where = getattr(exc, "attp_line", None)
-    return (where[0], where[1] + 1) if where else (None, None)  # columns are 1-based, like SyntaxError's
+    if not where:
+        return (None, None)
+    return (where[0], None if where[1] is None else where[1] + 1)  # columns are 1-based, like SyntaxError's
 
 
 def _location(code: str, line: int | None, column: int | None) -> dict[str, Any]:
@@ -301,7 +323,7 @@ def main() -> None:
     runner = Runner(channel)
     report = lockdown.apply(memory_mb)
     channel.send({"op": "ready", "pid": os.getpid(), "lockdown": report})
-    for _ in range(MAX_RUNS_PER_WORKER):
+    for runs in range(1, MAX_RUNS_PER_WORKER + 1):
         message = channel.receive()
         if message is None or message.get("op") != "run":
             return
@@ -311,6 +333,8 @@ def main() -> None:
             return
         finally:
             re.purge()  # compiled patterns must not carry data (or memory) into the next run
+        if runs == MAX_RUNS_PER_WORKER:
+            done["retire"] = True  # say so: a worker that just exits would be handed the next program and die
         channel.send_done(done)
         if done["retire"]:
             return

@@ -90,3 +90,15 @@ async def test_no_worker_outlives_the_pool(workspace: Path) -> None:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
     assert not children_of(os.getpid())
+
+
+async def test_a_worker_retiring_after_its_last_run_says_so(workspace: Path) -> None:
+    """Past MAX_RUNS_PER_WORKER the worker exits; it must say so, or the next program would die with it."""
+    from server.sandbox.worker import MAX_RUNS_PER_WORKER
+
+    async with running(workspace, workers=1, max_workers=1) as runtime:
+        statuses = set()
+        for _ in range(MAX_RUNS_PER_WORKER + 5):
+            statuses.add((await run_code(runtime, "__result__ = 1"))["status"])
+        assert statuses == {"ok"}
+        assert runtime.pool.stats()["runs"] == MAX_RUNS_PER_WORKER + 5
