@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import run_code, running
+from harness import run_code, running, serving_http
 from mcp import Client
 from pydantic import ValidationError
 
@@ -429,3 +429,60 @@ async def test_mcp_tool_takes_the_engine_argument(runtime: Runtime) -> None:
     assert result.is_error is False
     assert result.structured_content is not None
     assert result.structured_content["result"] == "005"
+
+
+MEMORY_SEED_PROGRAM = """
+# 1. 获取所有段
+segments = list_segments()
+for seg in segments:
+    print(f"Segment: {seg['id']}, Type: {seg['type']}")
+
+# 2. 获取页面
+page = get_page("usr-0")
+print(f"Page: {page['name']}")
+
+# 3. 创建新页面
+new_index = create_detail_page(
+    name="新想法",
+    description="关于工具调用的思考",
+    detail="详细内容...",
+    parent_index="usr-0",
+)
+
+# 4. 展开/隐藏
+expand_details(new_index)
+hide_details(new_index)
+
+# 5. 搜索
+results = find_page("工具")
+for r in results:
+    print(f"Found: {r['name']}")
+
+# 6. 结果赋值
+__result__ = new_index
+"""
+
+
+@pytest.mark.anyio
+async def test_seed_002_program_on_the_memory_pack_over_http(tmp_path: Path) -> None:
+    """Seed 002's Starlark example, with its page id adapted to ours, through a real server on the memory pack."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    env = {"ATTP_DB_PATH": str(tmp_path / "memory.sqlite3"), "ATTP_ENGINE": "starlark"}
+    with serving_http(workspace, env=env) as served:
+        async with served.client() as client:
+            result = await client.call_tool("attp_execute", {"code": MEMORY_SEED_PROGRAM})
+            view = await client.call_tool("attp_execute", {"code": "__result__ = view('usr')"})
+    data = result.structured_content
+    assert data is not None and data["status"] == "ok", data
+    assert data["result"] == "usr-1"
+    assert data["stdout"].splitlines() == [
+        "Segment: sys, Type: system",
+        "Segment: usr, Type: user",
+        "Page: User",
+        "Found: 新想法",
+    ]
+    assert [c["tool"] for c in data["calls"]] == [
+        "list_segments", "get_page", "create_detail_page", "expand_details", "hide_details", "find_page",
+    ]  # fmt: skip
+    assert view.structured_content is not None and "新想法" in view.structured_content["result"]
