@@ -36,6 +36,7 @@ from typing import Any
 
 from pydantic.errors import PydanticInvalidForJsonSchema
 
+from server import pyast
 from server.docstrings import Docstring, parse_docstring
 from server.toolpacks import ENTRY_POINT_GROUP, Tool
 
@@ -316,7 +317,7 @@ def _statements(block: str) -> list[tuple[str, str]]:
 def _literal_calls(tool: Tool, source: str) -> Iterator[tuple[str, dict[str, Any], str]]:
     """(call text, arguments by name, trailing comment) of each call whose arguments are all literals."""
     for code in _parsable(source):
-        tree = ast.parse(code)
+        tree = pyast.parse(code)
         calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call) and _calls_tool(node, tool)]
         lines = code.splitlines()
         for call in sorted(calls, key=lambda node: (node.lineno, node.col_offset)):
@@ -335,12 +336,12 @@ def _parsable(source: str) -> list[str]:
     """The source as one program, or its lines that parse on their own when the whole does not."""
     source = textwrap.dedent(source)
     try:
-        ast.parse(source)
+        pyast.parse(source)
     except SyntaxError:
         out = []
         for line in source.splitlines():
             try:
-                ast.parse(line.strip())
+                pyast.parse(line.strip())
             except SyntaxError:
                 continue
             out.append(line.strip())

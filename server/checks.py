@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from server import pyast
 from server.errors import ErrorCode, ErrorInfo, suggest
 from server.sandbox import starlark_engine
 from server.sandbox.policy import bound_names, nodes, scan
@@ -66,10 +67,10 @@ _TOO_DEEP = ErrorInfo(
 def check_program(code: str, known: KnownNames) -> ErrorInfo | None:
     """Return the first problem of `code` as a model-facing error, or None if it may run."""
     try:
-        tree = ast.parse(code, mode="exec")
+        tree = pyast.parse(code)
         # Compiling (never executing) adds the compiler's own checks: 'return'/'break' outside their
         # block, duplicate parameter names, and so on.
-        compile(tree, "<program>", "exec", dont_inherit=True)
+        pyast.compile_tree(tree, "<program>")
         walked = nodes(tree)
         violations = scan(tree, walked)
     except SyntaxError as exc:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+import threading
+
 import pytest
 
 from server.checks import KnownNames, check_program
@@ -455,3 +458,42 @@ BENIGN = [
 def test_benign_programs_pass(code: str, known: KnownNames) -> None:
     assert len(BENIGN) >= 15
     assert check_program(code, known) is None
+
+
+class _Finalized:
+    def __del__(self) -> None:
+        pass
+
+
+def test_concurrent_checks_on_threads_never_fail_a_valid_program(known: KnownNames) -> None:
+    """The server checks programs on worker threads. CPython 3.11's AST constructor counts its
+    recursion in interpreter-wide state, so a thread switch mid-tree (here: garbage collections that
+    run finalizers, and a tiny switch interval) made ~5% of parallel parses of a valid program fail
+    with ``SystemError: AST constructor recursion depth mismatch`` - an INTERNAL_ERROR for the caller."""
+    code = "\n".join(f"rows_{i} = [{{'n': n, 'sq': n * n}} for n in range(10) if n % 2]" for i in range(30))
+    assert check_program(code, known) is None
+    problems: list[object] = []
+
+    def check_many() -> None:
+        for _ in range(150):
+            garbage: list[object] = [_Finalized() for _ in range(5)]
+            garbage.append(garbage)  # a cycle: freed by a collection in the middle of someone's parse
+            try:
+                problem = check_program(code, known)
+            except Exception as exc:
+                problems.append(exc)
+            else:
+                if problem is not None:
+                    problems.append(problem)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=check_many) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert problems == []
