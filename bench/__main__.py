@@ -11,6 +11,8 @@ Sections (each figure a median over many runs; each ratio two medians measured i
   session's W1 latency meanwhile against its idle latency.
 - Scale: W1 throughput with 1, 4 and 16 HTTP clients; server RSS before and after 10,000 calls;
   cold start of ``attp serve`` to a completed initialize.
+- Memory: ``find_page`` over a 100,000-page tree, per kind of query (``bench/memory_search.py``,
+  which also runs alone and writes its own detailed JSON).
 
 ``--quick`` runs everything at tiny sizes (the test suite's smoke test); its figures mean nothing.
 """
@@ -25,11 +27,12 @@ import anyio
 
 from bench.containment import containment
 from bench.evaluation import evaluation
+from bench.memory_search import memory
 from bench.report import Report
 from bench.transport import transport
 
 RESULTS = Path(__file__).parent / "results.json"
-SECTIONS = ("evaluation", "transport", "containment")
+SECTIONS = ("evaluation", "transport", "containment", "memory")
 
 
 async def measure(quick: bool, only: list[str]) -> Report:
@@ -40,6 +43,8 @@ async def measure(quick: bool, only: list[str]) -> Report:
         await transport(report, quick)
     if "containment" in only:
         await containment(report, quick)
+    if "memory" in only:
+        await anyio.to_thread.run_sync(memory, report, quick)
     return report
 
 

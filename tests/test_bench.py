@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from harness import run_quick_bench
 
 REQUIRED = [
     "w1.runtime_ms", "w1.exec_ms", "w1.runtime_vs_exec", "w1.runtime_vs_pipe", "w1.runtime_vs_evaluator",
@@ -17,24 +14,19 @@ REQUIRED = [
     "concurrent_python_loop_ratio", "concurrent_c_regex_ratio",
     "throughput_1_clients", "throughput_4_clients", "throughput_16_clients",
     "server_rss_before_mb", "cold_start_to_initialize_ms",
+    "find_page.single_word_median_ms", "find_page.short_term_median_ms",
 ]  # fmt: skip
 """Figures every run has; smolagents, Monty and Starlark rows appear only where those are installed."""
 
 
 def test_bench_quick_run_prints_and_writes_every_figure(tmp_path: Path) -> None:
-    output = tmp_path / "results.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "bench", "--quick", "--output", str(output)],
-        capture_output=True, text=True, cwd=ROOT, timeout=300, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    data = json.loads(output.read_text())
+    stdout, data = run_quick_bench("bench", tmp_path / "results.json")
     assert data["quick"] is True
     rows = data["rows"]
     missing = [key for key in REQUIRED if key not in rows]
     assert not missing, missing
     for key, value in rows.items():
-        assert key in done.stdout
+        assert key in stdout
         assert key in data["units"]
         if not key.endswith("_growth_mb"):  # memory growth may be zero or negative
             assert value > 0, (key, value)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -139,3 +140,13 @@ def wait_for_health(url: str, process: subprocess.Popen[bytes], timeout: float =
             pass
         time.sleep(0.05)
     raise TimeoutError(f"server at {url} did not become healthy")
+
+
+def run_quick_bench(module: str, output: Path) -> tuple[str, dict[str, Any]]:
+    """Run `python -m <module> --quick --output <output>` from the checkout; its stdout and JSON."""
+    done = subprocess.run(
+        [sys.executable, "-m", module, "--quick", "--output", str(output)],
+        capture_output=True, text=True, cwd=SUPPORT.parents[1], timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout, dict(json.loads(output.read_text()))

@@ -3,13 +3,30 @@
 A query is split into terms at spaces; "quoted text" is one term. A page matches when it contains any
 term in its name, description or detail (case-insensitive substring match). Ranking, best first:
 how many of the terms the page contains; where they occur (name 3, description 2, detail 1 per term);
-then FTS5's bm25 (term frequency and text length); then the oldest page first.
+then BM25 relevance (term frequency, text length, rarer terms count more); then the oldest page first.
+
+Which pages get ranked: when at most CANDIDATES pages match, all of them, so the order is exact.
+When more match (a common word in a large tree), reading every match would cost a pass over all of
+them on each query, so the candidates are gathered from reads that stop early (the index is walked
+newest first, up to a limit): the newest TIER matches; the newest TIER pages containing every term;
+and, among the newest COLUMN_WINDOW pages with a term in the name and in the description (for the
+first TIERED_TERMS terms), the TIER with the most such hits, since those rank first. The top results
+then have the best ranking keys there are in all but rare cases; among equally good pages (a common
+word in thousands of names) the newer ones are the ones compared. A short term (1 or 2 characters,
+below the index) adds the first CANDIDATES pages containing it, found by scanning the pages table.
+
+BM25 is computed here over the candidates' texts rather than by SQLite's ``bm25()``: that function
+counts every matching row of the whole table for its term statistics on each query (about 20 ms for
+a word in most of 100,000 pages), even when only a few rows are read. The formula is FTS5's, with
+the same column weights (name 10, description 4, detail 1); a term's document frequency is counted
+among the candidates (exact when all matches are candidates) and the page count is the highest page id.
 """
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from toolpacks.memory.store import Page, Tx
@@ -17,8 +34,22 @@ from toolpacks.memory.store import Page, Tx
 _TERM = re.compile(r'"([^"]*)"|(\S+)')
 TRIGRAM = 3
 CANDIDATES = 500
+"""Up to this many matching pages are all ranked."""
+TIER = 200
+"""Beyond CANDIDATES matches, pages ranked from each kind of read (more than find_page's limit of 100)."""
+COLUMN_WINDOW = 2000
+"""Beyond CANDIDATES matches, how many of the newest pages with a term in the name (or the description) are read."""
+TIERED_TERMS = 3
+"""Beyond CANDIDATES matches, the terms whose name and description hits are read."""
 SNIPPET_CHARS = 160
 FIELD_WEIGHTS = (("name", 3), ("description", 2), ("detail", 1))
+"""Where a term occurs, for the second ranking key."""
+BM25_WEIGHTS = (10.0, 4.0, 1.0)
+"""FTS5 bm25() column weights for name, description, detail."""
+BM25_K1 = 1.2
+BM25_B = 0.75
+_CHUNK = 500
+"""Page ids per ``IN (...)`` list, well under SQLite's limit on parameters."""
 
 
 def terms_of(query: str) -> list[str]:
@@ -37,56 +68,210 @@ class Hit:
     matched: int
     weight: int
     bm25: float
+    """Higher is more relevant (unlike SQLite's bm25(), which is negated)."""
     snippet: str
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    rowid: int
+    index: str
+    fields: tuple[str, str, str]
+    """name, description, detail ('' for a contents page)."""
+    folded: tuple[str, str, str]
+
+
+@dataclass(frozen=True)
+class _Scored:
+    candidate: _Candidate
+    matched: int
+    weight: int
+    counts: tuple[tuple[int, int, int], ...]
+    """Occurrences of each term in name, description, detail."""
 
 
 def search(tx: Tx, query: str, segment_ids: Sequence[str], limit: int) -> list[Hit]:
     terms = terms_of(query)
+    if not terms or not segment_ids:
+        return []
+    rowids = _candidate_ids(tx, terms, segment_ids)
+    needles = [term.casefold() for term in terms]
+    scored = [s for s in (_score(c, needles) for c in _fetch(tx, rowids)) if s.matched]
+    relevance = _bm25(scored, len(terms), _page_count(tx))
+    scored.sort(key=lambda s: (-s.matched, -s.weight, -relevance[s.candidate.rowid], s.candidate.rowid))
+    hits: list[Hit] = []
+    for s in scored[:limit]:
+        page = tx.page(s.candidate.index)
+        assert page is not None  # read in this same transaction
+        hits.append(Hit(page, s.matched, s.weight, relevance[s.candidate.rowid], _snippet(s.candidate, terms)))
+    return hits
+
+
+# ------------------------------------------------------------------ candidates
+
+
+def _phrase(term: str) -> str:
+    return '"' + term.replace('"', '""') + '"'
+
+
+def _candidate_ids(tx: Tx, terms: Sequence[str], segment_ids: Sequence[str]) -> set[int]:
     long_terms = [t for t in terms if len(t) >= TRIGRAM]
-    candidates: dict[str, Page] = {}
-    scores: dict[str, float] = {}
+    found: set[int] = set()
     if long_terms:
-        match = " OR ".join('"' + t.replace('"', '""') + '"' for t in long_terms)
-        for page, score in tx.search_fts(match, segment_ids, CANDIDATES):
-            candidates[page.index] = page
-            scores[page.index] = score
+        index = _Index(tx, segment_ids)
+        phrases = [_phrase(t) for t in long_terms]
+        newest = index.newest(" OR ".join(phrases), CANDIDATES + 1)
+        if len(newest) <= CANDIDATES:
+            found.update(newest)
+        else:  # too many to rank them all
+            found.update(newest[:TIER])
+            if len(phrases) > 1:
+                found.update(index.newest(" AND ".join(phrases), TIER))
+            found.update(_strongest(index, phrases[:TIERED_TERMS]))
     for term in terms:
         if len(term) < TRIGRAM:
-            for page in tx.search_like(term, segment_ids, CANDIDATES):
-                candidates.setdefault(page.index, page)
-    hits = [_score(page, terms, scores.get(page.index, 0.0)) for page in candidates.values()]
-    hits = [hit for hit in hits if hit.matched]
-    hits.sort(key=lambda h: (-h.matched, -h.weight, h.bm25, h.page.rowid))
-    return hits[:limit]
+            found.update(_like(tx, term, segment_ids, CANDIDATES))
+    return found
 
 
-def _fields(page: Page) -> list[tuple[str, str, int]]:
-    values = {"name": page.name, "description": page.description, "detail": page.detail or ""}
-    return [(field, values[field], weight) for field, weight in FIELD_WEIGHTS]
+def _strongest(index: _Index, phrases: Sequence[str]) -> list[int]:
+    """The TIER pages with the most terms in their name and description (weighted as in the ranking),
+    among the newest COLUMN_WINDOW pages with each term in the name, and in the description."""
+    keys: dict[int, tuple[int, int]] = {}
+    for phrase in phrases:
+        weights: dict[int, int] = {}
+        for column, weight in FIELD_WEIGHTS[:2]:
+            for rowid in index.newest(f"{{{column}}} : {phrase}", COLUMN_WINDOW):
+                weights[rowid] = weights.get(rowid, 0) + weight
+        for rowid, weight in weights.items():
+            matched, total = keys.get(rowid, (0, 0))
+            keys[rowid] = (matched + 1, total + weight)
+    return sorted(keys, key=lambda rowid: (*keys[rowid], rowid), reverse=True)[:TIER]
 
 
-def _score(page: Page, terms: Sequence[str], bm25: float) -> Hit:
+def _marks(values: Sequence[object]) -> str:
+    return ", ".join("?" * len(values))
+
+
+class _Index:
+    """Reads of the FTS index, limited to the searched segments."""
+
+    def __init__(self, tx: Tx, segment_ids: Sequence[str]) -> None:
+        self.conn = tx.conn
+        every = {row[0] for row in tx.conn.execute("SELECT id FROM segments")}
+        self.segment_ids: Sequence[str] | None = None if every <= set(segment_ids) else segment_ids
+        """None when all segments are searched: no need to look up each match's page for its segment."""
+
+    def newest(self, match: str, limit: int) -> list[int]:
+        """Ids of the newest `limit` pages matching an FTS5 query; the index stops reading there."""
+        if self.segment_ids is None:
+            sql = "SELECT rowid FROM page_fts WHERE page_fts MATCH ? ORDER BY rowid DESC LIMIT ?"
+            params: tuple[object, ...] = (match, limit)
+        else:
+            sql = f"""
+                SELECT page_fts.rowid FROM page_fts JOIN pages p ON p.id = page_fts.rowid
+                WHERE page_fts MATCH ? AND p.segment_id IN ({_marks(self.segment_ids)})
+                ORDER BY page_fts.rowid DESC LIMIT ?
+            """  # noqa: S608 - constant SQL and placeholders only
+            params = (match, *self.segment_ids, limit)
+        return [int(row[0]) for row in self.conn.execute(sql, params)]
+
+
+def _like(tx: Tx, term: str, segment_ids: Sequence[str], limit: int) -> list[int]:
+    """Ids of the first pages containing `term` (too short for the trigram index), by a scan of the pages
+    (forwards: a scan backwards is a quarter slower when nothing matches and it reads them all)."""
+    pattern = "%" + term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    rows = tx.conn.execute(
+        f"""
+        SELECT p.id FROM pages p
+        WHERE (p.name LIKE ? ESCAPE '\\' OR p.description LIKE ? ESCAPE '\\' OR p.detail LIKE ? ESCAPE '\\')
+        AND p.segment_id IN ({_marks(segment_ids)})
+        ORDER BY p.id LIMIT ?
+        """,  # noqa: S608 - constant SQL and placeholders only
+        (pattern, pattern, pattern, *segment_ids, limit),
+    )
+    return [int(row[0]) for row in rows]
+
+
+def _fetch(tx: Tx, rowids: Iterable[int]) -> list[_Candidate]:
+    ids = sorted(rowids)
+    out: list[_Candidate] = []
+    cursor = tx.conn.cursor()
+    cursor.row_factory = None  # plain tuples: several hundred rows per search
+    for start in range(0, len(ids), _CHUNK):
+        chunk = ids[start : start + _CHUNK]
+        rows = cursor.execute(
+            f"SELECT id, page_index, name, description, coalesce(detail, '') FROM pages WHERE id IN ({_marks(chunk)})",  # noqa: S608 - constant SQL and placeholders only
+            chunk,
+        )
+        out.extend(
+            _Candidate(rowid, index, (name, about, detail), (name.casefold(), about.casefold(), detail.casefold()))
+            for rowid, index, name, about, detail in rows
+        )
+    return out
+
+
+def _page_count(tx: Tx) -> int:
+    """The number of pages, near enough for BM25's IDF (ids are never reused): the highest id."""
+    return int(tx.conn.execute("SELECT coalesce(max(id), 0) FROM pages").fetchone()[0])
+
+
+# ------------------------------------------------------------------ ranking
+
+_NAME, _DESCRIPTION, _DETAIL = (weight for _field, weight in FIELD_WEIGHTS)
+
+
+def _score(candidate: _Candidate, needles: Sequence[str]) -> _Scored:
+    """How many terms the page contains, where, and how often (`needles` are the casefolded terms)."""
+    name, about, detail = candidate.folded
     matched = weight = 0
-    best: tuple[str, int, int] | None = None
+    counts: list[tuple[int, int, int]] = []
+    for needle in needles:
+        in_name, in_about, in_detail = name.count(needle), about.count(needle), detail.count(needle)
+        counts.append((in_name, in_about, in_detail))
+        if in_name or in_about or in_detail:
+            matched += 1
+            weight += (_NAME if in_name else 0) + (_DESCRIPTION if in_about else 0) + (_DETAIL if in_detail else 0)
+    return _Scored(candidate, matched, weight, tuple(counts))
+
+
+def _bm25(scored: Sequence[_Scored], term_count: int, page_count: int) -> dict[int, float]:
+    """FTS5's bm25 formula (positive: higher is better), with the statistics taken from the candidates."""
+    if not scored:
+        return {}
+    lengths = [len(s.candidate.fields[0]) + len(s.candidate.fields[1]) + len(s.candidate.fields[2]) for s in scored]
+    average = max(1.0, sum(lengths) / len(lengths))
+    total = max(page_count, len(scored))
+    idf: list[float] = []
+    for t in range(term_count):
+        pages = sum(1 for s in scored if s.counts[t] != (0, 0, 0))
+        idf.append(max(1e-6, math.log((total - pages + 0.5) / (pages + 0.5))))
+    w_name, w_about, w_detail = BM25_WEIGHTS
+    relevance: dict[int, float] = {}
+    for s, length in zip(scored, lengths, strict=True):
+        norm = BM25_K1 * (1 - BM25_B + BM25_B * length / average)
+        score = 0.0
+        for t, (in_name, in_about, in_detail) in enumerate(s.counts):
+            weighted = w_name * in_name + w_about * in_about + w_detail * in_detail
+            score += idf[t] * weighted * (BM25_K1 + 1) / (weighted + norm)
+        relevance[s.candidate.rowid] = score
+    return relevance
+
+
+def _snippet(candidate: _Candidate, terms: Sequence[str]) -> str:
+    """Up to SNIPPET_CHARS around the first hit of the first term found in the detail text, else the
+    description, else the name."""
+    best: tuple[str, int] | None = None
+    best_field = len(FIELD_WEIGHTS)
     for term in terms:
         needle = term.casefold()
-        found = False
-        for _field, text, field_weight in _fields(page):
-            at = text.casefold().find(needle)
-            if at >= 0:
-                found = True
-                weight += field_weight
-                if best is None or field_weight < best[2]:
-                    best = (text, at, field_weight)
-        matched += found
-    return Hit(page, matched, weight, bm25, _snippet(best, page))
-
-
-def _snippet(best: tuple[str, int, int] | None, page: Page) -> str:
-    """Up to SNIPPET_CHARS around a hit, from the detail text if possible, else the description, else the name."""
+        for field, (text, folded) in enumerate(zip(candidate.fields, candidate.folded, strict=True)):
+            at = folded.find(needle)
+            if at >= 0 and (best is None or field > best_field):
+                best, best_field = (text, at), field
     if best is None:
-        return page.description[:SNIPPET_CHARS]
-    text, at, _weight = best
+        return candidate.fields[1][:SNIPPET_CHARS]
+    text, at = best
     start = max(0, at - SNIPPET_CHARS // 3)
     end = min(len(text), start + SNIPPET_CHARS)
     piece = " ".join(text[start:end].split())
