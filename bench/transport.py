@@ -179,7 +179,10 @@ async def scale(report: Report, quick: bool, scratch: Path) -> None:
                 elapsed = time.perf_counter() - started
             if failures:
                 report.notes.append(f"{len(failures)} W1 calls failed with {concurrency} clients: {failures[0][:300]}")
-            report.add(SCALE, f"throughput_{concurrency}_clients", round(len(latencies) / elapsed, 1), "calls/s")
+            top = concurrency == 16
+            throughput = round(len(latencies) / elapsed, 1)
+            report.add(SCALE, f"throughput_{concurrency}_clients", throughput, "calls/s", ">= 150" if top else None)
+            report.add(SCALE, f"errors_{concurrency}_clients", len(failures), "calls", "<= 0" if top else None)
             report.add(SCALE, f"latency_{concurrency}_clients_ms", median_ms(latencies), "ms")
 
         before = rss_mb(process.pid)
@@ -193,6 +196,7 @@ async def scale(report: Report, quick: bool, scratch: Path) -> None:
     report.add(SCALE, "server_rss_before_mb", before, "MB")
     report.add(SCALE, f"server_rss_after_{total_calls}_calls_mb", after, "MB")
     report.add(SCALE, "server_rss_growth_mb", round(after - before, 1), "MB")
+    report.add(SCALE, "server_rss_growth_pct", round(100 * (after - before) / before, 1), "%", "<= 10")
 
 
 async def cold_start(report: Report, quick: bool, scratch: Path) -> None:
@@ -204,7 +208,7 @@ async def cold_start(report: Report, quick: bool, scratch: Path) -> None:
         started = time.perf_counter()
         async with Client(stdio(attp_args(workspace), scratch)):
             samples.append(time.perf_counter() - started)
-    report.add(SCALE, "cold_start_to_initialize_ms", median_ms(samples), "ms")
+    report.add(SCALE, "cold_start_to_initialize_ms", median_ms(samples), "ms", "<= 1200")
 
 
 async def transport(report: Report, quick: bool) -> None:
