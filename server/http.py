@@ -69,7 +69,8 @@ def check_exposure(settings: Settings) -> None:
 
 def transport_security(settings: Settings) -> TransportSecuritySettings:
     """DNS-rebinding protection: loopback names, the bind address, and `allowed_hosts`."""
-    hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*", f"{settings.host}:*", *settings.allowed_hosts]
+    named = ["127.0.0.1:*", "localhost:*", "[::1]:*", f"{settings.host}:*", *settings.allowed_hosts]
+    hosts = list(dict.fromkeys(named))  # each once, in this order
     origins = [f"{scheme}://{host}" for host in hosts for scheme in ("http", "https")]
     return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
 
