@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Callable
 from typing import Annotated, Literal
 
@@ -22,6 +23,7 @@ from server.catalog import tool_text
 from server.errors import suggest
 from server.results import ExecutionResult, render
 from server.runtime import CallContext, ExecuteRequest, Runtime
+from server.signals import on_stop_signal
 from server.skills import SkillError, SkillLibrary, default_skills_dirs
 from server.toolpacks import Tool
 
@@ -212,5 +214,17 @@ def _add_skill_resources(server: MCPServer, library: SkillLibrary) -> None:
         return served(lambda: library.read_file(name, path))
 
 
-async def serve_stdio(server: MCPServer) -> None:
-    await server.run_stdio_async()
+async def serve_stdio(server: MCPServer, runtime: Runtime) -> None:
+    """Serve over stdin/stdout until the client closes stdin or a stop signal arrives."""
+
+    def stop(_received: object) -> None:
+        # The SDK reads stdin on a thread that cancellation cannot interrupt: an orderly unwind would
+        # wait for the client's next line. Kill the workers, then end the process here.
+        runtime.pool.kill_now()
+        logging.shutdown()
+        os._exit(0)
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(on_stop_signal, stop)
+        await server.run_stdio_async()
+        tasks.cancel_scope.cancel()

@@ -179,7 +179,7 @@ def _serve(settings: Settings) -> int:
             if settings.transport == "http":
                 await serve_http(server, runtime)
             else:
-                await serve_stdio(server)
+                await serve_stdio(server, runtime)
 
     anyio.run(run)
     return EXIT_OK

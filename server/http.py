@@ -8,12 +8,15 @@ that the server is up.
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import ipaddress
 import json
 import logging
-from collections.abc import Awaitable, Callable
+import signal
+from collections.abc import Awaitable, Callable, Iterator
 
+import anyio
 import uvicorn
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
@@ -26,6 +29,7 @@ from server import __version__
 from server.errors import AttpError
 from server.runtime import Runtime
 from server.settings import Settings
+from server.signals import on_stop_signal
 
 logger = logging.getLogger(__name__)
 
@@ -167,7 +171,7 @@ async def serve_http(server: MCPServer, runtime: Runtime) -> None:
         log_level=settings.log_level.lower(),
         timeout_graceful_shutdown=2,
     )
-    web = uvicorn.Server(config)
+    web = _Server(config)
     auth = "token required" if settings.auth_token is not None else "no authentication"
     logger.info(
         "attp-server %s: http://%s:%d/mcp (Streamable HTTP), /sse (SSE); %s; Host accepted: %s",
@@ -177,4 +181,23 @@ async def serve_http(server: MCPServer, runtime: Runtime) -> None:
         auth,
         ", ".join(transport_security(settings).allowed_hosts),
     )
-    await web.serve()
+
+    def stop(received: signal.Signals) -> None:
+        if web.should_exit and received == signal.SIGINT:
+            web.force_exit = True  # a second Ctrl-C: do not wait for open connections
+        web.should_exit = True
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(on_stop_signal, stop)
+        await web.serve()
+        tasks.cancel_scope.cancel()
+
+
+class _Server(uvicorn.Server):
+    """Uvicorn without its own signal handling: `serve_http` handles the signals through the event
+    loop. Uvicorn's handlers re-raise the signal once it has shut down, which ends the process
+    before the runtime can stop its workers and remove their directories."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield

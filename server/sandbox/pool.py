@@ -36,6 +36,9 @@ KILL_GRACE_S = 0.1
 _BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from server.sandbox.worker import main; main()"
 _PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
 
+_DIRECTORY_PREFIX = "attp-worker-"
+"""Each worker's private directory is ``<tmp>/attp-worker-<server pid>-<random>``."""
+
 _READ_SIZE = 64 * 1024
 """Most bytes one read takes from a worker's pipe: what a pipe holds, and small enough not to be mmap'ed."""
 
@@ -152,6 +155,34 @@ class WorkerProcess:
             shutil.rmtree(self.directory, ignore_errors=True)
 
 
+def sweep_stale_directories(root: str | None = None) -> int:
+    """Remove the private directories that workers of servers no longer running left behind.
+
+    A pool removes its workers' directories itself; only a server that was killed (SIGKILL, a crash)
+    leaves them. The server's pid is in each name; a directory whose server is alive is left alone.
+    Returns how many were removed.
+    """
+    removed = 0
+    base = Path(root or tempfile.gettempdir())
+    for path in base.glob(f"{_DIRECTORY_PREFIX}*-*"):
+        owner = path.name[len(_DIRECTORY_PREFIX) :].split("-", 1)[0]
+        if not owner.isdigit() or _alive(int(owner)) or not path.is_dir() or path.is_symlink():
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed += not path.exists()
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process: alive, and not ours to judge
+    return True
+
+
 def _worker_environment(directory: str) -> dict[str, str]:
     """The whole environment a worker gets: nothing of the server's (no tokens, no credentials)."""
     return {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "HOME": directory, "TMPDIR": directory}
@@ -179,6 +210,7 @@ class WorkerPool:
         self.cancelled = 0
 
     async def __aenter__(self) -> WorkerPool:
+        sweep_stale_directories()
         self._tasks = await self._stack.enter_async_context(anyio.create_task_group())
         async with anyio.create_task_group() as warmup:
             for _ in range(self.size):
@@ -192,6 +224,15 @@ class WorkerPool:
         idle, self._idle = self._idle, []
         for worker in idle:
             await worker.kill()
+
+    def kill_now(self) -> None:
+        """Kill every worker, idle or running, and remove their directories, without waiting for
+        anything: for a process that exits right after (a stop signal in stdio mode)."""
+        for worker in [*self._idle, *self._running]:
+            worker.killed = True
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(worker.pid, signal.SIGKILL)
+            shutil.rmtree(worker.directory, ignore_errors=True)
 
     def stats(self) -> dict[str, Any]:
         return {
@@ -288,7 +329,7 @@ class WorkerPool:
         self._idle.append(worker)
 
     async def _spawn(self) -> WorkerProcess:
-        directory = tempfile.mkdtemp(prefix="attp-worker-")
+        directory = tempfile.mkdtemp(prefix=f"{_DIRECTORY_PREFIX}{os.getpid()}-")
         os.chmod(directory, 0o700)
         worker_reads, to_worker = os.pipe()
         from_worker, worker_writes = os.pipe()
