@@ -98,16 +98,24 @@ def _complete(document: dict[str, Any]) -> bool:
     return isinstance(call, dict) and ("code" in call or "message" in call)
 
 
+def _toml(text: str) -> dict[str, Any]:
+    """`tomllib.loads`, with nesting too deep for its recursive parser reported as a TOML error."""
+    try:
+        return tomllib.loads(text)
+    except RecursionError:
+        raise tomllib.TOMLDecodeError("arrays or inline tables are nested too deeply") from None
+
+
 def _load(text: str, strict: bool, example: str) -> dict[str, Any]:
     """The envelope document: the whole text, else a fenced block, else the longest prose cut that is complete."""
     try:
-        return tomllib.loads(text)
+        return _toml(text)
     except tomllib.TOMLDecodeError as exc:
         error, line_offset = exc, 0
     if not strict:
         for match in _FENCE.finditer(text):
             try:
-                document = tomllib.loads(match.group(1))
+                document = _toml(match.group(1))
             except tomllib.TOMLDecodeError as exc:
                 error, line_offset = exc, _start_line(text, match.start(1))
                 continue
@@ -118,13 +126,13 @@ def _load(text: str, strict: bool, example: str) -> dict[str, Any]:
             tail = text[start.start() :]
             lines = tail.splitlines(keepends=True)
             try:
-                return tomllib.loads(tail)
+                return _toml(tail)
             except tomllib.TOMLDecodeError as exc:
                 error, line_offset = exc, _start_line(text, start.start())
             # Prose after the envelope: the longest leading cut that is a complete envelope.
             for end in range(len(lines) - 1, 0, -1)[:MAX_SUFFIX_TRIES]:
                 try:
-                    document = tomllib.loads("".join(lines[:end]))
+                    document = _toml("".join(lines[:end]))
                 except tomllib.TOMLDecodeError:
                     continue
                 if _complete(document):

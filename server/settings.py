@@ -92,6 +92,8 @@ def _read_config_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"config file {path} does not exist") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"config file {path} nests arrays or inline tables too deeply to read") from None
     except OSError as exc:
         raise ConfigError(f"config file {path} cannot be read: {exc}") from None
     return _read_toolpacks_table(path, data)

@@ -366,3 +366,11 @@ def test_strict_without_tool_call() -> None:
 def test_strict_solution_envelope_passes_strict_mode(text: str) -> None:
     info = invalid(text, strict=True)
     parse_envelope(corrected_envelope(info), strict=True)
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_nesting_too_deep_for_the_toml_parser_is_an_invalid_envelope(strict: bool) -> None:
+    """tomllib parses arrays recursively: thousands of '[' raised RecursionError (an INTERNAL_ERROR)."""
+    info = invalid("thought = 'x'\nb = " + "[" * 5000 + "]" * 5000 + "\n", strict=strict)
+    assert "nested too deeply" in info.message
+    assert info.parameter_name == "envelope" and info.solution is not None

@@ -367,3 +367,9 @@ def test_profiles_choose_toolpacks_and_workspace(tmp_path: Path, monkeypatch: py
     assert load_settings(config_file=config, environ={}).toolpacks == Settings().toolpacks
     with pytest.raises(ConfigError, match="did you mean 'init'"):
         load_settings(config_file=config, environ={}, profile="inti")
+
+
+def test_config_file_nested_too_deeply_is_a_config_error(tmp_path: Path) -> None:
+    path = write_config(tmp_path, "x = " + "[" * 5000 + "]" * 5000 + "\n")
+    message = config_error(config_file=path)
+    assert str(path) in message and "too deeply" in message

@@ -53,6 +53,8 @@ def decode(line: bytes) -> dict[str, Any]:
         message = json.loads(line)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ProtocolError(f"not JSON: {exc}") from exc
+    except RecursionError:
+        raise ProtocolError("JSON nested too deeply") from None
     if not isinstance(message, dict) or not isinstance(message.get("op"), str):
         raise ProtocolError("a message must be a JSON object with an 'op'")
     return message
