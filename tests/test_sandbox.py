@@ -194,3 +194,11 @@ async def test_killed_worker_is_replaced_and_not_reused(workspace: Path) -> None
             assert pid not in runtime.pool.worker_pids()
             with pytest.raises(ProcessLookupError):
                 os.kill(pid, 0)
+
+
+@pytest.mark.parametrize("code", ["str(10 ** 5000)", "json.dumps([10 ** 5000])", "f'{10 ** 5000}'"])
+async def test_an_integer_too_long_for_text_gets_advice_the_program_can_follow(runtime: Runtime, code: str) -> None:
+    """CPython's own message suggests sys.set_int_max_str_digits(), which no program can reach."""
+    error = (await run_code(runtime, code))["error"]
+    assert error["code"] == "RUNTIME_ERROR"
+    assert "4300 digits" in error["message"] and "sys." not in error["message"]

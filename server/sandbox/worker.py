@@ -233,7 +233,7 @@ class Runner:
                 status="error", error=_error("MEMORY_LIMIT", "the program ran out of memory", code, (None, None))
             )
         except Exception as exc:
-            message = f"{type(exc).__name__}: {text_of(exc)}"
+            message = f"{type(exc).__name__}: {_explained(exc)}"
             done.update(status="error", error=_error("RUNTIME_ERROR", message, code, _where(exc)))
         done["stdout"] = output.text()
         done["truncated"] = output.truncated
@@ -338,3 +338,14 @@ def main() -> None:
         channel.send_done(done)
         if done["retire"]:
             return
+
+
+def _explained(exc: Exception) -> str:
+    """The exception's text, with CPython's advice replaced where the program cannot follow it."""
+    text = text_of(exc)
+    if isinstance(exc, ValueError) and "set_int_max_str_digits" in text:
+        return (
+            "this integer has more than 4300 digits, too many to turn into text or JSON; "
+            "keep numbers smaller (math.log10(n) tells how many digits n has)"
+        )
+    return text
