@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import anyio
 from harness import run_quick_bench
+
+from bench.breakdown import breakdown
 
 REQUIRED = [
     "w1.runtime_ms", "w1.exec_ms", "w1.runtime_vs_exec", "w1.runtime_vs_pipe", "w1.runtime_vs_evaluator",
@@ -35,3 +38,10 @@ def test_bench_quick_run_prints_and_writes_every_figure(tmp_path: Path) -> None:
     assert set(data["targets"]) <= set(rows)
     assert set(data["met"]) == set(data["targets"])
     assert {key for keys in data["sections"].values() for key in keys} == set(rows)
+
+
+def test_breakdown_runs_and_reports_each_piece() -> None:
+    """``python -m bench.breakdown`` at a few rounds: its figures exist and are positive, never their values."""
+    figures = anyio.run(breakdown, 3)
+    assert set(figures) == {"w1_runtime_execute_ms", "static_check_ms", "thread_hop_ms"}
+    assert all(value > 0 for value in figures.values())
