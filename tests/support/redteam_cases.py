@@ -394,9 +394,55 @@ REVIEW = [
     ),
 ]
 
+PROBE_2026_11_24 = [
+    c("probe-format-map-class", "'{a.real.__class__}'.format_map({'a': 1})", "dunder through format_map"),
+    c(
+        "probe-exc-traceback",
+        "try:\n    1 / 0\nexcept Exception as e:\n    __result__ = e.__traceback__",
+        "frames from a caught exception",
+    ),
+    c(
+        "probe-exc-with-traceback",
+        "try:\n    1 / 0\nexcept Exception as e:\n    __result__ = e.with_traceback",
+        "a bound method of an exception",
+    ),
+    c(
+        "probe-exc-cause",
+        "try:\n    read_file('nope.txt')\nexcept Exception as e:\n    __result__ = e.__cause__",
+        "the server-side cause of a tool error",
+    ),
+    c(
+        "probe-toolerror-dict",
+        "try:\n    read_file('nope.txt')\nexcept ToolError as e:\n    __result__ = e.__dict__",
+        "a ToolError's internals",
+    ),
+    c("probe-generator-frame", "g = (x for x in [1])\ng.gi_frame", "a generator's frame"),
+    c("probe-match-class", "re.match('a', 'a').re.__class__", "a pattern's class from a match"),
+    c("probe-datetime-reduce", "datetime.datetime.now().__reduce__()", "pickling internals of a datetime"),
+    c("probe-normaldist-dict", "statistics.NormalDist(0, 1).__dict__", "a statistics object's internals"),
+    c("probe-json-decoder-class", "json.JSONDecoder", "the real json module's classes"),
+    c("probe-json-object-hook", "json.loads('{}', object_hook=print)", "a callable hook into the real json"),
+    c("probe-random-state", "random.getstate()", "the server's random state"),
+    c("probe-key-reflection", "max([1, 2], key=lambda v: v.__class__)", "dunder inside a key function"),
+    c("probe-fstring-nested-width", "w = 10 ** 9\nf'{1:{w}}'", "a width hidden in a nested spec", LIMITED),
+    c("probe-int-to-text", "str(10 ** 100000)", "digits past the conversion limit", LIMITED),
+    c(
+        "probe-deep-result",
+        "a = []\nfor i in range(100000):\n    a = [a]\n__result__ = a",
+        "a result nested past the JSON encoder",
+        None,
+    ),
+    c(
+        "probe-deep-tool-argument",
+        "a = []\nfor i in range(100000):\n    a = [a]\nwrite_file('x.txt', a)",
+        "a tool argument nested past the protocol",
+        None,
+    ),
+]
+
 CASES: list[Case] = [
     *DUNDER, *NAMESPACES, *FORMATTING, *FRAMES, *EXCEPTIONS, *TOOLS, *BUILTINS, *IMPORTS, *DEFINITIONS,
-    *STATE, *NETWORK, *EXHAUSTION, *STDOUT, *REVIEW,
+    *STATE, *NETWORK, *EXHAUSTION, *STDOUT, *REVIEW, *PROBE_2026_11_24,
 ]  # fmt: skip
 
 CONTROLS: list[tuple[str, str, object]] = [
