@@ -14,12 +14,12 @@ import time
 from pathlib import Path
 
 import anyio
+from attp_server.checks import check_program
+from attp_server.runtime import ExecuteRequest, open_runtime
+from attp_server.settings import Settings
+from attp_server.toolpack import ToolRegistry
 
 from bench.workloads import W1, toolpack
-from server.checks import check_program
-from server.runtime import ExecuteRequest, open_runtime
-from server.settings import Settings
-from server.toolpacks import ToolRegistry
 
 ROUNDS = 300
 

@@ -7,13 +7,13 @@ import time
 from pathlib import Path
 
 import anyio
+from attp_server.runtime import ExecuteRequest, Runtime, open_runtime
+from attp_server.settings import Settings
+from attp_server.toolpack import ToolRegistry
 
 from bench.report import Report
 from bench.timing import median_ms, ratio
 from bench.workloads import W1, toolpack
-from server.runtime import ExecuteRequest, Runtime, open_runtime
-from server.settings import Settings
-from server.toolpacks import ToolRegistry
 
 SECTION = "Containment (deadline -> TIMEOUT result; a concurrent session's W1 meanwhile)"
 

@@ -25,8 +25,9 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
+from attp_server.runtime import ExecuteRequest, Runtime
+
 from bench.workloads import TOOLS, Workload
-from server.runtime import ExecuteRequest, Runtime
 
 
 class Engine(Protocol):
@@ -112,14 +113,14 @@ class EvaluatorEngine:
     name = "evaluator"
 
     def __init__(self) -> None:
-        from server.sandbox.evaluator import ToolError
-        from server.sandbox.namespaces import SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS, static_namespaces
+        from attp_server.sandbox.evaluator import ToolError
+        from attp_server.sandbox.namespaces import SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS, static_namespaces
 
         self.base = {**SAFE_BUILTIN_FUNCTIONS, **SAFE_EXCEPTIONS, "ToolError": ToolError, **static_namespaces()}
 
     async def run(self, workload: Workload) -> Any:
-        from server.sandbox.evaluator import Evaluator, OutputBuffer
-        from server.sandbox.policy import scan
+        from attp_server.sandbox.evaluator import Evaluator, OutputBuffer
+        from attp_server.sandbox.policy import scan
 
         tree = ast.parse(workload.code)
         if scan(tree):

@@ -5,6 +5,10 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from attp_server.runtime import open_runtime
+from attp_server.settings import Settings
+from attp_server.toolpack import ToolRegistry
+
 from bench.engines import (
     Engine,
     EvaluatorEngine,
@@ -18,9 +22,6 @@ from bench.engines import (
 from bench.report import Report
 from bench.timing import interleaved, median_ms, ratio
 from bench.workloads import WORKLOADS, async_toolpack, toolpack
-from server.runtime import open_runtime
-from server.settings import Settings
-from server.toolpacks import ToolRegistry
 
 SECTION = "Evaluation (median ms per run; ratios are runtime / other, same run)"
 

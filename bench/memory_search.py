@@ -37,10 +37,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from attp_server.toolpack import ToolRegistry
+from attp_server.toolpacks.memory import MemoryOptions, Store, toolpack
+from attp_server.toolpacks.memory.search import TRIGRAM, terms_of
+
 from bench.report import Report
-from server.toolpacks import ToolRegistry
-from toolpacks.memory import MemoryOptions, Store, toolpack
-from toolpacks.memory.search import TRIGRAM, terms_of
 
 RESULTS = Path(__file__).parent / "memory_search.json"
 TARGET_MS = 50.0

@@ -40,7 +40,7 @@ def _environment() -> dict[str, str]:
 
 def attp_args(workspace: Path, *extra: str) -> list[str]:
     return [
-        "-m", "server", "serve", "--workspace", str(workspace), "--toolpack", "bench.workloads:toolpack",
+        "-m", "attp_server", "serve", "--workspace", str(workspace), "--toolpack", "bench.workloads:toolpack",
         "--timeout-s", "10", "--log-level", "WARNING", *extra,
     ]  # fmt: skip
 

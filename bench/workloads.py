@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from server import Toolpack
+from attp_server import Toolpack
 
 
 def lookup(key: str) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """attp-server: one MCP tool, `attp_execute`, that runs a model's short Python program against your tools.
 
 The public API is imported lazily so that sandbox worker processes, which import
-``server.sandbox``, start without loading pydantic and the MCP SDK.
+``attp_server.sandbox``, start without loading pydantic and the MCP SDK.
 """
 
 from __future__ import annotations
@@ -9,27 +9,27 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from server.errors import AttpError, ErrorCode, ErrorInfo
-    from server.toolpacks import ToolError, Toolpack, ToolpackContext
+    from attp_server.errors import AttpError, ErrorCode, ErrorInfo
+    from attp_server.toolpack import ToolError, Toolpack, ToolpackContext
 
 __all__ = ["AttpError", "ErrorCode", "ErrorInfo", "ToolError", "Toolpack", "ToolpackContext", "__version__"]
 
 __version__ = "0.1.0"
 
 _LAZY = {
-    "AttpError": "server.errors",
-    "ErrorCode": "server.errors",
-    "ErrorInfo": "server.errors",
-    "Toolpack": "server.toolpacks",
-    "ToolpackContext": "server.toolpacks",
-    "ToolError": "server.toolpacks",
+    "AttpError": "attp_server.errors",
+    "ErrorCode": "attp_server.errors",
+    "ErrorInfo": "attp_server.errors",
+    "Toolpack": "attp_server.toolpack",
+    "ToolpackContext": "attp_server.toolpack",
+    "ToolError": "attp_server.toolpack",
 }
 
 
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
-        raise AttributeError(f"module 'server' has no attribute {name!r}")
+        raise AttributeError(f"module 'attp_server' has no attribute {name!r}")
     import importlib
 
     return getattr(importlib.import_module(module), name)

@@ -1,5 +1,5 @@
-"""`python -m server` is the `attp` command."""
+"""`python -m attp_server` is the `attp` command."""
 
-from server.cli import cli
+from attp_server.cli import cli
 
 cli()

@@ -1,6 +1,6 @@
 """The MCP face: the `attp_execute` tool, the resources and the prompt on an `MCPServer`.
 
-Transports live elsewhere: stdio here (`serve_stdio`), HTTP in `server.http`.
+Transports live elsewhere: stdio here (`serve_stdio`), HTTP in `attp_server.http`.
 """
 
 from __future__ import annotations
@@ -12,20 +12,19 @@ from collections.abc import Callable
 from typing import Annotated, Literal
 
 import anyio
+from attp_server import __version__
+from attp_server.atdf import atdf_descriptor
+from attp_server.catalog import tool_text
+from attp_server.errors import suggest
+from attp_server.results import ExecutionResult, render
+from attp_server.runtime import CallContext, ExecuteRequest, Runtime
+from attp_server.signals import on_stop_signal
+from attp_server.skills import SkillError, SkillLibrary, default_skills_dirs
+from attp_server.toolpack import Tool
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
-
-from server import __version__
-from server.atdf import atdf_descriptor
-from server.catalog import tool_text
-from server.errors import suggest
-from server.results import ExecutionResult, render
-from server.runtime import CallContext, ExecuteRequest, Runtime
-from server.signals import on_stop_signal
-from server.skills import SkillError, SkillLibrary, default_skills_dirs
-from server.toolpacks import Tool
 
 logger = logging.getLogger(__name__)
 

@@ -34,11 +34,10 @@ import textwrap
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from attp_server import pyast
+from attp_server.docstrings import Docstring, parse_docstring
+from attp_server.toolpack import ENTRY_POINT_GROUP, Tool
 from pydantic.errors import PydanticInvalidForJsonSchema
-
-from server import pyast
-from server.docstrings import Docstring, parse_docstring
-from server.toolpacks import ENTRY_POINT_GROUP, Tool
 
 SCHEMA_VERSION = "2.0.0"
 """The ATDF version the descriptors follow (the enhanced schema, seed 001)."""

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from server.prompt import system_prompt
-from server.sandbox.namespaces import MODULE_NAMES
-from server.sandbox.starlark_engine import LANGUAGE_NOTES
-from server.settings import Settings
-from server.toolpacks import Tool, ToolRegistry
+from attp_server.prompt import system_prompt
+from attp_server.sandbox.namespaces import MODULE_NAMES
+from attp_server.sandbox.starlark_engine import LANGUAGE_NOTES
+from attp_server.settings import Settings
+from attp_server.toolpack import Tool, ToolRegistry
 
 DESCRIPTION_BUDGET = 4000
 """Characters of catalog in the tool description; past it only toolpack names are listed."""

@@ -1,7 +1,7 @@
 """Static checks of a program before anything runs: syntax, the sandbox's refusals, unknown names.
 
 Nothing is executed here. The refusals themselves (imports, ``_`` names, classes, ...) come from
-`server.sandbox.policy.scan`, which the worker applies again; this module adds what only the server
+`attp_server.sandbox.policy.scan`, which the worker applies again; this module adds what only the server
 knows: which tools exist, so that ``reed_file(...)`` is answered with ``suggested_value = "read_file"``
 before a worker is even involved.
 """
@@ -11,10 +11,10 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from server import pyast
-from server.errors import ErrorCode, ErrorInfo, suggest
-from server.sandbox import starlark_engine
-from server.sandbox.policy import bound_names, nodes, scan
+from attp_server import pyast
+from attp_server.errors import ErrorCode, ErrorInfo, suggest
+from attp_server.sandbox import starlark_engine
+from attp_server.sandbox.policy import bound_names, nodes, scan
 
 _SOLUTIONS = {
     "IMPORT_FORBIDDEN": "Delete the import: the pre-injected modules and the tools are already available by name.",

@@ -9,32 +9,34 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import anyio
+from attp_server import __version__
+from attp_server.app import create_server, serve_stdio
+from attp_server.atdf import atdf_descriptor
+from attp_server.catalog import Catalog, tool_text
+from attp_server.checks import check_program, check_starlark
+from attp_server.client_config import CLAUDE_CONFIG_LOCATIONS, claude_config, n8n_config
+from attp_server.envelope import Declined, EnvelopeError, parse_envelope
+from attp_server.errors import AttpError, ErrorInfo
+from attp_server.http import check_exposure, serve_http
+from attp_server.logs import configure_logging
+from attp_server.manifest import build_manifest, differences
+from attp_server.manifest import render as render_manifest
+from attp_server.results import ExecutionResult, render
+from attp_server.runtime import ExecuteRequest, Runtime, build_registry, open_runtime
+from attp_server.settings import Settings, load_settings
+from attp_server.tam import TamError, looks_like_tam, translate_tam
 
-from server import __version__
-from server.app import create_server, serve_stdio
-from server.atdf import atdf_descriptor
-from server.catalog import Catalog, tool_text
-from server.checks import check_program, check_starlark
-from server.client_config import CLAUDE_CONFIG_LOCATIONS, claude_config, n8n_config
-from server.envelope import Declined, EnvelopeError, parse_envelope
-from server.errors import AttpError, ErrorInfo
-from server.http import check_exposure, serve_http
-from server.logs import configure_logging
-from server.manifest import build_manifest, differences
-from server.manifest import render as render_manifest
-from server.results import ExecutionResult, render
-from server.runtime import ExecuteRequest, Runtime, build_registry, open_runtime
-from server.settings import Settings, load_settings
-from server.tam import TamError, looks_like_tam, translate_tam
-
-logger = logging.getLogger("server")
+logger = logging.getLogger("attp_server")
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_BROKEN_PIPE = 128 + 13
+"""What a shell reports for a process ended by SIGPIPE; `attp tools | head -1` ends with it, silently."""
 
 
 def _settings_flags(parser: argparse.ArgumentParser) -> None:
@@ -161,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     except AttpError as exc:
         print(f"attp: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:
+        return _reader_gone()
     except OSError as exc:
         print(f"attp: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -280,6 +284,18 @@ def _manifest(args: argparse.Namespace) -> int:
     args.path.write_text(render_manifest(manifest), encoding="utf-8")
     print(f"wrote {args.path}")
     return EXIT_OK
+
+
+def _reader_gone() -> int:
+    """The reader of our stdout went away (``attp tools | head -1``): end quietly, as Unix tools do.
+
+    Stdout is pointed at /dev/null so that the interpreter's final flush cannot fail a second time,
+    and the exit status is the shell's for a process ended by SIGPIPE.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_BROKEN_PIPE
 
 
 def cli() -> None:

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from server.http import is_loopback
-from server.settings import DEFAULT_CONFIG_FILE, Settings
+from attp_server.http import is_loopback
+from attp_server.settings import DEFAULT_CONFIG_FILE, Settings
 
 CLAUDE_CONFIG_LOCATIONS = (
     "macOS: ~/Library/Application Support/Claude/claude_desktop_config.json",
@@ -22,14 +22,14 @@ CLAUDE_CONFIG_LOCATIONS = (
 
 
 def server_command() -> list[str]:
-    """How to start this installation's server: its `attp` script, else this Python with ``-m server``.
+    """How to start this installation's server: its `attp` script, else this Python with ``-m attp_server``.
 
     `sys.executable` is made absolute but not resolved: a virtual environment's python is a symlink
     whose target would lose the environment.
     """
     python = Path(os.path.abspath(sys.executable))
     script = python.parent / ("attp.exe" if os.name == "nt" else "attp")
-    return [str(script)] if script.is_file() else [str(python), "-m", "server"]
+    return [str(script)] if script.is_file() else [str(python), "-m", "attp_server"]
 
 
 def claude_config(

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from server.toolpacks import Tool
+    from attp_server.toolpack import Tool
 
 _SECTIONS = {
     "args": "args",

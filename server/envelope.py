@@ -20,7 +20,7 @@ import tomllib
 from dataclasses import dataclass
 from typing import Any
 
-from server.errors import ErrorCode, ErrorInfo, short_repr
+from attp_server.errors import ErrorCode, ErrorInfo, short_repr
 
 MINIMAL_ENVELOPE = """[tool_call]
 status = "success"

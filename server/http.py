@@ -18,18 +18,17 @@ from collections.abc import Awaitable, Callable, Iterator
 
 import anyio
 import uvicorn
+from attp_server import __version__
+from attp_server.errors import AttpError
+from attp_server.runtime import Runtime
+from attp_server.settings import Settings
+from attp_server.signals import on_stop_signal
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
-
-from server import __version__
-from server.errors import AttpError
-from server.runtime import Runtime
-from server.settings import Settings
-from server.signals import on_stop_signal
 
 logger = logging.getLogger(__name__)
 

@@ -12,13 +12,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from server import __version__
-from server.app import create_server
-from server.runtime import Runtime
-from server.sandbox.namespaces import MODULE_NAMES
-from server.sandbox.pool import WorkerPool
-from server.settings import ENV_PREFIX, Settings
-from server.toolpacks import ToolRegistry
+from attp_server import __version__
+from attp_server.app import create_server
+from attp_server.runtime import Runtime
+from attp_server.sandbox.namespaces import MODULE_NAMES
+from attp_server.sandbox.pool import WorkerPool
+from attp_server.settings import ENV_PREFIX, Settings
+from attp_server.toolpack import ToolRegistry
 
 SCHEMA_URL = "https://static.modelcontextprotocol.io/schemas/2025-09-29/server.schema.json"
 NAME = "io.github.attp-server/attp-server"

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from server.sandbox.namespaces import MODULE_NAMES
-from server.sandbox.starlark_engine import LANGUAGE_NOTES
+from attp_server.sandbox.namespaces import MODULE_NAMES
+from attp_server.sandbox.starlark_engine import LANGUAGE_NOTES
 
 Language = Literal["en", "zh"]
 

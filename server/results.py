@@ -6,9 +6,8 @@ import json
 from typing import Any, Literal
 
 import tomli_w
+from attp_server.errors import ErrorInfo
 from pydantic import BaseModel, ConfigDict, Field
-
-from server.errors import ErrorInfo
 
 Status = Literal["ok", "error", "fail"]
 

@@ -17,21 +17,20 @@ from typing import Any, Literal
 
 import anyio
 import pydantic_core
+from attp_server.catalog import Catalog
+from attp_server.checks import KnownNames, check_program
+from attp_server.docstrings import docstring_warnings
+from attp_server.envelope import Declined, EnvelopeError, Program, parse_envelope
+from attp_server.errors import ErrorCode, ErrorInfo, short_repr
+from attp_server.results import CallRecord, ExecutionResult, Status
+from attp_server.sandbox import starlark_engine
+from attp_server.sandbox.namespaces import SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS, public_names
+from attp_server.sandbox.pool import Job, WorkerPool
+from attp_server.sandbox.protocol import text_of
+from attp_server.settings import Settings
+from attp_server.tam import TamError, looks_like_tam, translate_tam
+from attp_server.toolpack import ToolError, ToolpackLoadError, ToolRegistry, load_toolpack
 from pydantic import ValidationError
-
-from server.catalog import Catalog
-from server.checks import KnownNames, check_program
-from server.docstrings import docstring_warnings
-from server.envelope import Declined, EnvelopeError, Program, parse_envelope
-from server.errors import ErrorCode, ErrorInfo, short_repr
-from server.results import CallRecord, ExecutionResult, Status
-from server.sandbox import starlark_engine
-from server.sandbox.namespaces import SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS, public_names
-from server.sandbox.pool import Job, WorkerPool
-from server.sandbox.protocol import text_of
-from server.settings import Settings
-from server.tam import TamError, looks_like_tam, translate_tam
-from server.toolpacks import ToolError, ToolpackLoadError, ToolRegistry, load_toolpack
 
 logger = logging.getLogger(__name__)
 

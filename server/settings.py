@@ -2,7 +2,7 @@
 
 Sources, highest first: command-line flags, ``ATTP_*`` environment variables (nested with ``__``),
 the TOML file given by ``--config`` (or ``./attp.toml`` if present), defaults. Settings are built
-once, in `server.cli.main`, and passed down; tests build ``Settings(...)`` directly.
+once, in `attp_server.cli.main`, and passed down; tests build ``Settings(...)`` directly.
 """
 
 from __future__ import annotations
@@ -14,11 +14,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
+from attp_server.errors import ConfigError, suggest
+from attp_server.sandbox import starlark_engine
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
-
-from server.errors import ConfigError, suggest
-from server.sandbox import starlark_engine
 
 ENV_PREFIX = "ATTP_"
 DEFAULT_CONFIG_FILE = Path("attp.toml")

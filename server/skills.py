@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
 
-from server.errors import AttpError, suggest
+from attp_server.errors import AttpError, suggest
 
 __all__ = [
     "BinarySkillFile",
@@ -266,14 +266,12 @@ class SkillLibrary:
 
 
 def default_skills_dirs() -> list[Path]:
-    """The bundled library: ``server/bundled_skills`` in a wheel, else the checkout's top-level ``skills/``.
+    """The bundled library: ``attp_server/bundled_skills`` in a wheel, else the checkout's top-level ``skills/``.
 
-    The wheel gets the folder from ``[tool.hatch.build.targets.wheel.force-include]
-    "skills" = "server/bundled_skills"``; a source checkout (or an editable install) is recognised by
-    the ``pyproject.toml`` beside the ``server`` package, so that an unrelated ``skills`` package in
-    site-packages is never mistaken for the library. (An editable install also copies a snapshot to
-    site-packages/server/bundled_skills; it is never used, because ``server`` itself, and so
-    ``__file__``, comes from the checkout, whose live ``skills/`` is what a developer edits.)
+    The wheel gets the folder from pyproject's ``package-dir`` entry ``"attp_server.bundled_skills" =
+    "skills"``; a source checkout (or an editable install, whose ``attp_server`` is the checkout's
+    ``server/``) is recognised by the ``pyproject.toml`` beside the package folder, so that an
+    unrelated ``skills`` package in site-packages is never mistaken for the library.
     """
     package = Path(__file__).resolve().parent
     bundled = package / "bundled_skills"

@@ -11,10 +11,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "support"))
 
+from attp_server.runtime import Runtime
 from harness import SERVE_FLAGS, Served, free_port, running, server_env, wait_for_health
 from mcp.client.stdio import StdioServerParameters
-
-from server.runtime import Runtime
 
 
 @pytest.fixture
@@ -42,7 +41,7 @@ def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     stdout_path = workspace.parent / "server-stdout.txt"
     with stdout_path.open("wb") as stdout:
         process = subprocess.Popen(
-            [sys.executable, "-m", "server", "serve", "--transport", "http", "--port", str(port),
+            [sys.executable, "-m", "attp_server", "serve", "--transport", "http", "--port", str(port),
              "--workspace", str(workspace), *SERVE_FLAGS],
             stdout=stdout, stderr=subprocess.DEVNULL, env=server_env(), cwd=workspace.parent,
         )  # fmt: skip
@@ -66,7 +65,7 @@ def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         workspace = tmp_path_factory.mktemp("stdio-ws")
         params = StdioServerParameters(
             command=sys.executable,
-            args=["-m", "server", "serve", "--workspace", str(workspace), *SERVE_FLAGS],
+            args=["-m", "attp_server", "serve", "--workspace", str(workspace), *SERVE_FLAGS],
             env=server_env(),
             cwd=str(workspace.parent),
         )

@@ -7,15 +7,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from attp_server.app import create_server
+from attp_server.catalog import DESCRIPTION_BUDGET
+from attp_server.results import ExecutionResult
+from attp_server.runtime import open_runtime
+from attp_server.settings import Settings
 from harness import running
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
-
-from server.app import create_server
-from server.catalog import DESCRIPTION_BUDGET
-from server.results import ExecutionResult
-from server.runtime import open_runtime
-from server.settings import Settings
 
 pytestmark = pytest.mark.anyio
 

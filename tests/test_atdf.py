@@ -12,13 +12,12 @@ from typing import Any, Literal
 import demo_pack
 import jsonschema
 import pytest
+from attp_server.atdf import SCHEMA_VERSION, atdf_catalog, atdf_descriptor
+from attp_server.toolpack import Tool, ToolRegistry, make_tool
+from attp_server.toolpacks.files import toolpack as files_toolpack
+from attp_server.toolpacks.shell import toolpack as shell_toolpack
+from attp_server.toolpacks.skills import toolpack as skills_toolpack
 from pydantic import BaseModel
-
-from server.atdf import SCHEMA_VERSION, atdf_catalog, atdf_descriptor
-from server.toolpacks import Tool, ToolRegistry, make_tool
-from toolpacks.files import toolpack as files_toolpack
-from toolpacks.shell import toolpack as shell_toolpack
-from toolpacks.skills import toolpack as skills_toolpack
 
 SCHEMA = json.loads((Path(__file__).parent / "data" / "atdf" / "enhanced_atdf_schema.json").read_text())
 VALIDATOR_CLASS = jsonschema.validators.validator_for(SCHEMA)

@@ -6,11 +6,10 @@ import sys
 import threading
 
 import pytest
-
-from server.checks import KnownNames, check_program
-from server.errors import ErrorInfo
-from server.runtime import Runtime
-from server.toolpacks import Toolpack, ToolRegistry
+from attp_server.checks import KnownNames, check_program
+from attp_server.errors import ErrorInfo
+from attp_server.runtime import Runtime
+from attp_server.toolpack import Toolpack, ToolRegistry
 
 
 def read_file(path: str) -> str:

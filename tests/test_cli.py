@@ -10,9 +10,8 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from attp_server.cli import main
 from harness import server_env
-
-from server.cli import main
 
 ENVELOPE = """thought = "write then read"
 
@@ -28,7 +27,7 @@ __result__ = read_file("out.txt").upper()
 
 def attp(*args: str, stdin: str | None = None, cwd: Path) -> subprocess.CompletedProcess[str]:
     command = shutil.which("attp") or ""
-    argv = [command, *args] if command else [sys.executable, "-m", "server", *args]
+    argv = [command, *args] if command else [sys.executable, "-m", "attp_server", *args]
     return subprocess.run(
         argv, input=stdin, capture_output=True, text=True, cwd=cwd, env=server_env(), timeout=120, check=False
     )
@@ -115,9 +114,9 @@ def test_tools_lists_catalog(tmp_path: Path) -> None:
     assert {"read_file", "write_file", "edit_file", "list_files"} <= names
 
 
-def test_python_dash_m_server_works(tmp_path: Path) -> None:
+def test_python_dash_m_attp_server_works(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "server", "--version"],
+        [sys.executable, "-m", "attp_server", "--version"],
         capture_output=True,
         text=True,
         cwd=tmp_path,
@@ -125,3 +124,29 @@ def test_python_dash_m_server_works(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 0 and "attp-server" in done.stdout
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param(["tools", "--format", "atdf"], id="tools"),
+        pytest.param(["prompt"], id="prompt"),
+        pytest.param(["config", "n8n"], id="config"),
+        pytest.param(["exec", "--code", "print('x' * 200000)"], id="exec"),
+    ],
+)
+def test_every_verb_ends_quietly_when_its_reader_goes_away(tmp_path: Path, argv: list[str]) -> None:
+    """`attp tools | head -1` used to print 'attp: [Errno 32] Broken pipe'."""
+    command = shutil.which("attp")
+    prefix = [command] if command else [sys.executable, "-m", "attp_server"]
+    reader = subprocess.Popen(["head", "-c", "1"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    assert reader.stdin is not None
+    done = subprocess.run(
+        [*prefix, *argv, "--workspace", str(tmp_path / "ws"), "--log-level", "ERROR"],
+        stdout=reader.stdin, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=server_env(), timeout=120,
+        check=False,
+    )  # fmt: skip
+    reader.stdin.close()
+    reader.wait(timeout=10)
+    assert done.stderr == ""
+    assert done.returncode in (0, 141)  # 141: the shell's status for SIGPIPE, as `yes | head -1` gives

@@ -17,7 +17,7 @@ ATTP = Path(sys.executable).parent / "attp"
 
 
 def attp_config(*args: str, cwd: Path) -> tuple[str, str]:
-    command = [str(ATTP)] if ATTP.is_file() else [sys.executable, "-m", "server"]
+    command = [str(ATTP)] if ATTP.is_file() else [sys.executable, "-m", "attp_server"]
     done = subprocess.run(
         [*command, "config", *args], capture_output=True, text=True, cwd=cwd, env=server_env(), timeout=60, check=True
     )

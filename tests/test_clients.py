@@ -139,7 +139,7 @@ def stdio_config(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     env = server_env()
     server = {
         "command": sys.executable,
-        "args": ["-m", "server", "serve", "--workspace", str(workspace), *SERVE_FLAGS],
+        "args": ["-m", "attp_server", "serve", "--workspace", str(workspace), *SERVE_FLAGS],
         "env": {k: v for k, v in env.items() if k == "PYTHONPATH" or k.startswith("ATTP_")},
         "cwd": str(workspace.parent),
     }

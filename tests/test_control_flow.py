@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from attp_server.runtime import Runtime
 from harness import run_code
-
-from server.runtime import Runtime
 
 pytestmark = pytest.mark.anyio
 

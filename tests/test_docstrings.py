@@ -9,11 +9,10 @@ from typing import Any
 
 import demo_pack
 import pytest
-
-from server.docstrings import Docstring, docstring_warnings, parse_docstring
-from server.toolpacks import ToolRegistry, make_tool
-from toolpacks.files import FileTools
-from toolpacks.files import toolpack as files_toolpack
+from attp_server.docstrings import Docstring, docstring_warnings, parse_docstring
+from attp_server.toolpack import ToolRegistry, make_tool
+from attp_server.toolpacks.files import FileTools
+from attp_server.toolpacks.files import toolpack as files_toolpack
 
 SEARCH_WEB = """
     在网络上搜索信息，返回搜索结果的列表。

@@ -5,9 +5,8 @@ from __future__ import annotations
 import re
 
 import pytest
-
-from server.envelope import Declined, EnvelopeError, Program, parse_envelope
-from server.errors import ErrorInfo
+from attp_server.envelope import Declined, EnvelopeError, Program, parse_envelope
+from attp_server.errors import ErrorInfo
 
 BARE = """\
 thought = \"\"\"1. read the notes 2. return them\"\"\"

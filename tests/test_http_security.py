@@ -8,13 +8,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import attp_server.http
 import httpx
 import pytest
+from attp_server.http import TokenAuth
 from harness import SERVE_FLAGS, Served, free_port, server_env, serving_http
 from starlette.types import Message, Scope
-
-import server.http
-from server.http import TokenAuth
 
 TOKEN = "tok-7c1e5a0b9f-not-a-real-secret"
 INITIALIZE = {
@@ -103,13 +102,13 @@ def test_healthz_needs_no_token_and_reveals_nothing_without_it(guarded: Served) 
 def test_the_comparison_is_constant_time(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every presented value goes through hmac.compare_digest (no early-exit == anywhere)."""
     compared: list[tuple[bytes, bytes]] = []
-    real = server.http.hmac.compare_digest
+    real = attp_server.http.hmac.compare_digest
 
     def spy(a: bytes, b: bytes) -> bool:
         compared.append((a, b))
         return real(a, b)
 
-    monkeypatch.setattr(server.http.hmac, "compare_digest", spy)
+    monkeypatch.setattr(attp_server.http.hmac, "compare_digest", spy)
     sent: list[Message] = []
 
     async def app(scope: Scope, receive: Any, send: Any) -> None:
@@ -177,7 +176,7 @@ def test_oversized_body_is_413(http_server: Served) -> None:
 
 def start(*flags: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "server", "serve", "--transport", "http", "--port", str(free_port()), *flags],
+        [sys.executable, "-m", "attp_server", "serve", "--transport", "http", "--port", str(free_port()), *flags],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**server_env(), **(env or {})},
     )  # fmt: skip
 
@@ -205,7 +204,7 @@ def test_a_public_bind_starts_with_a_token_or_when_insisted(
 ) -> None:
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "server", "serve", "--transport", "http", "--host", "0.0.0.0", "--port", str(port),
+        [sys.executable, "-m", "attp_server", "serve", "--transport", "http", "--host", "0.0.0.0", "--port", str(port),
          "--workspace", str(tmp_path), *flags],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**server_env(), **env},
     )  # fmt: skip

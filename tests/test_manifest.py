@@ -8,9 +8,8 @@ from pathlib import Path
 import demo_pack
 import jsonschema
 import pytest
-
-from server import Toolpack
-from server.cli import main
+from attp_server import Toolpack
+from attp_server.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads((Path(__file__).parent / "data" / "mcp-registry-server.schema.json").read_text())

@@ -4,8 +4,7 @@ message or a ProtocolError, never another exception."""
 from __future__ import annotations
 
 import pytest
-
-from server.sandbox.protocol import ProtocolError, decode, encode
+from attp_server.sandbox.protocol import ProtocolError, decode, encode
 
 
 def test_a_message_round_trips() -> None:

@@ -7,9 +7,8 @@ import tomllib
 from typing import Any
 
 import pytest
-
-from server.errors import ErrorInfo
-from server.results import CallRecord, ExecutionResult, render, render_toml
+from attp_server.errors import ErrorInfo
+from attp_server.results import CallRecord, ExecutionResult, render, render_toml
 
 SPEC_FIELDS = {"status", "target", "result", "stdout", "truncated", "hint", "calls", "error", "elapsed_ms"}
 SPEC_ERROR_FIELDS = {

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import anyio
 import pytest
+from attp_server.runtime import Runtime
 from harness import run_code, running
-
-from server.runtime import Runtime
 
 pytestmark = pytest.mark.anyio
 

@@ -6,9 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from server.errors import AttpError, ConfigError
-from server.settings import Settings, load_settings
+from attp_server.errors import AttpError, ConfigError
+from attp_server.settings import Settings, load_settings
 
 
 @pytest.fixture(autouse=True)

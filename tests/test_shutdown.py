@@ -18,9 +18,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from attp_server.sandbox.pool import sweep_stale_directories
 from harness import server_env, serving_http
-
-from server.sandbox.pool import sweep_stale_directories
 
 
 def worker_directories(tmp: Path) -> list[Path]:
@@ -64,7 +63,7 @@ INITIALIZE = {
 def stdio_server(workspace: Path, tmp: Path) -> Iterator[subprocess.Popen[bytes]]:
     """`attp serve` over stdio, answered one initialize, with stdin left open; killed after if still there."""
     with subprocess.Popen(
-        [sys.executable, "-m", "server", "serve", "--workspace", str(workspace)],
+        [sys.executable, "-m", "attp_server", "serve", "--workspace", str(workspace)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
         env={**server_env(), "TMPDIR": str(tmp)}, start_new_session=True,
     ) as process:  # fmt: skip

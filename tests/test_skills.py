@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from server import skills as skills_module
-from server.skills import (
+from attp_server import skills as skills_module
+from attp_server.skills import (
     BinarySkillFile,
     PathOutsideSkill,
     SkillError,
@@ -219,7 +218,7 @@ def test_bad_index_entries_are_skipped_with_a_warning(
     (lib_dir.parent / "outside").mkdir()
     (lib_dir.parent / "outside" / "SKILL.md").write_text("# outside\n")
     write_index(lib_dir, {"broken": entry})
-    with caplog.at_level(logging.WARNING, logger="server.skills"):
+    with caplog.at_level(logging.WARNING, logger="attp_server.skills"):
         library = SkillLibrary.load([lib_dir])
     assert "broken" not in library
     assert library.names() == ["plain", "report-writing"]
@@ -249,7 +248,7 @@ def test_front_matter_name_names_the_skill(tmp_path: Path, caplog: pytest.LogCap
     make_skill(tmp_path, "Folder Name", "name: tidy-name\ndescription: d")
     make_skill(tmp_path, "bad-front", "name: has space\ndescription: d")
     make_skill(tmp_path, "bad folder", "description: no usable name")
-    with caplog.at_level(logging.WARNING, logger="server.skills"):
+    with caplog.at_level(logging.WARNING, logger="attp_server.skills"):
         library = SkillLibrary.load([tmp_path])
     assert library.names() == ["bad-front", "tidy-name"]
     assert "'bad folder'" in caplog.text
@@ -260,7 +259,7 @@ def test_several_dirs_first_definition_wins(tmp_path: Path, caplog: pytest.LogCa
     make_skill(first, "shared", "name: shared\ndescription: from first")
     make_skill(second, "shared", "name: shared\ndescription: from second")
     make_skill(second, "only-second", "name: only-second\ndescription: d")
-    with caplog.at_level(logging.WARNING, logger="server.skills"):
+    with caplog.at_level(logging.WARNING, logger="attp_server.skills"):
         library = SkillLibrary.load([first, second])
     assert library.names() == ["only-second", "shared"]
     assert library.get("shared").description == "from first"
@@ -272,7 +271,7 @@ def test_duplicate_name_within_one_dir_keeps_the_index_entry(tmp_path: Path, cap
     make_skill(tmp_path, "indexed", "name: indexed\ndescription: d")
     make_skill(tmp_path, "other", "name: dup\ndescription: from the folder")
     write_index(tmp_path, {"dup": {"description": "from the index", "path": "indexed/SKILL.md"}})
-    with caplog.at_level(logging.WARNING, logger="server.skills"):
+    with caplog.at_level(logging.WARNING, logger="attp_server.skills"):
         library = SkillLibrary.load([tmp_path])
     assert library.get("dup").description == "from the index"
     assert "already defines it" in caplog.text
@@ -460,7 +459,7 @@ def test_bundled_index_agrees_with_front_matter() -> None:
 
 
 def _load_copy(package: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """server/skills.py loaded from another location, as if the `server` package lived there."""
+    """server/skills.py loaded from another location, as if the installed `attp_server` package lived there."""
     package.mkdir(parents=True, exist_ok=True)
     shutil.copy(REPO / "server" / "skills.py", package / "skills.py")
     spec = importlib.util.spec_from_file_location("relocated_skills", package / "skills.py")
@@ -473,14 +472,14 @@ def _load_copy(package: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
 
 def test_default_dirs_prefer_the_wheel_bundle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     site = tmp_path / "site-packages"
-    (site / "server" / "bundled_skills").mkdir(parents=True)
+    (site / "attp_server" / "bundled_skills").mkdir(parents=True)
     (site / "skills").mkdir()  # an unrelated top-level package named "skills"
-    assert _load_copy(site / "server", monkeypatch).default_skills_dirs() == [
-        (site / "server" / "bundled_skills").resolve()
+    assert _load_copy(site / "attp_server", monkeypatch).default_skills_dirs() == [
+        (site / "attp_server" / "bundled_skills").resolve()
     ]
 
 
 def test_default_dirs_ignore_a_stray_skills_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     site = tmp_path / "site-packages"
     (site / "skills").mkdir(parents=True)
-    assert _load_copy(site / "server", monkeypatch).default_skills_dirs() == []
+    assert _load_copy(site / "attp_server", monkeypatch).default_skills_dirs() == []

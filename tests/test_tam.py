@@ -11,16 +11,11 @@ from typing import Any, Literal
 
 import demo_pack
 import pytest
-from harness import make_settings
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from pydantic import BaseModel
-
-from server.checks import check_program
-from server.envelope import EnvelopeError
-from server.errors import ErrorInfo
-from server.runtime import ExecuteRequest, Runtime, open_runtime
-from server.tam import (
+from attp_server.checks import check_program
+from attp_server.envelope import EnvelopeError
+from attp_server.errors import ErrorInfo
+from attp_server.runtime import ExecuteRequest, Runtime, open_runtime
+from attp_server.tam import (
     END_MARKER,
     START_MARKER,
     VALUE_CLOSE,
@@ -33,7 +28,11 @@ from server.tam import (
     tam_program,
     translate_tam,
 )
-from server.toolpacks import Toolpack, ToolRegistry, load_toolpack
+from attp_server.toolpack import Toolpack, ToolRegistry, load_toolpack
+from harness import make_settings
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel
 
 # --- a pack with typed parameters, and one whose names clash with the program's own variables -------------------
 

@@ -5,7 +5,7 @@ Differences from stock asteval, each for a reason:
 * Errors are real Python exceptions (asteval keeps a list and prints it), so ``try/except`` matches
   by class, including ``except ToolError as e`` and tuples of classes.
 * ``run`` counts every node against a step budget and checks the deadline; both end the run with a
-  `BaseException` subclass (`server.sandbox.limits.Abort`) that no ``except`` can catch.
+  `BaseException` subclass (`attp_server.sandbox.limits.Abort`) that no ``except`` can catch.
 * ``obj.name`` goes through `policy.get_attribute`; attribute assignment and deletion are refused.
 * Operators that build big values (``*``, ``**``, ``<<``, ``+``, ``%``) and format specs are size-checked.
 * ``print`` writes to a capped in-memory buffer, never to a file descriptor.
@@ -26,10 +26,16 @@ from typing import Any
 from asteval import Interpreter
 from asteval.asteval import ALL_NODES
 from asteval.astutils import Procedure
-
-from server.sandbox.limits import MAX_FORMAT_WIDTH, MAX_INT_BITS, MAX_SEQUENCE_LEN, Forbidden, SizeLimitError, Timeout
-from server.sandbox.namespaces import check_format_spec, check_power
-from server.sandbox.policy import RESULT_NAME, get_attribute, register_exception
+from attp_server.sandbox.limits import (
+    MAX_FORMAT_WIDTH,
+    MAX_INT_BITS,
+    MAX_SEQUENCE_LEN,
+    Forbidden,
+    SizeLimitError,
+    Timeout,
+)
+from attp_server.sandbox.namespaces import check_format_spec, check_power
+from attp_server.sandbox.policy import RESULT_NAME, get_attribute, register_exception
 
 CHECK_EVERY = 200
 """Steps between two deadline checks: about a tenth of a millisecond of evaluation."""

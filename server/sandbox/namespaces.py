@@ -19,7 +19,7 @@ import statistics as _statistics
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from server.sandbox.limits import MAX_FORMAT_WIDTH, MAX_INT_BITS, MAX_SEQUENCE_LEN, SizeLimitError
+from attp_server.sandbox.limits import MAX_FORMAT_WIDTH, MAX_INT_BITS, MAX_SEQUENCE_LEN, SizeLimitError
 
 
 class Namespace:

@@ -23,8 +23,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from server.sandbox.limits import MAX_SEQUENCE_LEN, Forbidden, SizeLimitError
-from server.sandbox.namespaces import MODULE_NAMES, Namespace, check_format_spec, check_substitution
+from attp_server.sandbox.limits import MAX_SEQUENCE_LEN, Forbidden, SizeLimitError
+from attp_server.sandbox.namespaces import MODULE_NAMES, Namespace, check_format_spec, check_substitution
 
 FORBIDDEN_NAMES = frozenset(
     {

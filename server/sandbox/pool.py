@@ -25,16 +25,15 @@ from typing import Any
 
 import anyio
 import anyio.abc
-
-from server.sandbox.protocol import MAX_MESSAGE_BYTES, ProtocolError, decode, encode
+from attp_server.sandbox.protocol import MAX_MESSAGE_BYTES, ProtocolError, decode, encode
 
 logger = logging.getLogger(__name__)
 
 KILL_GRACE_S = 0.1
 """How long past its own deadline a worker may take to report TIMEOUT before it is killed."""
 
-_BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from server.sandbox.worker import main; main()"
-_PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
+_BOOT = "from attp_server.sandbox.worker import main; main()"
+"""The worker's whole program: the installed package (a wheel, or an editable checkout) is importable as is."""
 
 _DIRECTORY_PREFIX = "attp-worker-"
 """Each worker's private directory is ``<tmp>/attp-worker-<server pid>-<random>``."""
@@ -337,7 +336,7 @@ class WorkerPool:
             # Shielded: a cancellation landing after the child exists would otherwise orphan it.
             with anyio.CancelScope(shield=True):
                 process = await anyio.open_process(
-                    [sys.executable, "-I", "-c", _BOOT, _PROJECT_ROOT, str(self.memory_mb)],
+                    [sys.executable, "-I", "-c", _BOOT, str(self.memory_mb)],
                     stdin=worker_reads,
                     stdout=worker_writes,
                     stderr=subprocess.PIPE,

@@ -30,10 +30,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from server.sandbox.jsonify import to_json
-from server.sandbox.limits import Abort, SizeLimitError, Timeout
-from server.sandbox.namespaces import SAFE_BUILTIN_FUNCTIONS, static_namespaces
-from server.sandbox.starlark_source import (
+from attp_server.sandbox.jsonify import to_json
+from attp_server.sandbox.limits import Abort, SizeLimitError, Timeout
+from attp_server.sandbox.namespaces import SAFE_BUILTIN_FUNCTIONS, static_namespaces
+from attp_server.sandbox.starlark_source import (
     INSTALL,
     EngineUnavailable,
     ImportForbidden,

@@ -19,7 +19,7 @@ import tokenize
 import warnings
 from typing import TYPE_CHECKING
 
-from server.sandbox.limits import Abort
+from attp_server.sandbox.limits import Abort
 
 if TYPE_CHECKING:
     import starlark

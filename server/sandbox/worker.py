@@ -1,11 +1,11 @@
 """The worker process: evaluates one program at a time and sends tool calls back to the server.
 
-Started by `server.sandbox.pool` as ``python -I -c ...``. It takes the protocol pipes off fds 0/1
+Started by `attp_server.sandbox.pool` as ``python -I -c ...``. It takes the protocol pipes off fds 0/1
 (pointing those at /dev/null, so nothing a program does can write into the protocol), loads what
 the namespaces need, sets its limits, says ``ready``, and then loops: read ``run``, evaluate, send
 ``done``. It holds no capability: tools exist here only as stubs that ask the server.
 
-Imports nothing from the rest of ``server`` (only ``server.sandbox``).
+Imports nothing from the rest of ``server`` (only ``attp_server.sandbox``).
 """
 
 from __future__ import annotations
@@ -21,16 +21,16 @@ import time
 from collections.abc import Callable, Mapping
 from typing import IO, Any
 
-from server.sandbox import lockdown
-from server.sandbox.evaluator import Evaluator, OutputBuffer, ToolError
-from server.sandbox.jsonify import NotJSON, to_json
-from server.sandbox.limits import Abort, SizeLimitError, Timeout, ToolCallLimit
-from server.sandbox.namespaces import SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS, Namespace, random_namespace
-from server.sandbox.namespaces import static_namespaces as build_static_namespaces
-from server.sandbox.policy import RESULT_NAME, scan
-from server.sandbox.protocol import ENGINES, MAX_MESSAGE_BYTES, decode, encode, text_of
-from server.sandbox.starlark_engine import EngineUnavailable, StarlarkEngine, missing_extra_message
-from server.sandbox.starlark_engine import available as starlark_available
+from attp_server.sandbox import lockdown
+from attp_server.sandbox.evaluator import Evaluator, OutputBuffer, ToolError
+from attp_server.sandbox.jsonify import NotJSON, to_json
+from attp_server.sandbox.limits import Abort, SizeLimitError, Timeout, ToolCallLimit
+from attp_server.sandbox.namespaces import SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS, Namespace, random_namespace
+from attp_server.sandbox.namespaces import static_namespaces as build_static_namespaces
+from attp_server.sandbox.policy import RESULT_NAME, scan
+from attp_server.sandbox.protocol import ENGINES, MAX_MESSAGE_BYTES, decode, encode, text_of
+from attp_server.sandbox.starlark_engine import EngineUnavailable, StarlarkEngine, missing_extra_message
+from attp_server.sandbox.starlark_engine import available as starlark_available
 
 MAX_STEPS = 50_000_000
 """Evaluation steps (AST nodes) one run may take; the wall clock usually ends a runaway first."""
@@ -316,9 +316,9 @@ def _name_error(exc: NameError, known: list[str], code: str) -> dict[str, Any]:
 
 
 def main() -> None:
-    """Entry point: ``python -I -c "...; main()" <project root> <memory_mb>``."""
+    """Entry point: ``python -I -c "...; main()" <memory_mb>``."""
     channel = Channel.claim_stdio()
-    memory_mb = int(sys.argv[2]) if len(sys.argv) > 2 else 256
+    memory_mb = int(sys.argv[1]) if len(sys.argv) > 1 else 256
     lockdown.preload()
     runner = Runner(channel)
     report = lockdown.apply(memory_mb)

@@ -14,9 +14,9 @@ positions and `TamError`), `coerce` (a verbatim value to its parameter's type) a
 validation, `translate_tam` and the emitted `TamProgram`).
 """
 
-from server.tam.coerce import CoercionError, coerce_value
-from server.tam.grammar import END_MARKER, START_MARKER, VALUE_CLOSE, TamError, looks_like_tam, parse_tam
-from server.tam.program import TamProgram, tam_program, translate_tam
+from attp_server.tam.coerce import CoercionError, coerce_value
+from attp_server.tam.grammar import END_MARKER, START_MARKER, VALUE_CLOSE, TamError, looks_like_tam, parse_tam
+from attp_server.tam.program import TamProgram, tam_program, translate_tam
 
 __all__ = [
     "END_MARKER",

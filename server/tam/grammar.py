@@ -35,8 +35,8 @@ import bisect
 import re
 from dataclasses import dataclass
 
-from server.envelope import EnvelopeError
-from server.errors import ErrorCode, ErrorInfo, short_repr
+from attp_server.envelope import EnvelopeError
+from attp_server.errors import ErrorCode, ErrorInfo, short_repr
 
 START_MARKER = "<|[REQUEST_TOOL]|>"
 END_MARKER = "<|[END_TOOL]|>"

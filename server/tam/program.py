@@ -24,10 +24,19 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from server.errors import ErrorCode, ErrorInfo, short_repr, suggest
-from server.tam.coerce import CoercionError, coerce_value
-from server.tam.grammar import VALUE_CLOSE, VALUE_OPEN, Source, TamError, TamStep, norm_key, parse_tam, swallow_note
-from server.toolpacks import RESERVED_NAMES, ToolRegistry
+from attp_server.errors import ErrorCode, ErrorInfo, short_repr, suggest
+from attp_server.tam.coerce import CoercionError, coerce_value
+from attp_server.tam.grammar import (
+    VALUE_CLOSE,
+    VALUE_OPEN,
+    Source,
+    TamError,
+    TamStep,
+    norm_key,
+    parse_tam,
+    swallow_note,
+)
+from attp_server.toolpack import RESERVED_NAMES, ToolRegistry
 
 META_SIGNATURES = {
     name: inspect.Signature(

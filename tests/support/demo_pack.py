@@ -6,8 +6,7 @@ import datetime as dt
 import pathlib
 
 import anyio
-
-from server import ToolError, Toolpack
+from attp_server import ToolError, Toolpack
 
 
 def add(a: int, b: int) -> int:

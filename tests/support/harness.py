@@ -17,14 +17,13 @@ from typing import Any
 
 import httpx
 import httpx2
+from attp_server.runtime import ExecuteRequest, Runtime, open_runtime
+from attp_server.settings import Settings
 from mcp import Client
 from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
-
-from server.runtime import ExecuteRequest, Runtime, open_runtime
-from server.settings import Settings
 
 SUPPORT = Path(__file__).parent
 
@@ -107,7 +106,7 @@ def serving_http(
     port = free_port()
     log = stderr.open("wb") if stderr is not None else subprocess.DEVNULL
     process = subprocess.Popen(
-        [sys.executable, "-m", "server", "serve", "--transport", "http", "--port", str(port),
+        [sys.executable, "-m", "attp_server", "serve", "--transport", "http", "--port", str(port),
          "--workspace", str(workspace), *flags],
         stdout=subprocess.DEVNULL, stderr=log, env={**server_env(), **(env or {})}, start_new_session=True,
     )  # fmt: skip

@@ -9,8 +9,7 @@ import os
 import pathlib
 
 import anyio
-
-from server import Toolpack
+from attp_server import Toolpack
 
 CREDENTIAL = "cred-7f3a9c-DO-NOT-LEAK"
 """A tool's secret. A program must never see it: it lives in the server process only."""

@@ -9,11 +9,10 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from attp_server.toolpack import ToolError, ToolpackContext, ToolRegistry, load_toolpack
+from attp_server.toolpacks.files import FilesOptions, toolpack
+from attp_server.toolpacks.files import tools as files_tools
 from pydantic import ValidationError
-
-from server.toolpacks import ToolError, ToolpackContext, ToolRegistry, load_toolpack
-from toolpacks.files import FilesOptions, toolpack
-from toolpacks.files import tools as files_tools
 
 
 def make_files(tmp_path: Path, **options: Any) -> SimpleNamespace:

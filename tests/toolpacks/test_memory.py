@@ -11,10 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from server.docstrings import docstring_warnings
-from server.toolpacks import ToolError, ToolpackLoadError, ToolRegistry, load_toolpack
-from toolpacks.memory import SCHEMA_VERSION, MemoryOptions, toolpack
+from attp_server.docstrings import docstring_warnings
+from attp_server.toolpack import ToolError, ToolpackLoadError, ToolRegistry, load_toolpack
+from attp_server.toolpacks.memory import SCHEMA_VERSION, MemoryOptions, toolpack
 
 # --------------------------------------------------------------------------------------- helpers
 

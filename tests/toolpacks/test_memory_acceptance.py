@@ -22,12 +22,11 @@ from typing import Any
 
 import anyio
 import pytest
+from attp_server.toolpack import ToolRegistry
+from attp_server.toolpacks.memory import MemoryOptions, Store, toolpack
+from attp_server.toolpacks.memory.search import CANDIDATES
 from harness import Served, serving_http
 from mcp import Client
-
-from server.toolpacks import ToolRegistry
-from toolpacks.memory import MemoryOptions, Store, toolpack
-from toolpacks.memory.search import CANDIDATES
 
 pytestmark = pytest.mark.anyio
 

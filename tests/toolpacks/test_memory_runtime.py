@@ -185,7 +185,7 @@ def start_server(tmp_path: Path, name: str, db_path: Path) -> tuple[subprocess.P
     env = {**server_env(), "ATTP_DB_PATH": str(db_path)}
     flags = ["--toolpack", "memory", "--timeout-s", "60", "--max-tool-calls", "1000", "--workers", "1"]
     process = subprocess.Popen(
-        [sys.executable, "-m", "server", "serve", "--transport", "http", "--port", str(port),
+        [sys.executable, "-m", "attp_server", "serve", "--transport", "http", "--port", str(port),
          "--workspace", str(workspace), *flags],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=workspace,
     )  # fmt: skip

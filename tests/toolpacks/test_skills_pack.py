@@ -11,13 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from attp_server.checks import KnownNames, check_program
+from attp_server.runtime import Runtime
+from attp_server.skills import SkillLibraryError
+from attp_server.toolpack import ToolError, Toolpack, ToolRegistry, load_toolpack
+from attp_server.toolpacks.skills import toolpack
 from harness import run_code, running
-
-from server.checks import KnownNames, check_program
-from server.runtime import Runtime
-from server.skills import SkillLibraryError
-from server.toolpacks import ToolError, Toolpack, ToolRegistry, load_toolpack
-from toolpacks.skills import toolpack
 
 pytestmark = pytest.mark.anyio
 

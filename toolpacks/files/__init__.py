@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from server.toolpacks import ToolFunction, Toolpack, ToolpackContext
-from toolpacks.files.tools import FilesOptions, FileTools
+from attp_server.toolpack import ToolFunction, Toolpack, ToolpackContext
+from attp_server.toolpacks.files.tools import FilesOptions, FileTools
 
 __all__ = ["FileTools", "FilesOptions", "build", "toolpack"]
 

@@ -7,10 +7,9 @@ from collections.abc import Iterator
 from fnmatch import fnmatchcase
 from pathlib import Path, PurePosixPath
 
+from attp_server.toolpack import ToolError, ToolFunction
+from attp_server.toolpacks.files.workspace import Resolved, Workspace, os_errors
 from pydantic import BaseModel, ConfigDict, Field
-
-from server.toolpacks import ToolError, ToolFunction
-from toolpacks.files.workspace import Resolved, Workspace, os_errors
 
 BINARY_SNIFF_BYTES = 8 * 1024
 MAX_LIST_ENTRIES = 10_000

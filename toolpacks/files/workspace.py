@@ -19,8 +19,8 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from server.errors import short_repr, suggest
-from server.toolpacks import ToolError
+from attp_server.errors import short_repr, suggest
+from attp_server.toolpack import ToolError
 
 # Absent on some platforms; 0 degrades to a plain open there.
 _O_NOFOLLOW: int = getattr(os, "O_NOFOLLOW", 0)

@@ -11,11 +11,11 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from server.toolpacks import ToolFunction, Toolpack, ToolpackContext, ToolpackLoadError
-from toolpacks.memory.options import MemoryOptions, SeedPage, SegmentSpec
-from toolpacks.memory.schema import SCHEMA_VERSION
-from toolpacks.memory.store import Store
-from toolpacks.memory.tools import MemoryTools
+from attp_server.toolpack import ToolFunction, Toolpack, ToolpackContext, ToolpackLoadError
+from attp_server.toolpacks.memory.options import MemoryOptions, SeedPage, SegmentSpec
+from attp_server.toolpacks.memory.schema import SCHEMA_VERSION
+from attp_server.toolpacks.memory.store import Store
+from attp_server.toolpacks.memory.tools import MemoryTools
 
 __all__ = ["SCHEMA_VERSION", "MemoryOptions", "MemoryTools", "SeedPage", "SegmentSpec", "Store", "build", "toolpack"]
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from server.errors import short_repr, suggest
-from server.toolpacks import ToolError
-from toolpacks.memory.options import MemoryOptions
-from toolpacks.memory.store import Page, Segment, Tx
+from attp_server.errors import short_repr, suggest
+from attp_server.toolpack import ToolError
+from attp_server.toolpacks.memory.options import MemoryOptions
+from attp_server.toolpacks.memory.store import Page, Segment, Tx
 
 INDEX_FORMAT = "a page index such as 'usr-3' (segment id, dash, number), as view() and find_page() show it"
 

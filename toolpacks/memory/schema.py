@@ -11,7 +11,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from server.toolpacks import ToolpackLoadError
+from attp_server.toolpack import ToolpackLoadError
 
 
 @dataclass(frozen=True)

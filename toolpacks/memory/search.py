@@ -29,7 +29,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from toolpacks.memory.store import Page, Tx
+from attp_server.toolpacks.memory.store import Page, Tx
 
 _TERM = re.compile(r'"([^"]*)"|(\S+)')
 TRIGRAM = 3

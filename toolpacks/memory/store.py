@@ -17,9 +17,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from server.toolpacks import ToolError
-from toolpacks.memory.options import Permission, SeedPage, SegmentSpec, SegmentType
-from toolpacks.memory.schema import check_sqlite, connect, migrate
+from attp_server.toolpack import ToolError
+from attp_server.toolpacks.memory.options import Permission, SeedPage, SegmentSpec, SegmentType
+from attp_server.toolpacks.memory.schema import check_sqlite, connect, migrate
 
 Kind = Literal["contents", "detail"]
 Visibility = Literal["expanded", "hidden"]

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from server.errors import short_repr
-from server.toolpacks import ToolError, ToolFunction
-from toolpacks.memory.access import (
+from attp_server.errors import short_repr
+from attp_server.toolpack import ToolError, ToolFunction
+from attp_server.toolpacks.memory.access import (
     Located,
     check_move,
     check_position,
@@ -22,10 +22,10 @@ from toolpacks.memory.access import (
     visible_segments,
     writable,
 )
-from toolpacks.memory.options import MemoryOptions
-from toolpacks.memory.render import render
-from toolpacks.memory.search import search
-from toolpacks.memory.store import Page, Segment, Store
+from attp_server.toolpacks.memory.options import MemoryOptions
+from attp_server.toolpacks.memory.render import render
+from attp_server.toolpacks.memory.search import search
+from attp_server.toolpacks.memory.store import Page, Segment, Store
 
 MAX_FIND_RESULTS = 100
 

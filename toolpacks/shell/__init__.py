@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import os
 
-from server.toolpacks import ToolFunction, Toolpack, ToolpackContext, ToolpackLoadError
-from toolpacks.shell.options import DEFAULT_DENY_PATTERNS, ShellOptions
-from toolpacks.shell.tools import BASH, ShellTools
+from attp_server.toolpack import ToolFunction, Toolpack, ToolpackContext, ToolpackLoadError
+from attp_server.toolpacks.shell.options import DEFAULT_DENY_PATTERNS, ShellOptions
+from attp_server.toolpacks.shell.tools import BASH, ShellTools
 
 __all__ = ["DEFAULT_DENY_PATTERNS", "ShellOptions", "ShellTools", "build", "toolpack"]
 

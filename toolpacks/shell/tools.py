@@ -6,10 +6,10 @@ import os
 import re
 from pathlib import Path
 
-from server.errors import short_repr
-from server.toolpacks import ToolError, ToolFunction
-from toolpacks.shell.options import ShellOptions
-from toolpacks.shell.process import run_capped
+from attp_server.errors import short_repr
+from attp_server.toolpack import ToolError, ToolFunction
+from attp_server.toolpacks.shell.options import ShellOptions
+from attp_server.toolpacks.shell.process import run_capped
 
 BASH = "/bin/bash"
 DEFAULT_TIMEOUT = 120

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from server.skills import SkillLibrary, default_skills_dirs
-from server.toolpacks import ToolFunction, Toolpack, ToolpackContext
-from toolpacks.skills.tools import SkillTools
+from attp_server.skills import SkillLibrary, default_skills_dirs
+from attp_server.toolpack import ToolFunction, Toolpack, ToolpackContext
+from attp_server.toolpacks.skills.tools import SkillTools
 
 __all__ = ["SkillTools", "build", "toolpack"]
 

@@ -6,9 +6,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from server.errors import short_repr, suggest
-from server.skills import SkillError, SkillLibrary, SkillNotFound
-from server.toolpacks import ToolError, ToolFunction
+from attp_server.errors import short_repr, suggest
+from attp_server.skills import SkillError, SkillLibrary, SkillNotFound
+from attp_server.toolpack import ToolError, ToolFunction
 
 
 @contextmanager

@@ -7,9 +7,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from attp_server import ToolError, Toolpack, ToolpackContext
 from pydantic import BaseModel, ConfigDict, Field
-
-from server import ToolError, Toolpack, ToolpackContext
 
 _WORD = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)?")
 

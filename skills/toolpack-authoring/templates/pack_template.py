@@ -19,10 +19,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from attp_server import ToolError, Toolpack, ToolpackContext
+from attp_server.errors import suggest
 from pydantic import BaseModel, ConfigDict, Field
-
-from server import ToolError, Toolpack, ToolpackContext
-from server.errors import suggest
 
 _TABLE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 

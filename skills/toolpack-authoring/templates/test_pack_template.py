@@ -12,10 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from attp_server import ToolError, ToolpackContext
+from attp_server.toolpack import ToolpackLoadError, ToolRegistry
 from pack_template import TablesOptions, toolpack  # your module: from mypkg.tables import ...
-
-from server import ToolError, ToolpackContext
-from server.toolpacks import ToolpackLoadError, ToolRegistry
 
 
 def make_tools(workspace: Path, **options: Any) -> dict[str, Callable[..., Any]]:

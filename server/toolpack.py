@@ -6,7 +6,7 @@ call-only stubs that send ``{tool, args, kwargs}`` back here.
 
 Declare a pack::
 
-    from server import Toolpack
+    from attp_server import Toolpack
 
     def shout(text: str) -> str:
         \"\"\"Upper-case a text.
@@ -37,9 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from attp_server.errors import AttpError, ErrorCode, ErrorInfo, short_repr, suggest
 from pydantic import BaseModel, TypeAdapter, ValidationError
-
-from server.errors import AttpError, ErrorCode, ErrorInfo, short_repr, suggest
 
 logger = logging.getLogger(__name__)
 
