@@ -10,9 +10,18 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from attp_server.errors import AttpError, ErrorCode, ErrorInfo
-    from attp_server.toolpack import ToolError, Toolpack, ToolpackContext
+    from attp_server.toolpack import ToolError, ToolMarks, Toolpack, ToolpackContext
 
-__all__ = ["AttpError", "ErrorCode", "ErrorInfo", "ToolError", "Toolpack", "ToolpackContext", "__version__"]
+__all__ = [
+    "AttpError",
+    "ErrorCode",
+    "ErrorInfo",
+    "ToolError",
+    "ToolMarks",
+    "Toolpack",
+    "ToolpackContext",
+    "__version__",
+]
 
 __version__ = "0.1.0"
 
@@ -23,6 +32,7 @@ _LAZY = {
     "Toolpack": "attp_server.toolpack",
     "ToolpackContext": "attp_server.toolpack",
     "ToolError": "attp_server.toolpack",
+    "ToolMarks": "attp_server.toolpack",
 }
 
 

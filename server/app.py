@@ -76,8 +76,7 @@ def create_server(runtime: Runtime) -> MCPServer:
 
     _add_tool_resources(server, runtime)
     _add_skill_resources(server, SkillLibrary.load(settings.skills_dirs or default_skills_dirs()))
-    packs = runtime.registry.packs.values()
-    read_only = all(getattr(pack, "read_only", False) for pack in packs)
+    marks = [tool.marks for tool in runtime.registry.tools.values()]
     server.add_tool(
         attp_execute,
         name="attp_execute",
@@ -85,10 +84,10 @@ def create_server(runtime: Runtime) -> MCPServer:
         description=runtime.catalog.description,
         annotations=ToolAnnotations(
             title=f"Run a {LANGUAGES[settings.engine]} program against the tools",
-            read_only_hint=read_only,
-            destructive_hint=not read_only,
+            read_only_hint=all(m.read_only for m in marks),
+            destructive_hint=any(m.destructive for m in marks),
             idempotent_hint=False,
-            open_world_hint=any(getattr(pack, "open_world", False) for pack in packs),
+            open_world_hint=any(m.open_world for m in marks),
         ),
         structured_output=True,
     )

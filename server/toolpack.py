@@ -93,6 +93,28 @@ class ToolpackContext:
 
 
 @dataclass(frozen=True)
+class ToolMarks:
+    """What one tool does to the world, as MCP's tool annotations say it.
+
+    The catalog shows the marks, the ``attp_execute`` annotations are derived from them, and
+    approvals (``approval = "destructive"``) ask the user before a call to a destructive tool.
+    """
+
+    read_only: bool = False
+    """Changes nothing (MCP ``readOnlyHint``)."""
+    destructive: bool = False
+    """Changes or removes what exists: a file written, memory edited, a command run (MCP ``destructiveHint``)."""
+    idempotent: bool = False
+    """Calling it again with the same arguments has no further effect (MCP ``idempotentHint``)."""
+    open_world: bool = False
+    """Reaches beyond the workspace: processes, the network, other systems (MCP ``openWorldHint``)."""
+
+
+READ_ONLY = ToolMarks(read_only=True, idempotent=True)
+"""The marks of a tool that only reads."""
+
+
+@dataclass(frozen=True)
 class Toolpack:
     """A named set of tools. Each pack is also a namespace in the sandbox (``files.read_file``)."""
 
@@ -107,6 +129,14 @@ class Toolpack:
     """True when no tool of the pack changes anything (feeds the MCP ``readOnlyHint``)."""
     open_world: bool = False
     """True when tools reach beyond the workspace (network, processes; feeds ``openWorldHint``)."""
+    marks: Mapping[str, ToolMarks] = field(default_factory=dict)
+    """Per-tool marks by tool name. A tool without an entry gets `default_marks`: read-only in a
+    read-only pack, else destructive (the safe assumption when a pack does not say)."""
+
+    def default_marks(self) -> ToolMarks:
+        if self.read_only:
+            return READ_ONLY
+        return ToolMarks(destructive=True, open_world=self.open_world)
 
 
 @dataclass(frozen=True)
@@ -119,6 +149,7 @@ class Tool:
     signature: inspect.Signature
     is_async: bool
     adapters: Mapping[str, TypeAdapter[Any]]
+    marks: ToolMarks = field(default_factory=ToolMarks)
 
     @property
     def summary(self) -> str:
@@ -219,7 +250,7 @@ def _first_error(exc: ValidationError) -> str:
     return str(err.get("msg", "invalid value"))
 
 
-def make_tool(function: ToolFunction, pack: str, name: str | None = None) -> Tool:
+def make_tool(function: ToolFunction, pack: str, name: str | None = None, marks: ToolMarks | None = None) -> Tool:
     """Inspect a callable once: signature (with string annotations resolved) and validators."""
     tool_name = str(name or getattr(function, "__name__", ""))
     if not tool_name.isidentifier() or keyword.iskeyword(tool_name) or tool_name.startswith("_"):
@@ -240,6 +271,7 @@ def make_tool(function: ToolFunction, pack: str, name: str | None = None) -> Too
         signature=signature,
         is_async=inspect.iscoroutinefunction(function),
         adapters=adapters,
+        marks=marks or ToolMarks(),
     )
 
 
@@ -281,8 +313,12 @@ class ToolRegistry:
                 workspace=workspace, options=options, skills_dirs=self.skills_dirs, db_path=self.db_path
             )
             functions.extend(pack.build(context))
+        unknown = set(pack.marks) - {str(getattr(f, "__name__", "")) for f in functions}
+        if unknown:
+            raise ToolpackLoadError(f"toolpack {pack.name!r}: marks name unknown tools {sorted(unknown)}")
         for function in functions:
-            tool = make_tool(function, pack.name)
+            name = str(getattr(function, "__name__", ""))
+            tool = make_tool(function, pack.name, marks=pack.marks.get(name, pack.default_marks()))
             if tool.name in self.tools:
                 other = self.tools[tool.name].pack
                 raise ToolpackLoadError(

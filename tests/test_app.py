@@ -92,3 +92,33 @@ async def test_default_packs_fit_the_budget_with_every_tool_named(tmp_path: Path
     assert {"files", "skills", "memory"} <= set(runtime.registry.packs)
     assert len(description) <= DESCRIPTION_BUDGET
     assert all(name in description for name in names)
+
+
+async def test_the_tool_annotations_follow_the_marks_of_the_enabled_tools(tmp_path: Path) -> None:
+    """Read-only packs make a read-only attp_execute; one destructive or open-world tool marks it so."""
+    cases = {
+        ("skills",): (True, False, False),
+        ("skills", "files"): (False, True, False),
+        ("skills", "shell"): (False, True, True),
+    }
+    for packs, (read_only, destructive, open_world) in cases.items():
+        settings = Settings(workspace=tmp_path / "ws", toolpacks=list(packs), workers=0)
+        async with open_runtime(settings) as runtime, Client(create_server(runtime)) as client:
+            annotations = (await client.list_tools()).tools[0].annotations
+        assert annotations is not None
+        got = (annotations.read_only_hint, annotations.destructive_hint, annotations.open_world_hint)
+        assert got == (read_only, destructive, open_world), packs
+
+
+def test_built_in_tools_carry_marks(tmp_path: Path) -> None:
+    from attp_server.runtime import build_registry
+
+    registry = build_registry(
+        Settings(workspace=tmp_path / "ws", db_path=tmp_path / "m.db", toolpacks=["files", "memory", "shell"])
+    )
+    marks = {name: tool.marks for name, tool in registry.tools.items()}
+    assert marks["read_file"].read_only and not marks["read_file"].destructive
+    assert marks["write_file"].destructive and marks["edit_file"].destructive
+    assert marks["find_page"].read_only and marks["remove_page"].destructive
+    assert not marks["expand_details"].destructive and not marks["expand_details"].read_only
+    assert marks["bash"].destructive and marks["bash"].open_world

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from attp_server.toolpack import ToolFunction, Toolpack, ToolpackContext
+from attp_server.toolpack import READ_ONLY, ToolFunction, ToolMarks, Toolpack, ToolpackContext
 from attp_server.toolpacks.files.tools import FilesOptions, FileTools
 
 __all__ = ["FileTools", "FilesOptions", "build", "toolpack"]
@@ -21,4 +21,10 @@ toolpack = Toolpack(
     build=build,
     options=FilesOptions,
     aliases={"file_reader": "read_file", "file_writer": "write_file", "file_editor": "edit_file"},
+    marks={
+        "read_file": READ_ONLY,
+        "list_files": READ_ONLY,
+        "write_file": ToolMarks(destructive=True, idempotent=True),
+        "edit_file": ToolMarks(destructive=True),
+    },
 )

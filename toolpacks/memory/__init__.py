@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from attp_server.toolpack import ToolFunction, Toolpack, ToolpackContext, ToolpackLoadError
+from attp_server.toolpack import READ_ONLY, ToolFunction, ToolMarks, Toolpack, ToolpackContext, ToolpackLoadError
 from attp_server.toolpacks.memory.options import MemoryOptions, SeedPage, SegmentSpec
 from attp_server.toolpacks.memory.schema import SCHEMA_VERSION
 from attp_server.toolpacks.memory.store import Store
@@ -43,4 +43,25 @@ toolpack = Toolpack(
     ),
     build=build,
     options=MemoryOptions,
+    marks={
+        **dict.fromkeys(
+            [
+                "list_segments",
+                "get_segment",
+                "get_page",
+                "get_children",
+                "get_parent",
+                "get_ancestors",
+                "find_page",
+                "view",
+            ],
+            READ_ONLY,
+        ),
+        # Expanding or hiding changes only what view() shows, never what memory holds.
+        **dict.fromkeys(["expand_details", "hide_details"], ToolMarks(idempotent=True)),
+        **dict.fromkeys(
+            ["create_detail_page", "create_contents_page", "update_page", "move_page", "remove_page"],
+            ToolMarks(destructive=True),
+        ),
+    },
 )
