@@ -14,10 +14,12 @@ from dataclasses import dataclass
 from attp_server import pyast
 from attp_server.errors import ErrorCode, ErrorInfo, suggest
 from attp_server.sandbox import starlark_engine
+from attp_server.sandbox.namespaces import MODULE_NAMES
 from attp_server.sandbox.policy import bound_names, nodes, scan
 
 _SOLUTIONS = {
-    "IMPORT_FORBIDDEN": "Delete the import: the pre-injected modules and the tools are already available by name.",
+    "IMPORT_FORBIDDEN": "Delete the import: the available modules and the tools are already there by name; other "
+    "modules cannot be used (use the tools instead).",
     "FORBIDDEN": "Rewrite that part with plain data (lists, dicts, str methods) and the available tools.",
 }
 
@@ -36,6 +38,8 @@ class KnownNames:
     tools: frozenset[str]
     builtins: frozenset[str]
     namespaces: dict[str, frozenset[str]]
+    modules: tuple[str, ...] = MODULE_NAMES
+    """The namespaces that are modules (importable), as opposed to toolpacks."""
 
     def all(self) -> set[str]:
         return {*self.tools, *self.builtins, *self.namespaces}
@@ -64,15 +68,18 @@ _TOO_DEEP = ErrorInfo(
 )
 
 
-def check_program(code: str, known: KnownNames) -> ErrorInfo | None:
-    """Return the first problem of `code` as a model-facing error, or None if it may run."""
+def check_program(code: str, known: KnownNames, *, allow_imports: bool = True) -> ErrorInfo | None:
+    """Return the first problem of `code` as a model-facing error, or None if it may run.
+
+    `allow_imports` False refuses every import statement (the ``allow_imports`` setting).
+    """
     try:
         tree = pyast.parse(code)
         # Compiling (never executing) adds the compiler's own checks: 'return'/'break' outside their
         # block, duplicate parameter names, and so on.
         pyast.compile_tree(tree, "<program>")
         walked = nodes(tree)
-        violations = scan(tree, walked)
+        violations = scan(tree, walked, modules=known.modules, allow_imports=allow_imports)
     except SyntaxError as exc:
         return _syntax_error(code, exc)
     except (RecursionError, MemoryError):
@@ -115,7 +122,9 @@ def _unknown_name(walked: list[ast.AST], code: str, known: KnownNames) -> ErrorI
     available = known.all() | bound
     problems: list[tuple[int, int, ErrorInfo]] = []
     for node in walked:
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        if isinstance(node, ast.ImportFrom) and node.module in known.modules and node.module in known.namespaces:
+            problems.extend(_missing_members(node, known.namespaces[node.module], code))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             name = node.func.id
             if name in available:
                 continue
@@ -145,6 +154,29 @@ def _unknown_name(walked: list[ast.AST], code: str, known: KnownNames) -> ErrorI
         return None
     problems.sort(key=lambda p: (p[0], p[1]))
     return problems[0][2]
+
+
+def _missing_members(node: ast.ImportFrom, members: frozenset[str], code: str) -> list[tuple[int, int, ErrorInfo]]:
+    """``from m import x`` where the module `m` has no member `x`."""
+    found = []
+    for alias in node.names:
+        if alias.name == "*" or alias.name in members:
+            continue
+        suggestion = suggest(alias.name, members)
+        message = f"cannot import name {alias.name!r} from {node.module}"
+        info = ErrorInfo(
+            code=ErrorCode.IMPORT_FORBIDDEN,
+            message=message + (f"; did you mean {suggestion!r}?" if suggestion else ""),
+            line=node.lineno,
+            column=node.col_offset + 1,
+            source_line=_source_line(code, node.lineno),
+            received=f"{node.module}.{alias.name}",
+            suggested_value=suggestion,
+            solution=f"Import only what {node.module} has (help() lists the modules and tools), or use "
+            f"{node.module}.<name> directly: the module is already available.",
+        )
+        found.append((node.lineno, node.col_offset, info))
+    return found
 
 
 def _not_found(message: str, name: str, suggestion: str | None, node: ast.expr, code: str) -> ErrorInfo:

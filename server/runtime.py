@@ -104,11 +104,13 @@ class Runtime:
     def known_names(registry: ToolRegistry) -> KnownNames:
         """Every name a program may use without defining it: tools, builtins, modules and pack namespaces."""
         spaces = public_names()
+        modules = tuple(spaces)
         spaces.update({pack: frozenset(names) for pack, names in registry.namespaces().items()})
         return KnownNames(
             tools=frozenset([*registry.callable_names(), *META_TOOLS]),
             builtins=frozenset([*SAFE_BUILTIN_FUNCTIONS, *SAFE_EXCEPTIONS, "ToolError", "print"]),
             namespaces=spaces,
+            modules=modules,
         )
 
     async def execute(self, request: ExecuteRequest, context: CallContext | None = None) -> ExecutionResult:
@@ -212,7 +214,9 @@ class Runtime:
             # No static check: the Python one does not apply, and Starlark is parsed only inside the worker
             # (a pathological program must never reach starlark-rust in the server process).
             return await self._run(program.code, target, run, engine)
-        problem = await anyio.to_thread.run_sync(check_program, program.code, self.known)
+        problem = await anyio.to_thread.run_sync(
+            functools.partial(check_program, program.code, self.known, allow_imports=self.settings.allow_imports)
+        )
         if problem is not None:
             return _error(target, problem)
         return await self._run(program.code, target, run, engine)
@@ -244,6 +248,7 @@ class Runtime:
             max_tool_calls=self.settings.max_tool_calls,
             capture_print=self.settings.capture_print,
             engine=engine,
+            allow_imports=self.settings.allow_imports,
         )
         done = await self.pool.run(job, functools.partial(self._traced_call, run))
         return self._result(done, run, target)

@@ -47,6 +47,11 @@ class Settings(BaseSettings):
     max_output_bytes: int = Field(65_536, ge=0, description="Captured print output kept per run (then truncated).")
     max_result_bytes: int = Field(1_048_576, ge=1, description="Largest __result__, as JSON bytes.")
     capture_print: bool = Field(True, description="Return print output as stdout (false discards it).")
+    allow_imports: bool = Field(
+        True,
+        description="Accept `import m` / `from m import x` for the available modules (they bind the same "
+        "pre-injected namespaces, so they are never needed); false refuses every import statement.",
+    )
     result_format: Literal["toml", "json"] = Field("toml", description="Format of the result's text rendering.")
     envelope_strict: bool = Field(False, description="Demand a bare ATTP envelope with a thought.")
     transport: Literal["stdio", "http"] = Field("stdio", description="stdio, or http (Streamable HTTP + SSE).")

@@ -128,12 +128,12 @@ def test_break_continue_outside_a_loop_is_a_syntax_error(code: str, known: Known
 
 def test_columns_use_one_convention(known: KnownNames) -> None:
     syntax = problem("x = (", known)  # the culprit '(' is at index 4
-    starred = problem("a, *b = x", known)  # the culprit '*' is at index 3
+    dunder = problem("a, __b = x", known)  # the culprit name is at index 3
     unknown = problem("x = reed_file('a')", known)  # the culprit call is at index 4
     assert syntax.column is not None
-    assert starred.column is not None
+    assert dunder.column is not None
     assert unknown.column is not None
-    assert syntax.column - 4 == starred.column - 3 == unknown.column - 4
+    assert syntax.column - 4 == dunder.column - 3 == unknown.column - 4
 
 
 # --- imports -------------------------------------------------------------------------------------
@@ -145,22 +145,50 @@ def test_columns_use_one_convention(known: KnownNames) -> None:
         pytest.param("import os", "os", id="import-os"),
         pytest.param("import os.path", "os.path", id="import-submodule"),
         pytest.param("import subprocess as sp", "subprocess", id="import-as"),
-        pytest.param("from json import loads", "json", id="from-json"),
+        pytest.param("from os import path", "os", id="from-os"),
+        pytest.param("from json.decoder import JSONDecoder", "json.decoder", id="from-submodule"),
         pytest.param("from . import x", ".", id="relative"),
         pytest.param("x = 1\nif x:\n    import sys\n", "sys", id="nested"),
+        pytest.param("def f():\n    import socket\n", "socket", id="in-function"),
+        pytest.param("import json, os", "os", id="second-of-two"),
     ],
 )
-def test_imports_are_forbidden(code: str, module: str, known: KnownNames) -> None:
+def test_imports_of_unavailable_modules_are_forbidden(code: str, module: str, known: KnownNames) -> None:
     info = problem(code, known)
     assert info.code == "IMPORT_FORBIDDEN"
     assert module in info.message
+    assert "math, json, datetime, re" in info.message  # what is available
     assert info.line is not None
     assert info.solution
 
 
+@pytest.mark.parametrize(
+    "code",
+    [
+        pytest.param("import json\n__result__ = json.dumps(1)", id="import"),
+        pytest.param("import datetime as dt\n__result__ = dt.date(2024, 1, 1)", id="import-as"),
+        pytest.param("from datetime import datetime, timedelta", id="from-import"),
+        pytest.param("from math import sqrt as root\n__result__ = root(4)", id="from-import-as"),
+        pytest.param("def f():\n    import math\n    return math.pi\n", id="in-function"),
+        pytest.param("from math import *", id="star"),
+        pytest.param("from __future__ import annotations", id="future"),
+    ],
+)
+def test_imports_of_available_modules_pass(code: str, known: KnownNames) -> None:
+    assert check_program(code, known) is None
+
+
+def test_importing_a_name_the_module_lacks_suggests_the_closest(known: KnownNames) -> None:
+    info = problem("from math import sqroot", known)
+    assert (info.code, info.suggested_value, info.received) == ("IMPORT_FORBIDDEN", "sqrt", "math.sqroot")
+    assert "cannot import name 'sqroot' from math" in info.message
+
+
 @pytest.mark.parametrize("module", ["json", "math", "datetime", "re", "random", "statistics"])
-def test_importing_a_preinjected_module_says_it_is_already_available(module: str, known: KnownNames) -> None:
-    info = problem(f"import {module}\n__result__ = 1", known)
+def test_strict_imports_say_the_module_is_already_available(module: str, known: KnownNames) -> None:
+    """With allow_imports off (the seed's strict dialect) every import is refused, with the reason."""
+    info = check_program(f"import {module}\n__result__ = 1", known, allow_imports=False)
+    assert info is not None
     assert info.code == "IMPORT_FORBIDDEN"
     assert f"{module} is already available" in info.message
     assert (info.line, info.source_line) == (1, f"import {module}")
@@ -178,22 +206,57 @@ def test_dunder_import_is_forbidden(known: KnownNames) -> None:
 @pytest.mark.parametrize(
     ("code", "culprit"),
     [
-        pytest.param("_x = 1", "_x", id="private-name"),
+        pytest.param("__x = 1", "__x", id="dunder-prefixed-name"),
         pytest.param("x = 1\ny = x.__class__", "__class__", id="dunder-class"),
         pytest.param("().__class__.__bases__", "__bases__", id="class-bases-chain"),
         pytest.param("x = [].__len__()", "__len__", id="dunder-method"),
         pytest.param("__builtins__", "__builtins__", id="builtins"),
-        pytest.param("def _helper():\n    return 1\n", "_helper", id="private-function"),
-        pytest.param("def f(_a):\n    return _a\n", "_a", id="private-parameter"),
-        pytest.param("try:\n    x = 1\nexcept Exception as _e:\n    pass\n", "_e", id="private-except-name"),
-        pytest.param("for _ in range(3):\n    pass\n", "'_'", id="underscore-loop-var"),
+        pytest.param("def __helper():\n    return 1\n", "__helper", id="dunder-function"),
+        pytest.param("def f(__a):\n    return 1\n", "__a", id="dunder-parameter"),
+        pytest.param("try:\n    x = 1\nexcept Exception as __e:\n    pass\n", "__e", id="dunder-except-name"),
         pytest.param("x = {}\nx._secret", "_secret", id="private-attribute"),
+        pytest.param("__name__ = 'x'", "__name__", id="assign-name"),
+        pytest.param("def f():\n    global __builtins__\n", "__builtins__", id="global-dunder"),
     ],
 )
-def test_underscore_names_and_attributes_are_forbidden(code: str, culprit: str, known: KnownNames) -> None:
+def test_dunder_names_and_underscore_attributes_are_forbidden(code: str, culprit: str, known: KnownNames) -> None:
     info = problem(code, known)
     assert info.code == "FORBIDDEN"
     assert culprit in info.message
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        pytest.param("for _ in range(3):\n    pass\n", id="underscore-loop-var"),
+        pytest.param("a, _ = 1, 2", id="underscore-unpacking"),
+        pytest.param("_tmp = 1\n__result__ = _tmp", id="private-name"),
+        pytest.param("def _helper(_a):\n    return _a\n", id="private-function-and-parameter"),
+        pytest.param("if __name__ == '__main__':\n    __result__ = 1\n", id="main-guard"),
+        pytest.param("first, *rest = [1, 2, 3]", id="starred-assignment"),
+        pytest.param("global x\nx = 0", id="module-global"),
+    ],
+)
+def test_names_models_use_pass(code: str, known: KnownNames) -> None:
+    assert check_program(code, known) is None
+
+
+@pytest.mark.parametrize(
+    ("code", "advice"),
+    [
+        pytest.param("try:\n    1 / 0\nexcept Exception as e:\n    n = type(e).__name__", "repr(e)", id="type-name"),
+        pytest.param(
+            "try:\n    1 / 0\nexcept Exception as e:\n    n = e.__class__.__name__", "repr(e)", id="class-name"
+        ),
+        pytest.param("d = {}\nd.__dict__", "keep the data in a dict", id="dict"),
+        pytest.param("x = [1]\nn = x.__len__()", "len(x)", id="len"),
+        pytest.param("x = 1\nt = type(x)", "isinstance", id="type"),
+    ],
+)
+def test_common_dunders_name_the_allowed_equivalent(code: str, advice: str, known: KnownNames) -> None:
+    info = problem(code, known)
+    assert info.code == "FORBIDDEN"
+    assert advice in info.message
 
 
 def test_result_name_is_allowed(known: KnownNames) -> None:
@@ -247,13 +310,7 @@ def test_a_variable_the_program_binds_may_shadow_a_forbidden_name(known: KnownNa
         pytest.param("def gen():\n    yield 1\n", "yield", id="yield"),
         pytest.param("def gen():\n    yield from [1]\n", "yield", id="yield-from"),
         pytest.param("async def f(): pass", "async", id="async-def"),
-        pytest.param("global x", "global", id="global"),
-        pytest.param("def f():\n    x = 1\n    def g():\n        nonlocal x\n", "nonlocal", id="nonlocal"),
-        pytest.param("@d\ndef f(): pass", "decorator", id="decorator"),
-        pytest.param("a, *b = x", "starred", id="starred-assignment"),
         pytest.param("match x:\n    case 1:\n        pass\n", "match", id="match"),
-        pytest.param("def f(a, /, b): pass", "positional-only", id="positional-only"),
-        pytest.param("def f(*, a): pass", "keyword-only", id="keyword-only"),
         pytest.param("x = [1]\nx.append = 2", "assigning", id="attribute-assignment"),
         pytest.param("x = {}\ndel x.keys", "deleting", id="attribute-delete"),
     ],

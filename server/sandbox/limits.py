@@ -38,3 +38,7 @@ class Forbidden(Abort):
 
 class ToolCallLimit(Abort):
     code = "TOOL_CALL_LIMIT"
+
+
+class ImportForbidden(Abort):
+    code = "IMPORT_FORBIDDEN"

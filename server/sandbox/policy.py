@@ -19,7 +19,7 @@ import json as _json
 import re as _re
 import statistics as _statistics
 import string as _string
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +35,70 @@ FORBIDDEN_NAMES = frozenset(
 )  # fmt: skip
 
 RESULT_NAME = "__result__"
+MAIN_NAME = "__name__"
+"""Readable (never assignable): it is ``"__main__"``, so ``if __name__ == "__main__":`` runs its block."""
+
+_NAME_ADVICE = {
+    "type": "test a type with isinstance(x, (int, float)); repr(e) shows an error's class and message",
+    "getattr": "read attributes directly (x.name); keep fields chosen at run time in a dict: d[key]",
+    "hasattr": "keep fields chosen at run time in a dict and test `key in d`",
+    "setattr": "keep fields chosen at run time in a dict: d[key] = value",
+    "delattr": "keep fields chosen at run time in a dict: del d[key]",
+    "vars": "keep the values in a dict of your own",
+    "dir": "help() lists the tools; help('name') describes one",
+    "globals": "keep the values in a dict of your own",
+    "locals": "keep the values in a dict of your own",
+    "open": "files are read and written with the tools",
+    "eval": "write the code itself, or parse data with json.loads",
+    "exec": "write the code itself",
+    "compile": "write the code itself; re.compile compiles a regular expression",
+    "exit": "to stop early, return from a function or raise an exception",
+    "quit": "to stop early, return from a function or raise an exception",
+    "input": "there is no input; put the data in the program or read it with a tool",
+    "object": "there are no classes here: use dicts, lists and functions",
+    "super": "there are no classes here: use dicts, lists and functions",
+    "__file__": "a program has no file; tools read and write files",
+    "__builtins__": "the builtins are available by name (len, sorted, ...)",
+    "__import__": "write `import json` (or use the module by name: it is already available)",
+}
+
+_ATTRIBUTE_ADVICE = {
+    "__name__": "to tell errors apart catch them by class (except ValueError as e:); repr(e) shows an error's class "
+    "and message, str(e) its message, and a ToolError has e.code",
+    "__class__": "test a type with isinstance(x, (int, float)); repr(e) shows an error's class and message",
+    "__dict__": "there are no objects with attributes here: keep the data in a dict and read d['key']",
+    "__len__": "use len(x)",
+    "__str__": "use str(x)",
+    "__repr__": "use repr(x)",
+    "__iter__": "use iter(x) or a for loop",
+    "__next__": "use next(it)",
+    "__getitem__": "use x[key]",
+    "__setitem__": "use x[key] = value",
+    "__contains__": "use `key in x`",
+    "__call__": "call it directly: f(...)",
+    "__doc__": "help('tool_name') returns a tool's description",
+}
+
+
+def name_advice(name: str) -> str:
+    """The message for a name the sandbox refuses, with what to write instead when there is a common answer."""
+    advice = _NAME_ADVICE.get(name)
+    if name.startswith("__") and advice is None:
+        return f"names starting with '__' are not allowed: {name!r}"
+    return f"{name!r} is not available in the sandbox" + (f"; {advice}" if advice else "")
+
+
+def attribute_advice(name: str) -> str:
+    """The message for an attribute starting with '_', naming the allowed equivalent of the common ones."""
+    advice = _ATTRIBUTE_ADVICE.get(name)
+    if advice is None and name.startswith("__") and name.endswith("__"):
+        advice = "use the builtin or the operator instead (len(x), str(x), x[key], ==, +, ...)"
+    return f"attributes starting with '_' are not allowed: '.{name}'" + (f"; {advice}" if advice else "")
+
+
+def refused_name(name: str, *, store: bool) -> bool:
+    """True for a name no program may use: '__' names, except __result__ and reading __name__."""
+    return name.startswith("__") and name != RESULT_NAME and (store or name != MAIN_NAME)
 
 
 @dataclass(frozen=True)
@@ -56,8 +120,6 @@ _UNSUPPORTED: dict[type[ast.AST], str] = {
     ast.Await: "'await' is not available; call tools directly, they return their result",
     ast.Yield: "generators ('yield') are not available; build and return a list",
     ast.YieldFrom: "generators ('yield from') are not available; build and return a list",
-    ast.Global: "'global' is not available; return values from functions instead",
-    ast.Nonlocal: "'nonlocal' is not available; return values from functions instead",
     ast.With: "'with' blocks are not available; files are read and written with tools",
     ast.Match: "'match' statements are not available; use if/elif",
     ast.TryStar: "'except*' is not available; use except",
@@ -102,11 +164,23 @@ def bound_names(tree: ast.AST | list[ast.AST]) -> set[str]:
             names.add(node.arg)
         elif isinstance(node, ast.ExceptHandler) and node.name:
             names.add(node.name)
+        elif isinstance(node, ast.alias) and node.name != "*":
+            names.add(node.asname or node.name.split(".")[0])
     return names
 
 
-def scan(tree: ast.AST, walked: list[ast.AST] | None = None) -> list[Violation]:
-    """Return every construct of `tree` that the sandbox refuses, in source order (`walked`: its `nodes`)."""
+def scan(
+    tree: ast.AST,
+    walked: list[ast.AST] | None = None,
+    *,
+    modules: Collection[str] = MODULE_NAMES,
+    allow_imports: bool = True,
+) -> list[Violation]:
+    """Return every construct of `tree` that the sandbox refuses, in source order (`walked`: its `nodes`).
+
+    `modules` are the modules the run has (what ``import`` may name); `allow_imports` False refuses
+    every import statement, as the seed's strict dialect does.
+    """
     walked = nodes(tree) if walked is None else walked
     bound = bound_names(walked)
     found: list[Violation] = []
@@ -118,50 +192,86 @@ def scan(tree: ast.AST, walked: list[ast.AST] | None = None) -> list[Violation]:
         if node.__class__ in _PLAIN:
             continue
         if isinstance(node, ast.Import | ast.ImportFrom):
-            modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or "."]
-            preloaded = [m for m in modules if m.split(".")[0] in MODULE_NAMES]
-            hint = (
-                f" {', '.join(preloaded)} is already available without import: delete the import line."
-                if preloaded
-                else ""
-            )
-            add(
-                "IMPORT_FORBIDDEN",
-                node,
-                f"import statements are not allowed (found import of {', '.join(modules)}).{hint} "
-                f"Pre-injected modules: {', '.join(MODULE_NAMES)}; tools are called directly by name.",
-                modules[0],
-            )
+            problem = _import_problem(node, modules, allow_imports)
+            if problem is not None:
+                add("IMPORT_FORBIDDEN", node, *problem)
         elif isinstance(node, ast.Name):
-            if node.id.startswith("_") and node.id != RESULT_NAME:
-                add("FORBIDDEN", node, f"names starting with '_' are not allowed: {node.id!r}", node.id)
-            elif node.id in FORBIDDEN_NAMES and node.id not in bound and isinstance(node.ctx, ast.Load):
-                add("FORBIDDEN", node, f"{node.id!r} is not available in the sandbox", node.id)
+            loaded = isinstance(node.ctx, ast.Load)
+            builtin = node.id in FORBIDDEN_NAMES and node.id not in bound and loaded
+            if builtin or refused_name(node.id, store=not loaded):
+                add("FORBIDDEN", node, name_advice(node.id), node.id)
         elif isinstance(node, ast.Attribute):
             if node.attr.startswith("_"):
-                add("FORBIDDEN", node, f"attributes starting with '_' are not allowed: '.{node.attr}'", node.attr)
+                add("FORBIDDEN", node, attribute_advice(node.attr), node.attr)
             elif isinstance(node.ctx, ast.Store | ast.Del):
                 add("FORBIDDEN", node, f"assigning or deleting attributes is not allowed ('.{node.attr}')", node.attr)
         elif isinstance(node, ast.FunctionDef):
-            if node.decorator_list:
-                add("FORBIDDEN", node, f"decorators are not available (on function {node.name!r})", node.name)
-            if node.name.startswith("_"):
-                add("FORBIDDEN", node, f"names starting with '_' are not allowed: {node.name!r}", node.name)
-            for arg in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]:
-                if arg.arg.startswith("_"):
-                    add("FORBIDDEN", arg, f"names starting with '_' are not allowed: {arg.arg!r}", arg.arg)
-            if node.args.posonlyargs or node.args.kwonlyargs:
-                add("FORBIDDEN", node, "positional-only and keyword-only parameters are not available", node.name)
-        elif isinstance(node, ast.Lambda) and (node.args.posonlyargs or node.args.kwonlyargs):
-            add("FORBIDDEN", node, "positional-only and keyword-only parameters are not available")
-        elif isinstance(node, ast.ExceptHandler) and node.name and node.name.startswith("_"):
-            add("FORBIDDEN", node, f"names starting with '_' are not allowed: {node.name!r}", node.name)
-        elif isinstance(node, ast.Starred) and isinstance(node.ctx, ast.Store):
-            add("FORBIDDEN", node, "starred assignment ('a, *rest = ...') is not available; use slicing")
+            if refused_name(node.name, store=True):
+                add("FORBIDDEN", node, name_advice(node.name), node.name)
+            for arg in [
+                *node.args.posonlyargs,
+                *node.args.args,
+                *node.args.kwonlyargs,
+                node.args.vararg,
+                node.args.kwarg,
+            ]:
+                if arg is not None and refused_name(arg.arg, store=True):
+                    add("FORBIDDEN", arg, name_advice(arg.arg), arg.arg)
+        elif isinstance(node, ast.Lambda):
+            for arg in [
+                *node.args.posonlyargs,
+                *node.args.args,
+                *node.args.kwonlyargs,
+                node.args.vararg,
+                node.args.kwarg,
+            ]:
+                if arg is not None and refused_name(arg.arg, store=True):
+                    add("FORBIDDEN", arg, name_advice(arg.arg), arg.arg)
+        elif isinstance(node, ast.ExceptHandler) and node.name and refused_name(node.name, store=True):
+            add("FORBIDDEN", node, name_advice(node.name), node.name)
+        elif isinstance(node, ast.Global | ast.Nonlocal):
+            for name in node.names:
+                if refused_name(name, store=True):
+                    add("FORBIDDEN", node, name_advice(name), name)
         elif type(node) in _UNSUPPORTED:
             add("FORBIDDEN", node, _UNSUPPORTED[type(node)])
     found.sort(key=lambda v: (v.line or 0, v.column or 0))
     return found
+
+
+def _import_problem(
+    node: ast.Import | ast.ImportFrom, modules: Collection[str], allow_imports: bool
+) -> tuple[str, str] | None:
+    """(message, module) when `node` imports something the run cannot have, else None."""
+    names = [a.name for a in node.names] if isinstance(node, ast.Import) else ["." * node.level + (node.module or "")]
+    available = ", ".join(modules)
+    if not allow_imports:
+        preloaded = [m for m in names if m.split(".")[0] in modules]
+        hint = (
+            f" {', '.join(preloaded)} is already available without import: delete the import line." if preloaded else ""
+        )
+        return (
+            f"import statements are not allowed on this server (found import of {', '.join(names)}).{hint} "
+            f"Pre-injected modules: {available}; tools are called directly by name.",
+            names[0],
+        )
+    if names == ["__future__"]:
+        return None
+    for name in names:
+        if name.startswith("."):
+            return (
+                f"relative imports are not available in the sandbox (found {name!r}). Available modules: {available}.",
+                name,
+            )
+        if name not in modules:
+            close = difflib.get_close_matches(name.split(".")[0].lstrip("."), list(modules), n=1)
+            hint = f" Did you mean {close[0]}?" if close else ""
+            return (
+                f"module {name!r} is not available in the sandbox.{hint} Available modules: {available} (already "
+                "loaded: use them by name, no import needed); tools are called directly by name.",
+                name,
+            )
+    return None
 
 
 # ---------------------------------------------------------------- attribute allowlist
@@ -380,7 +490,7 @@ def _describe(obj: Any) -> str:
 def get_attribute(obj: Any, name: str) -> Any:
     """``obj.name`` for a program, or raise: `Forbidden` past the allowlist, AttributeError if absent."""
     if name.startswith("_"):
-        raise Forbidden(f"attributes starting with '_' are not allowed: '.{name}'")
+        raise Forbidden(attribute_advice(name))
     cls = type(obj)
     if cls is Namespace:
         try:
@@ -403,6 +513,15 @@ def get_attribute(obj: Any, name: str) -> Any:
     if wrapper is not None:
         return wrapper(obj)
     return getattr(obj, name)
+
+
+def plain_attribute(cls: type, name: str) -> bool:
+    """True when `get_attribute` of `name` on any instance of `cls` is exactly ``getattr(obj, name)``.
+
+    The evaluator remembers such answers per class and call site instead of asking again.
+    """
+    allowed = ATTRIBUTES.get(cls)
+    return allowed is not None and name in allowed and name not in _WRAPPERS.get(cls, {})
 
 
 def _missing_member(space: Namespace, name: str) -> str:

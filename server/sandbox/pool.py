@@ -58,6 +58,7 @@ class Job:
     max_tool_calls: int
     capture_print: bool = True
     engine: str = "python"
+    allow_imports: bool = True
 
     def message(self) -> dict[str, Any]:
         return {
@@ -66,6 +67,7 @@ class Job:
             "code": self.code,
             "tools": self.tools,
             "namespaces": self.namespaces,
+            "allow_imports": self.allow_imports,
             "limits": {
                 "timeout_s": self.timeout_s,
                 "max_output_bytes": self.max_output_bytes,

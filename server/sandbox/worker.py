@@ -161,10 +161,13 @@ class Runner:
         # Built before lockdown, while the extra can still be found on disk.
         self.starlark = StarlarkEngine() if starlark_available() else None
 
-    def symbols(self, job: dict[str, Any], bridge: ToolBridge) -> dict[str, Any]:
+    def modules(self) -> dict[str, Namespace]:
+        """The curated modules of a run (fresh `random` state each time): what its names and imports reach."""
+        return {**self.static_namespaces, "random": random_namespace(random.Random(os.urandom(16)))}
+
+    def symbols(self, job: dict[str, Any], bridge: ToolBridge, modules: Mapping[str, Namespace]) -> dict[str, Any]:
         symbols = dict(self.base_symbols)
-        symbols.update(self.static_namespaces)
-        symbols["random"] = random_namespace(random.Random(os.urandom(16)))
+        symbols.update(modules)
         stubs = {name: ToolStub(name, bridge) for name in [*job.get("tools", []), *META_TOOLS]}
         symbols.update(stubs)
         for pack, names in job.get("namespaces", {}).items():
@@ -192,17 +195,26 @@ class Runner:
                 done.update(self._result(found, last_value, int(limits["max_result_bytes"])))
             elif engine == "python":
                 tree = ast.parse(code)
-                violations = scan(tree)
+                allow_imports = bool(job.get("allow_imports", True))
+                modules = self.modules()
+                violations = scan(tree, modules=modules, allow_imports=allow_imports)
                 if violations:
                     first = violations[0]
                     column = None if first.column is None else first.column + 1
                     done.update(status="error", error=_error(first.code, first.message, code, (first.line, column)))
                 else:
                     evaluator = Evaluator(
-                        self.symbols(job, bridge), deadline=deadline, max_steps=MAX_STEPS, output=output
+                        self.symbols(job, bridge, modules),
+                        deadline=deadline,
+                        max_steps=MAX_STEPS,
+                        output=output,
+                        modules=modules,
+                        allow_imports=allow_imports,
                     )
-                    last = _execute(evaluator, tree)
+                    last = evaluator.execute(tree)
                     done.update(self._result(evaluator.symtable, last, int(limits["max_result_bytes"])))
+                    if done["status"] == "ok" and evaluator.imported:
+                        done["hint"] = _joined(done.get("hint"), _import_hint(evaluator.imported))
             else:
                 raise EngineUnavailable(f"unknown engine {engine!r}; the engines are {', '.join(ENGINES)}")
         except SyntaxError as exc:
@@ -212,6 +224,14 @@ class Runner:
         except Abort as exc:
             retire = isinstance(exc, Timeout | SizeLimitError) or bool(getattr(exc, "retire", False))
             done.update(status="error", error=_error(exc.code, text_of(exc), code, _where(exc)))
+        except UnboundLocalError as exc:
+            name = getattr(exc, "name", None) or "name"
+            message = (
+                f"UnboundLocalError: {text_of(exc)}. A name assigned anywhere in a function is local to it: "
+                f"to update a module-level {name} write `global {name}` in the function first (`nonlocal {name}` "
+                "for an enclosing function's)"
+            )
+            done.update(status="error", error=_error("RUNTIME_ERROR", message, code, _where(exc)))
         except NameError as exc:
             known = list(evaluator.symtable) if evaluator is not None else known
             done.update(status="error", error=_name_error(exc, known, code))
@@ -270,15 +290,13 @@ class Runner:
         return {"status": "ok", "result": result, "hint": hint}
 
 
-def _execute(evaluator: Evaluator, tree: ast.Module) -> tuple[Any, int] | None:
-    """Run the top-level statements; return the last non-None expression value and its line."""
-    last: tuple[Any, int] | None = None
-    for statement in tree.body:
-        value = evaluator.run(statement)
-        evaluator._interrupt = None
-        if isinstance(statement, ast.Expr) and value is not None:
-            last = (value, statement.lineno)
-    return last
+def _import_hint(modules: list[str]) -> str:
+    names = ", ".join(modules)
+    return f"imports are unnecessary here: {names} {'is' if len(modules) == 1 else 'are'} already available by name"
+
+
+def _joined(first: str | None, second: str) -> str:
+    return second if not first else f"{first}; {second}"
 
 
 def _where(exc: BaseException) -> tuple[int | None, int | None]:

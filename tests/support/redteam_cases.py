@@ -196,7 +196,29 @@ IMPORTS = [
     c("import-from", "from os import system", "from-import", frozenset({"IMPORT_FORBIDDEN"})),
     c("import-as", "import subprocess as sp", "import as", frozenset({"IMPORT_FORBIDDEN"})),
     c("import-relative", "from . import x", "relative import", frozenset({"IMPORT_FORBIDDEN"})),
-    c("import-whitelisted", "import json", "import of a pre-injected module", frozenset({"IMPORT_FORBIDDEN"})),
+    c("import-whitelisted", "import json\n__result__ = json.codecs", "an imported module is the real one"),
+    c("import-whitelisted-loader", "import json as j\nj.__loader__", "module internals through an import alias"),
+    c(
+        "import-from-module-internal",
+        "from json import codecs",
+        "a module's own imports",
+        frozenset({"IMPORT_FORBIDDEN"}),
+    ),
+    c(
+        "import-from-private-member",
+        "from random import _inst",
+        "the shared generator",
+        frozenset({"IMPORT_FORBIDDEN"}),
+    ),
+    c(
+        "import-from-sys-of-namespace",
+        "from statistics import sys",
+        "sys via a namespace",
+        frozenset({"IMPORT_FORBIDDEN"}),
+    ),
+    c("import-star-then-internals", "from re import *\n__result__ = enum", "what a star import binds"),
+    c("import-dotted-submodule", "import json.decoder", "a real submodule", frozenset({"IMPORT_FORBIDDEN"})),
+    c("import-future-is-inert", "from __future__ import annotations\n__result__ = 1", "a compiler directive", None),
     c(
         "import-in-function",
         "def f():\n    import os\nf()",
@@ -209,17 +231,109 @@ IMPORTS = [
 
 DEFINITIONS = [
     c("def-default-arg-capture", "def f(x=read_file):\n    return x\nf().__self__", "stub via default argument"),
-    c("def-decorator", "@print\ndef f():\n    pass", "decorators"),
+    c("def-decorator", "@print\ndef f():\n    pass\n__result__ = 1", "a decorator sees only an opaque function", None),
+    c(
+        "def-decorator-reads-internals",
+        "def d(fn):\n    return fn.code\n@d\ndef f():\n    pass",
+        "a decorator walks the function",
+    ),
     c("def-class", "class A:\n    pass", "class definitions"),
     c("def-lambda-globals", "f = lambda: 0\nf.__globals__", "lambda globals"),
-    c("def-procedure-attrs", "def f():\n    pass\nf.name", "asteval Procedure attributes"),
+    c("def-procedure-attrs", "def f():\n    pass\nf.name", "the function's own attributes"),
     c("def-procedure-interpreter", "def f():\n    pass\nf.__asteval__", "reach the interpreter"),
-    c("def-global-statement", "def f():\n    global x\n    x = 1", "global"),
-    c("def-nonlocal", "def f():\n    x = 1\n    def g():\n        nonlocal x\n    g()", "nonlocal"),
+    c(
+        "def-global-statement",
+        "def f():\n    global print\n    print = 1\nf()\n__result__ = print",
+        "a global rebinds only the run's own names",
+        None,
+    ),
+    c("def-global-dunder", "def f():\n    global __builtins__\n    return __builtins__", "builtins through global"),
+    c("def-nonlocal", "def f():\n    x = 1\n    def g():\n        nonlocal x\n    g()", "nonlocal", None),
+    c(
+        "def-nonlocal-unbound",
+        "def f():\n    def g():\n        nonlocal symtable\n    g()\nf()",
+        "nonlocal into the host",
+    ),
     c("def-recursion-bomb", "def f(n):\n    return f(n + 1)\nf(0)", "blow the C stack", LIMITED),
-    c("def-kwonly", "def f(*, a):\n    return a", "keyword-only parameters"),
-    c("def-walrus-underscore", "(_x := 1)", "walrus into an underscore name"),
-    c("def-comprehension-underscore", "[_ for _ in range(3)]", "underscore loop name"),
+    c("def-kwonly", "def f(*, a):\n    return a\n__result__ = f(a=1)", "keyword-only parameters", None),
+    c("def-walrus-underscore", "(_x := 1)", "walrus into a private name", None),
+    c("def-walrus-dunder", "(__x := 1)", "walrus into a dunder name"),
+    c("def-comprehension-underscore", "[_ for _ in range(3)]", "underscore loop name", None),
+    c("def-comprehension-dunder", "[__x for __x in range(3)]", "dunder loop name"),
+]
+
+# Closures: a function's captured cells hold only what the program itself defined, and nothing of a
+# function, a cell or a generator expression leads back to the evaluator, its symbol table or other frames.
+CLOSURES = [
+    c("closure-dunder-closure", "def mk():\n    x = 1\n    return lambda: x\nmk().__closure__", "closure cells"),
+    c(
+        "closure-cell-contents-via-format",
+        "def mk():\n    x = 1\n    return lambda: x\n'{0.__closure__[0].cell_contents}'.format(mk())",
+        "cell contents through a format field",
+    ),
+    c("closure-slot-closure", "def mk():\n    x = 1\n    return lambda: x\nmk().closure", "the captured cells"),
+    c("closure-slot-code", "f = lambda: 1\nf.code.budget", "the evaluator behind the code"),
+    c("closure-slot-enter", "f = lambda: 1\nf.enter", "the call closure"),
+    c("closure-slot-defaults", "def f(x=1):\n    return x\nf.defaults", "the defaults tuple"),
+    c("closure-format-slot-chain", "f = lambda: 1\n'{0.code.body}'.format(f)", "compiled code through format"),
+    c("closure-format-map-slot", "f = lambda: 1\n'{f.enter}'.format_map({'f': f})", "compiled code through format_map"),
+    c(
+        "closure-key-function-walk",
+        "sorted([1, 2], key=lambda v: (lambda: v).closure)",
+        "a key function walks a closure",
+    ),
+    c(
+        "closure-repr-is-opaque",
+        "def mk():\n    secret = 'x'\n    return lambda: secret\nf = mk()\n"
+        "__result__ = [repr(f), str(f), f'{f!r}', '%r' % (f,), format(f)]",
+        "a repr that shows cells, code or addresses",
+        None,
+    ),
+    c("closure-json-dump", "f = lambda: 1\njson.dumps(f)", "serialize a function", REFUSED | {"RUNTIME_ERROR"}),
+    c(
+        "closure-as-result",
+        "__result__ = lambda: 1",
+        "a function as the result",
+        frozenset({"RESULT_NOT_SERIALIZABLE"}),
+    ),
+    c(
+        "closure-over-tool-stub",
+        "def mk():\n    r = read_file\n    return lambda: r\nmk()().__self__",
+        "a stub in a cell",
+    ),
+    c(
+        "closure-traceback-frame",
+        "def f():\n    return 1 / 0\ntry:\n    f()\nexcept Exception as e:\n    __result__ = e.__traceback__.tb_frame",
+        "the frame of a function that raised",
+    ),
+    c("closure-generator-items", "g = (x for x in [1])\ng._items", "the generator behind a generator expression"),
+    c("closure-generator-frame-format", "g = (x for x in [1])\n'{0._items.gi_frame}'.format(g)", "a generator frame"),
+    c("closure-generator-repr", "__result__ = repr(x for x in [1])", "an address in a generator's repr", None),
+    c(
+        "closure-recursion-through-c",
+        "def f(n):\n    return sorted([n], key=lambda v: f(v + 1))\nf(0)",
+        "exhaust the C stack through key functions",
+        LIMITED,
+    ),
+    c(
+        "closure-timeout-in-key-function",
+        "sorted(range(100), key=lambda v: [w for w in iter(int, 1)])",
+        "a runaway inside a function called from C",
+        frozenset({"TIMEOUT"}),
+    ),
+    c(
+        "closure-timeout-in-generator-uncatchable",
+        "try:\n    list(x for x in iter(int, 1))\nexcept Exception:\n    __result__ = 'caught'",
+        "catch the deadline inside a generator",
+        frozenset({"TIMEOUT"}),
+    ),
+    c(
+        "closure-size-bomb-in-generator",
+        "try:\n    sum(len('a' * 10**10) for x in [1])\nexcept Exception:\n    __result__ = 'caught'",
+        "catch a size limit inside a generator",
+        LIMITED,
+    ),
+    c("closure-decorator-functools-like", "def d(fn):\n    return fn.__wrapped__\n@d\ndef f():\n    pass", "wrapped"),
 ]
 
 STATE = [
@@ -442,7 +556,7 @@ PROBE_2026_11_24 = [
 
 CASES: list[Case] = [
     *DUNDER, *NAMESPACES, *FORMATTING, *FRAMES, *EXCEPTIONS, *TOOLS, *BUILTINS, *IMPORTS, *DEFINITIONS,
-    *STATE, *NETWORK, *EXHAUSTION, *STDOUT, *REVIEW, *PROBE_2026_11_24,
+    *CLOSURES, *STATE, *NETWORK, *EXHAUSTION, *STDOUT, *REVIEW, *PROBE_2026_11_24,
 ]  # fmt: skip
 
 CONTROLS: list[tuple[str, str, object]] = [
@@ -466,6 +580,18 @@ CONTROLS: list[tuple[str, str, object]] = [
         "FILE_NOT_FOUND",
     ),
     ("control-functions", "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n__result__ = fib(15)", 610),
+    (
+        "control-closures",
+        "def make_adder(n):\n    return lambda x: x + n\nadd5 = make_adder(5)\n"
+        "__result__ = [add5(1), re.sub(r'\\d', lambda m: str(add5(int(m.group()))), 'a1b2')]",
+        [6, "a6b7"],
+    ),
+    (
+        "control-imports-and-names",
+        "import json\nfrom math import sqrt\nfirst, *rest = [4, 9, 16]\nfor _ in range(2):\n    pass\n"
+        "__result__ = json.loads(json.dumps([sqrt(first), len(rest)]))",
+        [2.0, 2],
+    ),
     (
         "control-sorting",
         "rows = [{'n': 'b', 'v': 2}, {'n': 'a', 'v': 2}]\n"
