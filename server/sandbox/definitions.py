@@ -15,10 +15,10 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from attp_server.sandbox.expressions import EXPRESSIONS, Context, Eval, assigner, compile_expr, store_name
-from attp_server.sandbox.functions import Cell, Code, Frame, Function, Generator
+from attp_server.sandbox.functions import Cell, Code, Frame, Function, Generator, locate, out_of_memory
 from attp_server.sandbox.limits import Forbidden
 from attp_server.sandbox.scopes import LOCAL
-from attp_server.sandbox.statements import STATEMENTS, Stmt, function_body, locate, out_of_memory
+from attp_server.sandbox.statements import STATEMENTS, Stmt, function_body
 
 
 def _code(ctx: Context, node: ast.FunctionDef | ast.Lambda) -> Code:
@@ -28,10 +28,11 @@ def _code(ctx: Context, node: ast.FunctionDef | ast.Lambda) -> Code:
     for parameter in parameters:
         if parameter is not None and parameter.arg.startswith("__"):
             raise Forbidden(f"names starting with '__' are not allowed: {parameter.arg!r}")
-    if isinstance(node, ast.Lambda):
-        name, body = "<lambda>", _lambda_body(inner, node.body)
+    where: ast.AST
+    if isinstance(node, ast.Lambda):  # errors located by the function's entry, at the lambda's expression
+        name, body, where = "<lambda>", compile_expr(inner, node.body), node.body
     else:
-        name, body = node.name, function_body(inner, node.body)
+        name, body, where = node.name, function_body(inner, node.body), node
     return Code(
         name,
         body,
@@ -43,22 +44,8 @@ def _code(ctx: Context, node: ast.FunctionDef | ast.Lambda) -> Code:
         cellvars=inner.scope.cellvars,
         freevars=inner.scope.freevars,
         budget=ctx.evaluator,
+        where=where,
     )
-
-
-def _lambda_body(ctx: Context, node: ast.expr) -> Callable[[Frame], Any]:
-    value = compile_expr(ctx, node)
-
-    def lambda_body(f: Frame) -> Any:
-        try:
-            return value(f)
-        except MemoryError:
-            raise out_of_memory(node) from None
-        except BaseException as exc:
-            locate(exc, node)
-            raise
-
-    return lambda_body
 
 
 def _maker(ctx: Context, node: ast.FunctionDef | ast.Lambda) -> Callable[[Frame], Function]:

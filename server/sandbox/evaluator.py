@@ -23,8 +23,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from asteval import Interpreter
-from attp_server.sandbox import definitions, imports  # noqa: F401  (they register their compilers)
+from attp_server.sandbox import alarm, arithmetic, calls, definitions, imports  # noqa: F401  (they register compilers)
 from attp_server.sandbox.expressions import Context, compile_expr
+from attp_server.sandbox.functions import locate
 from attp_server.sandbox.limits import (
     MAX_FORMAT_WIDTH,
     MAX_INT_BITS,
@@ -36,7 +37,7 @@ from attp_server.sandbox.limits import (
 from attp_server.sandbox.namespaces import check_power
 from attp_server.sandbox.policy import register_exception
 from attp_server.sandbox.scopes import analyze
-from attp_server.sandbox.statements import compile_stmt, locate
+from attp_server.sandbox.statements import compile_stmt
 
 CHECK_EVERY = 64
 """Steps (loop iterations and calls) between two deadline checks: some tens of microseconds of evaluation."""
@@ -222,6 +223,8 @@ class Evaluator(Interpreter):  # type: ignore[misc]
         self.max_steps = max_steps
         self.steps = 0
         self.left = CHECK_EVERY
+        self.tick_calls = not alarm.available()
+        """Whether calls spend steps too: only when the deadline cannot be a timer signal (`alarm`)."""
         self.handling: list[BaseException] = []
         self.symtable = symbols
         self.modules: dict[str, Any] = dict(modules or {})
@@ -243,13 +246,14 @@ class Evaluator(Interpreter):  # type: ignore[misc]
         context = Context(self, scopes[tree], scopes)
         symbols = self.symtable
         last: tuple[Any, int] | None = None
-        for statement in tree.body:
-            if statement.__class__ is ast.Expr:
-                value = _compiled(context, statement.value, compile_expr)(symbols)
-                if value is not None:
-                    last = (value, statement.lineno)
-            else:
-                _compiled(context, statement, compile_stmt)(symbols)
+        with alarm.armed(self.deadline):
+            for statement in tree.body:
+                if statement.__class__ is ast.Expr:
+                    value = _compiled(context, statement.value, compile_expr)(symbols)
+                    if value is not None:
+                        last = (value, statement.lineno)
+                else:
+                    _compiled(context, statement, compile_stmt)(symbols)
         return last
 
     def run(self, node: Any, expr: Any = None, lineno: Any = None, with_raise: bool = True) -> Any:

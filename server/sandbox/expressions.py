@@ -14,21 +14,17 @@ from __future__ import annotations
 
 import ast
 import operator
-from collections.abc import Callable, Iterable
-from types import MethodDescriptorType
+from collections.abc import Callable
 from typing import Any
 
-from attp_server.sandbox.functions import Frame, Function
+from attp_server.sandbox.functions import Frame
 from attp_server.sandbox.limits import MAX_SEQUENCE_LEN, Forbidden, SizeLimitError
 from attp_server.sandbox.namespaces import check_format_spec
 from attp_server.sandbox.policy import RESULT_NAME, get_attribute, plain_attribute
-from attp_server.sandbox.scopes import CELL, GLOBAL, LOCAL, Scope
+from attp_server.sandbox.scopes import CELL, LOCAL, Scope
 
 Eval = Callable[[Frame], Any]
 Store = Callable[[Frame, Any], None]
-
-SMALL = 1 << 31
-"""Integers below this (in magnitude) multiply without a size check: the product is under 64 bits."""
 
 
 class Context:
@@ -96,10 +92,127 @@ def _name(ctx: Context, node: ast.Name) -> Eval:
     return load_global
 
 
+def operand(ctx: Context, node: ast.expr, *, compiled: bool = True) -> tuple[str, Any]:
+    """How a parent node reads `node`: ("const", value), ("frame", name) or ("expr", closure).
+
+    With `compiled` False, an "expr" comes back uncompiled (its payload None).
+
+    A "frame" name is one kept in the frame dict itself: a function's local, or any name at module level
+    (where the frame is the run's symbol table).
+    """
+    if node.__class__ is ast.Constant:
+        return "const", node.value
+    if node.__class__ is ast.UnaryOp and node.op.__class__ is ast.USub and node.operand.__class__ is ast.Constant:
+        value = node.operand.value
+        if value.__class__ in (int, float):
+            return "const", -value
+    if (
+        node.__class__ is ast.Name
+        and (ctx.scope.kind == "module" or ctx.where(node.id) == LOCAL)
+        and not node.id.startswith("__")
+    ):
+        return "frame", node.id
+    return "expr", compile_expr(ctx, node) if compiled else None
+
+
+CLOSURE, FRAME, CONST, FRAME_CONST, FRAME_FRAME = range(5)
+"""Kinds of `Inline`: how a parent closure computes a child's value without calling a closure for it."""
+
+INLINE_OPERATORS: dict[type, Callable[[Any, Any], Any]] = {
+    ast.Sub: operator.sub,
+    ast.FloorDiv: operator.floordiv,
+    ast.Div: operator.truediv,
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.Is: operator.is_,
+    ast.IsNot: operator.is_not,
+}
+"""C operators that never build a big value: a parent may apply them to names it reads itself."""
+
+GUARDED_OPERATORS: dict[type, Callable[[Any, Any], Any]] = {ast.Add: operator.add, ast.Mod: operator.mod}
+"""Applied inline only to an int name and an int constant (``i + 1``, ``n % 10``); else the checked operator."""
+
+
+class Inline:
+    """A child expression in the form its parent evaluates inline, by `kind`:
+
+    CLOSURE: ``closure(f)``; FRAME: ``f[name]``; CONST: ``value``; FRAME_CONST: ``op(f[name], value)``;
+    FRAME_FRAME: ``op(f[name], f[other])``. With `checked` set (``+`` and ``%``), the inline `op` applies
+    only when ``f[name]`` is an int; any other value goes through `checked`, the size-checked operator.
+    """
+
+    __slots__ = ("checked", "closure", "kind", "name", "op", "other", "value")
+
+    def __init__(self, kind: int, *, closure: Any = None, name: Any = None, value: Any = None, other: Any = None,
+                 op: Any = None, checked: Any = None) -> None:  # fmt: skip
+        self.kind, self.closure, self.name, self.value, self.other = kind, closure, name, value, other
+        self.op, self.checked = op, checked
+
+
+def inline(ctx: Context, node: ast.expr) -> Inline:
+    """`node` as its parent can evaluate it without a call, when its shape allows."""
+    kind, payload = operand(ctx, node, compiled=False)
+    if kind == "const":
+        return Inline(CONST, value=payload)
+    if kind == "frame":
+        return Inline(FRAME, name=payload)
+    op_class: type
+    if node.__class__ is ast.Compare and len(node.ops) == 1:
+        op_class, left_node, right_node = node.ops[0].__class__, node.left, node.comparators[0]
+    elif node.__class__ is ast.BinOp:
+        op_class, left_node, right_node = node.op.__class__, node.left, node.right
+    else:
+        return Inline(CLOSURE, closure=compile_expr(ctx, node))
+    (lk, left), (rk, right) = operand(ctx, left_node, compiled=False), operand(ctx, right_node, compiled=False)
+    if lk == "frame" and op_class in INLINE_OPERATORS:
+        if rk == "const":
+            return Inline(FRAME_CONST, name=left, value=right, op=INLINE_OPERATORS[op_class])
+        if rk == "frame":
+            return Inline(FRAME_FRAME, name=left, other=right, op=INLINE_OPERATORS[op_class])
+    if lk == "frame" and rk == "const" and op_class in GUARDED_OPERATORS and right.__class__ is int:
+        checked = ctx.operators[op_class]
+        return Inline(FRAME_CONST, name=left, value=right, op=GUARDED_OPERATORS[op_class], checked=checked)
+    return Inline(CLOSURE, closure=compile_expr(ctx, node))
+
+
+def inline_or_closure(ctx: Context, node: ast.expr) -> Inline:
+    """`inline`, with `closure` set whatever the kind: parents inline the kinds they handle and call the rest."""
+    spec = inline(ctx, node)
+    if spec.kind != CLOSURE:
+        spec.closure = compile_expr(ctx, node)
+    return spec
+
+
+def reader(name: str, absent: Callable[[str], NameError]) -> Eval:
+    """A closure reading `name` from the frame dict (for the shapes no parent reads inline)."""
+
+    def read(f: Frame) -> Any:
+        try:
+            return f[name]
+        except KeyError:
+            raise absent(name) from None
+
+    return read
+
+
 def unbound_local(name: str) -> UnboundLocalError:
     return UnboundLocalError(
         f"cannot access local variable {name!r} where it is not associated with a value", name=name
     )
+
+
+def undefined(name: str) -> NameError:
+    return NameError(f"name {name!r} is not defined", name=name)
+
+
+def missing_name(ctx: Context) -> Callable[[str], NameError]:
+    """The error for a name read from the frame dict that is not there: a function's unbound local, or a
+    module-level name never defined."""
+    return undefined if ctx.scope.kind == "module" else unbound_local
 
 
 def unbound_free(name: str) -> NameError:
@@ -235,121 +348,6 @@ def _constant(ctx: Context, node: ast.Constant) -> Eval:
     return const
 
 
-def _binop(ctx: Context, node: ast.BinOp) -> Eval:
-    op = node.op.__class__
-    left, checked = compile_expr(ctx, node.left), ctx.operators[op]
-    is_const, c = constant(node.right)
-    right = c if is_const else compile_expr(ctx, node.right)
-    factory = _BINARY_FAST.get(op)
-    if factory is not None:
-        return factory(left, right, is_const, checked)
-    if is_const:
-        return lambda f: checked(left(f), c)
-    return lambda f: checked(left(f), right(f))
-
-
-# Each factory: (left, right, right_is_constant, the size-checked operator) -> closure. The fast paths
-# handle only values that cannot grow big (small ints); everything else goes through `checked`.
-
-
-def _add(left: Eval, right: Any, const: bool, checked: Callable[[Any, Any], Any]) -> Eval:
-    if const:
-        c = right
-
-        def add_const(f: Frame) -> Any:
-            a = left(f)
-            if a.__class__ is int and c.__class__ is int:
-                return a + c
-            return checked(a, c)
-
-        return add_const
-
-    def add(f: Frame) -> Any:
-        a, b = left(f), right(f)
-        if a.__class__ is int and b.__class__ is int:
-            return a + b
-        return checked(a, b)
-
-    return add
-
-
-def _mul(left: Eval, right: Any, const: bool, checked: Callable[[Any, Any], Any]) -> Eval:
-    if const:
-        c = right
-        if c.__class__ is not int or not -SMALL < c < SMALL:
-            return lambda f: checked(left(f), c)
-
-        def mul_small(f: Frame) -> Any:
-            a = left(f)
-            if a.__class__ is int and -SMALL < a < SMALL:
-                return a * c
-            return checked(a, c)
-
-        return mul_small
-
-    def mul(f: Frame) -> Any:
-        a, b = left(f), right(f)
-        if a.__class__ is int and b.__class__ is int and -SMALL < a < SMALL and -SMALL < b < SMALL:
-            return a * b
-        return checked(a, b)
-
-    return mul
-
-
-def _mod(left: Eval, right: Any, const: bool, checked: Callable[[Any, Any], Any]) -> Eval:
-    # int % anything is never big and never a %-format; text goes through the checked operator.
-    if const:
-        c = right
-
-        def mod_const(f: Frame) -> Any:
-            a = left(f)
-            if a.__class__ is int:
-                return a % c
-            return checked(a, c)
-
-        return mod_const
-
-    def mod(f: Frame) -> Any:
-        a = left(f)
-        if a.__class__ is int:
-            return a % right(f)
-        return checked(a, right(f))
-
-    return mod
-
-
-def _sub(left: Eval, right: Any, const: bool, checked: Callable[[Any, Any], Any]) -> Eval:
-    if const:
-        c = right
-        return lambda f: left(f) - c
-    return lambda f: left(f) - right(f)
-
-
-def _plain(symbol: Callable[[Any, Any], Any]) -> Callable[[Eval, Any, bool, Any], Eval]:
-    """Operators that never build a big value (``/``, ``//``, ``&``, ``>>``, ...): no size check."""
-
-    def factory(left: Eval, right: Any, const: bool, checked: Any) -> Eval:
-        if const:
-            c = right
-            return lambda f: symbol(left(f), c)
-        return lambda f: symbol(left(f), right(f))
-
-    return factory
-
-
-_BINARY_FAST: dict[type, Callable[[Eval, Any, bool, Callable[[Any, Any], Any]], Eval]] = {
-    ast.Add: _add,
-    ast.Sub: _sub,
-    ast.Mult: _mul,
-    ast.Mod: _mod,
-    ast.Div: _plain(operator.truediv),
-    ast.FloorDiv: _plain(operator.floordiv),
-    ast.BitAnd: _plain(operator.and_),
-    ast.BitOr: _plain(operator.or_),
-    ast.BitXor: _plain(operator.xor),
-    ast.RShift: _plain(operator.rshift),
-}
-
 _UNARY: dict[type, Callable[[Any], Any]] = {
     ast.Not: operator.not_,
     ast.USub: operator.neg,
@@ -384,152 +382,35 @@ def _boolop(ctx: Context, node: ast.BoolOp) -> Eval:
     values = [compile_expr(ctx, v) for v in node.values]
     is_and = node.op.__class__ is ast.And
     if len(values) == 2:
-        first, second = values
-        if is_and:
+        kind, first = operand(ctx, node.values[0])
+        second = values[1]
+        if kind != "frame":
+            first = values[0]
+        name, absent = (first if kind == "frame" else None), missing_name(ctx)
 
-            def and2(f: Frame) -> Any:
-                return first(f) and second(f)
+        def boolop2(f: Frame) -> Any:
+            if name is None:
+                a = first(f)
+            else:
+                try:
+                    a = f[name]
+                except KeyError:
+                    raise absent(name) from None
+            if is_and:
+                return a and second(f)
+            return a or second(f)
 
-            return and2
-
-        def or2(f: Frame) -> Any:
-            return first(f) or second(f)
-
-        return or2
+        return boolop2
 
     def boolop(f: Frame) -> Any:
         value = None
-        for operand in values:
-            value = operand(f)
+        for operand_ in values:
+            value = operand_(f)
             if bool(value) is not is_and:
                 return value
         return value
 
     return boolop
-
-
-_COMPARE: dict[type, Callable[[Any, Any], Any]] = {
-    ast.Eq: operator.eq,
-    ast.NotEq: operator.ne,
-    ast.Lt: operator.lt,
-    ast.LtE: operator.le,
-    ast.Gt: operator.gt,
-    ast.GtE: operator.ge,
-    ast.Is: operator.is_,
-    ast.IsNot: operator.is_not,
-    ast.In: lambda a, b: a in b,
-    ast.NotIn: lambda a, b: a not in b,
-}
-
-
-def _compare(ctx: Context, node: ast.Compare) -> Eval:
-    left = compile_expr(ctx, node.left)
-    if len(node.ops) == 1:
-        op = node.ops[0].__class__
-        is_const, c = constant(node.comparators[0])
-        factory = _COMPARE_FAST.get(op)
-        if factory is not None:
-            return factory(left, c, True) if is_const else factory(left, compile_expr(ctx, node.comparators[0]), False)
-    operations = [_COMPARE[op.__class__] for op in node.ops]
-    comparators = [compile_expr(ctx, c) for c in node.comparators]
-    pairs = list(zip(operations, comparators, strict=True))
-
-    def compare(f: Frame) -> Any:
-        a = left(f)
-        result: Any = True
-        for operation, comparator in pairs:
-            b = comparator(f)
-            result = operation(a, b)
-            if not result:
-                return result
-            a = b
-        return result
-
-    return compare
-
-
-def _cmp_lt(left: Eval, right: Any, const: bool) -> Eval:
-    if const:
-        c = right
-        return lambda f: left(f) < c
-    return lambda f: left(f) < right(f)
-
-
-def _cmp_le(left: Eval, right: Any, const: bool) -> Eval:
-    if const:
-        c = right
-        return lambda f: left(f) <= c
-    return lambda f: left(f) <= right(f)
-
-
-def _cmp_gt(left: Eval, right: Any, const: bool) -> Eval:
-    if const:
-        c = right
-        return lambda f: left(f) > c
-    return lambda f: left(f) > right(f)
-
-
-def _cmp_ge(left: Eval, right: Any, const: bool) -> Eval:
-    if const:
-        c = right
-        return lambda f: left(f) >= c
-    return lambda f: left(f) >= right(f)
-
-
-def _cmp_eq(left: Eval, right: Any, const: bool) -> Eval:
-    if const:
-        c = right
-        return lambda f: left(f) == c
-    return lambda f: left(f) == right(f)
-
-
-def _cmp_ne(left: Eval, right: Any, const: bool) -> Eval:
-    if const:
-        c = right
-        return lambda f: left(f) != c
-    return lambda f: left(f) != right(f)
-
-
-def _cmp_in(left: Eval, right: Any, const: bool) -> Eval:
-    if const:
-        c = right
-        return lambda f: left(f) in c
-    return lambda f: left(f) in right(f)
-
-
-def _cmp_not_in(left: Eval, right: Any, const: bool) -> Eval:
-    if const:
-        c = right
-        return lambda f: left(f) not in c
-    return lambda f: left(f) not in right(f)
-
-
-def _cmp_is(left: Eval, right: Any, const: bool) -> Eval:
-    if const:
-        c = right
-        return lambda f: left(f) is c
-    return lambda f: left(f) is right(f)
-
-
-def _cmp_is_not(left: Eval, right: Any, const: bool) -> Eval:
-    if const:
-        c = right
-        return lambda f: left(f) is not c
-    return lambda f: left(f) is not right(f)
-
-
-_COMPARE_FAST: dict[type, Callable[[Eval, Any, bool], Eval]] = {
-    ast.Lt: _cmp_lt,
-    ast.LtE: _cmp_le,
-    ast.Gt: _cmp_gt,
-    ast.GtE: _cmp_ge,
-    ast.Eq: _cmp_eq,
-    ast.NotEq: _cmp_ne,
-    ast.In: _cmp_in,
-    ast.NotIn: _cmp_not_in,
-    ast.Is: _cmp_is,
-    ast.IsNot: _cmp_is_not,
-}
 
 
 def _ifexp(ctx: Context, node: ast.IfExp) -> Eval:
@@ -575,18 +456,24 @@ def _attribute(ctx: Context, node: ast.Attribute) -> Eval:
 
 
 def _subscript(ctx: Context, node: ast.Subscript) -> Eval:
-    value = compile_expr(ctx, node.value)
-    is_const, c = constant(node.slice)
-    if is_const:
-
-        def item_const(f: Frame) -> Any:
-            return value(f)[c]
-
-        return item_const
-    key = compile_expr(ctx, node.slice)
+    (kind, value), (key_kind, key) = operand(ctx, node.value), operand(ctx, node.slice)
+    if kind == "const":
+        value = compile_expr(ctx, node.value)
+    container = value if kind == "frame" else None
+    absent = missing_name(ctx)
+    if key_kind == "frame":
+        key = reader(key, absent)
+    constant_key = key_kind == "const"
 
     def item(f: Frame) -> Any:
-        return value(f)[key(f)]
+        if container is None:
+            obj = value(f)
+        else:
+            try:
+                obj = f[container]
+            except KeyError:
+                raise absent(container) from None
+        return obj[key] if constant_key else obj[key(f)]
 
     return item
 
@@ -703,195 +590,11 @@ def _joinedstr(ctx: Context, node: ast.JoinedStr) -> Eval:
     return joined
 
 
-# ---------------------------------------------------------------- calls
-
-
-def _call(ctx: Context, node: ast.Call) -> Eval:
-    simple = not node.keywords and not any(a.__class__ is ast.Starred for a in node.args)
-    if not simple:
-        return _general_call(ctx, node)
-    args = [compile_expr(ctx, a) for a in node.args]
-    func = node.func
-    if func.__class__ is ast.Attribute and func.ctx.__class__ is ast.Load:
-        return _method_call(compile_expr(ctx, func.value), func.attr, args)
-    function = compile_expr(ctx, func)
-    if func.__class__ is ast.Name and ctx.where(func.id) == GLOBAL:
-        return _global_call(ctx.globals, func.id, args)
-    if not args:
-
-        def call0(f: Frame) -> Any:
-            fn = function(f)
-            if fn.__class__ is Function and fn.arity == 0:
-                return fn.enter()
-            return fn()
-
-        return call0
-    if len(args) == 1:
-        (a0,) = args
-
-        def call1(f: Frame) -> Any:
-            fn = function(f)
-            if fn.__class__ is Function and fn.arity == 1:
-                return fn.enter(a0(f))
-            return fn(a0(f))
-
-        return call1
-    if len(args) == 2:
-        a0, a1 = args
-
-        def call2(f: Frame) -> Any:
-            fn = function(f)
-            if fn.__class__ is Function and fn.arity == 2:
-                return fn.enter(a0(f), a1(f))
-            return fn(a0(f), a1(f))
-
-        return call2
-
-    def call(f: Frame) -> Any:
-        return function(f)(*[a(f) for a in args])
-
-    return call
-
-
-def _global_call(g: Frame, name: str, args: list[Eval]) -> Eval:
-    """A call of a global name (a builtin, a tool, a module-level function): the name read inline."""
-
-    def missing() -> NameError:
-        return NameError(f"name {name!r} is not defined", name=name)
-
-    if not args:
-
-        def call0(f: Frame) -> Any:
-            try:
-                fn = g[name]
-            except KeyError:
-                raise missing() from None
-            if fn.__class__ is Function and fn.arity == 0:
-                return fn.enter()
-            return fn()
-
-        return call0
-    if len(args) == 1:
-        (a0,) = args
-
-        def call1(f: Frame) -> Any:
-            try:
-                fn = g[name]
-            except KeyError:
-                raise missing() from None
-            if fn.__class__ is Function and fn.arity == 1:
-                return fn.enter(a0(f))
-            return fn(a0(f))
-
-        return call1
-    if len(args) == 2:
-        a0, a1 = args
-
-        def call2(f: Frame) -> Any:
-            try:
-                fn = g[name]
-            except KeyError:
-                raise missing() from None
-            if fn.__class__ is Function and fn.arity == 2:
-                return fn.enter(a0(f), a1(f))
-            return fn(a0(f), a1(f))
-
-        return call2
-
-    def call(f: Frame) -> Any:
-        try:
-            fn = g[name]
-        except KeyError:
-            raise missing() from None
-        return fn(*[a(f) for a in args])
-
-    return call
-
-
-def _method_call(obj: Eval, name: str, args: list[Eval]) -> Eval:
-    """``obj.name(args)``: the policy decides once per class; a plain method is then called unbound, directly."""
-    known: type | None = None  # the last class whose `name` is a plain method, and that method, unbound
-    unbound: Any = None
-
-    def lookup(target: Any) -> Callable[..., Any]:
-        nonlocal known, unbound
-        cls = target.__class__
-        found: Callable[..., Any] = get_attribute(target, name)
-        if plain_attribute(cls, name):
-            method = getattr(cls, name, None)
-            if method.__class__ is MethodDescriptorType:
-                known, unbound = cls, method
-        return found
-
-    if not args:
-
-        def method0(f: Frame) -> Any:
-            target = obj(f)
-            if target.__class__ is known:
-                return unbound(target)
-            return lookup(target)()
-
-        return method0
-    if len(args) == 1:
-        (a0,) = args
-
-        def method1(f: Frame) -> Any:
-            target = obj(f)
-            if target.__class__ is known:
-                return unbound(target, a0(f))
-            return lookup(target)(a0(f))
-
-        return method1
-
-    def method(f: Frame) -> Any:
-        target = obj(f)
-        if target.__class__ is known:
-            return unbound(target, *[a(f) for a in args])
-        found = lookup(target)
-        return found(*[a(f) for a in args])
-
-    return method
-
-
-def _general_call(ctx: Context, node: ast.Call) -> Eval:
-    """Calls with keywords or ``*``/``**`` unpacking."""
-    function = compile_expr(ctx, node.func)
-    args = elements(ctx, node.args)
-    keywords = [(k.arg, compile_expr(ctx, k.value)) for k in node.keywords]
-
-    def call(f: Frame) -> Any:
-        fn = function(f)
-        values = args(f)
-        kwargs: dict[str, Any] = {}
-        mine = fn.__class__ is Function
-        for name, value in keywords:
-            if name is None:
-                extra = value(f)
-                if not isinstance(extra, dict):
-                    raise TypeError(f"argument after ** must be a dict, not {type(extra).__name__}")
-                items: Iterable[tuple[Any, Any]] = extra.items()
-            else:
-                items = ((name, value(f)),)
-            for key, item in items:
-                if not isinstance(key, str) or (key.startswith("_") and not (mine and not key.startswith("__"))):
-                    raise Forbidden(f"keyword argument name {key!r} is not allowed")
-                if key in kwargs:
-                    raise TypeError(f"got multiple values for keyword argument {key!r}")
-                kwargs[key] = item
-        if mine:
-            return fn.code.call(fn, tuple(values), kwargs)
-        return fn(*values, **kwargs)
-
-    return call
-
-
 EXPRESSIONS: dict[type, Callable[[Context, Any], Eval]] = {
     ast.Name: _name,
     ast.Constant: _constant,
-    ast.BinOp: _binop,
     ast.UnaryOp: _unaryop,
     ast.BoolOp: _boolop,
-    ast.Compare: _compare,
     ast.IfExp: _ifexp,
     ast.NamedExpr: _namedexpr,
     ast.Attribute: _attribute,
@@ -904,6 +607,5 @@ EXPRESSIONS: dict[type, Callable[[Context, Any], Eval]] = {
     ast.Starred: _starred,
     ast.FormattedValue: _formatted,
     ast.JoinedStr: _joinedstr,
-    ast.Call: _call,
 }
 """Node class -> compiler. Lambdas and comprehensions are registered by the modules that compile them."""

@@ -11,17 +11,34 @@ defining frame and every closure share, as in CPython.
 
 from __future__ import annotations
 
+import ast
+import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
+
+from attp_server.sandbox.limits import SizeLimitError
 
 Frame = dict[str, Any]
 Body = Callable[[Frame], Any]
 
 
+def locate(exc: BaseException, node: ast.AST) -> None:
+    """Stamp `exc` with where it happened, unless a statement nearer to it already did."""
+    if not hasattr(exc, "attp_line"):
+        with contextlib.suppress(AttributeError):
+            exc.attp_line = (node.lineno, node.col_offset)  # type: ignore[attr-defined]
+
+
+def out_of_memory(node: ast.AST) -> SizeLimitError:
+    return SizeLimitError(f"the program ran out of memory at line {getattr(node, 'lineno', '?')}")
+
+
 class Budget(Protocol):
-    """The evaluator's step budget: every call spends one step (``left -= 1``); `spend` runs when it is out."""
+    """The evaluator's step budget: every loop iteration spends one step (``left -= 1``), and so does every
+    call when the deadline is not a timer signal (`tick_calls`); `spend` runs when the countdown is out."""
 
     left: int
+    tick_calls: bool
 
     def spend(self) -> None: ...
 
@@ -56,6 +73,7 @@ class Code:
         cellvars: list[str],
         freevars: list[str],
         budget: Budget,
+        where: ast.AST,
     ) -> None:
         self.name = name
         self.body = body
@@ -69,6 +87,8 @@ class Code:
         self.new_cells = [c for c in cellvars if c not in self.param_cells]
         self.freevars = freevars
         self.budget = budget
+        self.where = where
+        """Where an error no statement located is reported: a lambda's expression, or the ``def`` line."""
 
     def bind(self, function: Function, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Frame:
         """A new frame for a call, its arguments bound as CPython binds them (same errors, same messages)."""
@@ -129,13 +149,22 @@ class Code:
 
     def call(self, function: Function, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """The slow path: any arguments, any signature."""
+        where = self.where
         frame = self.bind(function, args, kwargs)
         self.enclose(function, frame)
         budget = self.budget
-        budget.left -= 1
-        if budget.left < 0:
-            budget.spend()
-        return self.body(frame)
+        tick = budget.tick_calls
+        if tick:
+            budget.left -= 1
+            if budget.left < 0:
+                budget.spend()
+        try:
+            return self.body(frame)
+        except MemoryError:
+            raise out_of_memory(where) from None
+        except BaseException as exc:
+            locate(exc, where)
+            raise
 
     def enclose(self, function: Function, frame: Frame) -> None:
         """Put the call's cells in its frame: fresh ones for captured locals, the definition's for free names."""
@@ -155,7 +184,8 @@ class Code:
         ``*args``, ``**kwargs``, keyword-only parameters or more than three parameters. Call sites check
         the count and call the closure directly: no argument tuple, no binding loop.
         """
-        body, budget, names = self.body, self.budget, self.positional
+        body, budget, names, where = self.body, self.budget, self.positional, self.where
+        tick = budget.tick_calls
         if self.vararg is not None or self.varkw is not None or self.kwonly or len(names) > 3:
             return -1, lambda *args: self.call(function, args, {})
         closure = function.closure
@@ -165,19 +195,33 @@ class Code:
             def enter_cells(*args: Any) -> Any:
                 frame = dict(zip(names, args, strict=True))
                 enclose(function, frame)
-                budget.left -= 1
-                if budget.left < 0:
-                    budget.spend()
-                return body(frame)
+                if tick:
+                    budget.left -= 1
+                    if budget.left < 0:
+                        budget.spend()
+                try:
+                    return body(frame)
+                except MemoryError:
+                    raise out_of_memory(where) from None
+                except BaseException as exc:
+                    locate(exc, where)
+                    raise
 
             return len(names), enter_cells
         if not names:
 
             def enter0() -> Any:
-                budget.left -= 1
-                if budget.left < 0:
-                    budget.spend()
-                return body(closure.copy())
+                if tick:
+                    budget.left -= 1
+                    if budget.left < 0:
+                        budget.spend()
+                try:
+                    return body(closure.copy())
+                except MemoryError:
+                    raise out_of_memory(where) from None
+                except BaseException as exc:
+                    locate(exc, where)
+                    raise
 
             return 0, enter0
         if len(names) == 1:
@@ -187,18 +231,32 @@ class Code:
                 def enter1_closure(a: Any) -> Any:
                     frame = closure.copy()
                     frame[first] = a
-                    budget.left -= 1
-                    if budget.left < 0:
-                        budget.spend()
-                    return body(frame)
+                    if tick:
+                        budget.left -= 1
+                        if budget.left < 0:
+                            budget.spend()
+                    try:
+                        return body(frame)
+                    except MemoryError:
+                        raise out_of_memory(where) from None
+                    except BaseException as exc:
+                        locate(exc, where)
+                        raise
 
                 return 1, enter1_closure
 
             def enter1(a: Any) -> Any:
-                budget.left -= 1
-                if budget.left < 0:
-                    budget.spend()
-                return body({first: a})
+                if tick:
+                    budget.left -= 1
+                    if budget.left < 0:
+                        budget.spend()
+                try:
+                    return body({first: a})
+                except MemoryError:
+                    raise out_of_memory(where) from None
+                except BaseException as exc:
+                    locate(exc, where)
+                    raise
 
             return 1, enter1
         if len(names) == 2:
@@ -208,10 +266,17 @@ class Code:
                 frame = closure.copy()
                 frame[first] = a
                 frame[second] = b
-                budget.left -= 1
-                if budget.left < 0:
-                    budget.spend()
-                return body(frame)
+                if tick:
+                    budget.left -= 1
+                    if budget.left < 0:
+                        budget.spend()
+                try:
+                    return body(frame)
+                except MemoryError:
+                    raise out_of_memory(where) from None
+                except BaseException as exc:
+                    locate(exc, where)
+                    raise
 
             return 2, enter2
         first, second, third = names
@@ -221,10 +286,17 @@ class Code:
             frame[first] = a
             frame[second] = b
             frame[third] = c
-            budget.left -= 1
-            if budget.left < 0:
-                budget.spend()
-            return body(frame)
+            if tick:
+                budget.left -= 1
+                if budget.left < 0:
+                    budget.spend()
+            try:
+                return body(frame)
+            except MemoryError:
+                raise out_of_memory(where) from None
+            except BaseException as exc:
+                locate(exc, where)
+                raise
 
         return 3, enter3
 
@@ -232,7 +304,18 @@ class Code:
 class Function:
     """A function the program defined. Nothing of it is reachable from the program but calling it."""
 
-    __slots__ = ("__name__", "__qualname__", "arity", "closure", "code", "defaults", "enter", "kwdefaults")
+    __slots__ = (
+        "__name__",
+        "__qualname__",
+        "arity",
+        "body",
+        "closure",
+        "code",
+        "defaults",
+        "enter",
+        "first",
+        "kwdefaults",
+    )
 
     def __init__(self, code: Code, defaults: tuple[Any, ...], kwdefaults: dict[str, Any], closure: Frame) -> None:
         self.code = code
@@ -241,6 +324,10 @@ class Function:
         self.closure = closure
         self.__name__ = self.__qualname__ = code.name
         self.arity, self.enter = code.entry(self)
+        plain = self.arity >= 0 and not closure and not code.param_cells and not code.new_cells
+        self.body: Body | None = code.body if plain else None
+        """Set when a call site may build the frame itself: no cells, no closure, positional parameters only."""
+        self.first: str | None = code.positional[0] if plain and self.arity == 1 else None
 
     def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
         if kwargs or len(args) != self.arity:

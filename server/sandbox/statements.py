@@ -20,31 +20,28 @@ from collections.abc import Callable
 from typing import Any
 
 from attp_server.sandbox.expressions import (
+    CLOSURE,
+    CONST,
+    FRAME_CONST,
+    FRAME_FRAME,
     Context,
     assigner,
     compile_expr,
     delete_name,
+    inline_or_closure,
+    missing_name,
+    operand,
     store_name,
+    unbound_free,
 )
-from attp_server.sandbox.functions import Frame
+from attp_server.sandbox.functions import Frame, locate, out_of_memory
 from attp_server.sandbox.limits import MAX_SEQUENCE_LEN, Forbidden, SizeLimitError
-from attp_server.sandbox.scopes import LOCAL
+from attp_server.sandbox.scopes import CELL, LOCAL
 
 Stmt = Callable[[Frame], Any]
 
 BREAK = object()
 CONTINUE = object()
-
-
-def locate(exc: BaseException, node: ast.AST) -> None:
-    """Stamp `exc` with where it happened, unless a statement nearer to it already did."""
-    if not hasattr(exc, "attp_line"):
-        with contextlib.suppress(AttributeError):
-            exc.attp_line = (node.lineno, node.col_offset)  # type: ignore[attr-defined]
-
-
-def out_of_memory(node: ast.AST) -> SizeLimitError:
-    return SizeLimitError(f"the program ran out of memory at line {getattr(node, 'lineno', '?')}")
 
 
 def compile_stmt(ctx: Context, node: ast.stmt) -> Stmt:
@@ -121,16 +118,35 @@ def _tail(ctx: Context, statements: list[ast.stmt]) -> Callable[[Frame], Any]:
     return _with_prefix(ctx, statements, lambda f: None)
 
 
-def _with_prefix(ctx: Context, prefix: list[ast.stmt], ending: Callable[[Frame], Any]) -> Callable[[Frame], Any]:
+def _with_prefix(
+    ctx: Context, prefix: list[ast.stmt], ending: Callable[[Frame], Any] | ast.Return | None
+) -> Callable[[Frame], Any]:
+    """`prefix`, then `ending`: a closure giving the value, a ``return`` statement, or None (falling off the end)."""
+    constant, value = True, None
+    if isinstance(ending, ast.Return):
+        kind, value = operand(ctx, ending.value, compiled=False) if ending.value is not None else ("const", None)
+        if kind != "const":
+            constant, ending = False, _returned(ctx, ending)
+    elif ending is not None:
+        constant = False
     if not prefix:
-        return ending
+        return (lambda f: value) if constant else ending  # type: ignore[return-value]
     before = block(ctx, prefix)
+    if constant:
+
+        def tail_constant(f: Frame) -> Any:
+            signal = before(f)
+            if signal is not None:
+                return signal[0]
+            return value
+
+        return tail_constant
 
     def tail(f: Frame) -> Any:
         signal = before(f)
         if signal is not None:
             return signal[0]
-        return ending(f)
+        return ending(f)  # type: ignore[misc,operator]
 
     return tail
 
@@ -138,7 +154,21 @@ def _with_prefix(ctx: Context, prefix: list[ast.stmt], ending: Callable[[Frame],
 def _returned(ctx: Context, node: ast.Return) -> Callable[[Frame], Any]:
     if node.value is None:
         return lambda f: None
-    value = compile_expr(ctx, node.value)
+    kind, value = operand(ctx, node.value)
+    if kind == "const":
+        return lambda f: value
+    if kind == "frame":
+        name, absent = value, missing_name(ctx)
+
+        def returned_name(f: Frame) -> Any:
+            try:
+                return f[name]
+            except KeyError:
+                exc = absent(name)
+                locate(exc, node)
+                raise exc from None
+
+        return returned_name
 
     def returned(f: Frame) -> Any:
         try:
@@ -152,18 +182,71 @@ def _returned(ctx: Context, node: ast.Return) -> Callable[[Frame], Any]:
     return returned
 
 
+def _branch(ctx: Context, statements: list[ast.stmt]) -> tuple[bool, Any, ast.AST | None]:
+    """A branch in tail position: (True, value) for a lone ``return <constant>``; (False, closure, where) else.
+
+    A lone ``return <expression>`` is its expression's closure, located by the caller (`where`).
+    """
+    if len(statements) == 1 and statements[0].__class__ is ast.Return:
+        returned: ast.Return = statements[0]
+        if returned.value is None:
+            return True, None, None
+        kind, value = operand(ctx, returned.value)
+        if kind == "const":
+            return True, value, None
+        if kind == "expr":
+            return False, value, returned
+    return False, _tail(ctx, statements), None
+
+
 def _tail_if(ctx: Context, node: ast.If, orelse_statements: list[ast.stmt]) -> Callable[[Frame], Any]:
-    test, body, orelse = compile_expr(ctx, node.test), _tail(ctx, node.body), _tail(ctx, orelse_statements)
+    spec, absent = inline_or_closure(ctx, node.test), missing_name(ctx)
+    tk, tn, tv, to, top, tck, test = spec.kind, spec.name, spec.value, spec.other, spec.op, spec.checked, spec.closure
+    body_fixed, body, body_node = _branch(ctx, node.body)
+    orelse_fixed, orelse, orelse_node = _branch(ctx, orelse_statements)
+    body_at, orelse_at = body_node or node, orelse_node or node
 
     def tail_if(f: Frame) -> Any:
         try:
-            chosen = test(f)
+            if tk == FRAME_CONST:
+                try:
+                    a = f[tn]
+                except KeyError:
+                    raise absent(tn) from None
+                chosen = top(a, tv) if tck is None or a.__class__ is int else tck(a, tv)
+            elif tk == FRAME_FRAME:
+                try:
+                    a = f[tn]
+                    b = f[to]
+                except KeyError as error:
+                    raise absent(error.args[0]) from None
+                chosen = top(a, b)
+            else:
+                chosen = test(f)
         except MemoryError:
             raise out_of_memory(node) from None
         except BaseException as exc:
             locate(exc, node)
             raise
-        return body(f) if chosen else orelse(f)
+        if chosen:
+            if body_fixed:
+                return body
+            try:
+                return body(f)
+            except MemoryError:
+                raise out_of_memory(body_at) from None
+            except BaseException as exc:
+                locate(exc, body_at)
+                raise
+        if orelse_fixed:
+            return orelse
+        try:
+            return orelse(f)
+        except MemoryError:
+            raise out_of_memory(orelse_at) from None
+        except BaseException as exc:
+            locate(exc, orelse_at)
+            raise
 
     return tail_if
 
@@ -187,21 +270,10 @@ def _expr(ctx: Context, node: ast.Expr) -> Stmt:
 
 
 def _assign(ctx: Context, node: ast.Assign) -> Stmt:
-    value = compile_expr(ctx, node.value)
     targets = [assigner(ctx, t) for t in node.targets]
     if len(targets) == 1 and node.targets[0].__class__ is ast.Name and _is_local(ctx, node.targets[0].id):
-        name = node.targets[0].id
-
-        def assign_local(f: Frame) -> None:
-            try:
-                f[name] = value(f)
-            except MemoryError:
-                raise out_of_memory(node) from None
-            except BaseException as exc:
-                locate(exc, node)
-                raise
-
-        return assign_local
+        return _assign_frame_name(ctx, node, node.targets[0].id)
+    value = compile_expr(ctx, node.value)
 
     def assign(f: Frame) -> None:
         try:
@@ -215,6 +287,41 @@ def _assign(ctx: Context, node: ast.Assign) -> Stmt:
             raise
 
     return assign
+
+
+def _assign_frame_name(ctx: Context, node: ast.Assign, name: str) -> Stmt:
+    """``x = <value>`` for a name in the frame dict, the value computed inline when its shape allows."""
+    spec, absent = inline_or_closure(ctx, node.value), missing_name(ctx)
+    vk, vn, vv, vo, vop, vck, value = spec.kind, spec.name, spec.value, spec.other, spec.op, spec.checked, spec.closure
+
+    def assign_local(f: Frame) -> None:
+        try:
+            if vk == CLOSURE:
+                f[name] = value(f)
+            elif vk == CONST:
+                f[name] = vv
+            elif vk == FRAME_CONST:
+                try:
+                    a = f[vn]
+                except KeyError:
+                    raise absent(vn) from None
+                f[name] = vop(a, vv) if vck is None or a.__class__ is int else vck(a, vv)
+            elif vk == FRAME_FRAME:
+                try:
+                    a = f[vn]
+                    b = f[vo]
+                except KeyError as error:
+                    raise absent(error.args[0]) from None
+                f[name] = vop(a, b)
+            else:
+                f[name] = value(f)
+        except MemoryError:
+            raise out_of_memory(node) from None
+        except BaseException as exc:
+            locate(exc, node)
+            raise
+
+    return assign_local
 
 
 def _is_local(ctx: Context, name: str) -> bool:
@@ -232,41 +339,20 @@ def _annassign(ctx: Context, node: ast.AnnAssign) -> Stmt:
 
 
 def _augassign(ctx: Context, node: ast.AugAssign) -> Stmt:
-    operation = _augmented(ctx.operators[node.op.__class__], node.op.__class__)
-    value, target = compile_expr(ctx, node.value), node.target
+    op = node.op.__class__
+    operation = _augmented(ctx.operators[op], op)
+    target = node.target
     if target.__class__ is ast.Name:
         name = target.id
-        load = compile_expr(ctx, ast.Name(id=name, ctx=ast.Load()))
-        if _is_local(ctx, name) and node.op.__class__ is ast.Add:
-
-            def add_local(f: Frame) -> None:
-                try:
-                    a, b = f[name], value(f)
-                    f[name] = a + b if a.__class__ is int and b.__class__ is int else operation(a, b)
-                except KeyError:
-                    exc = _unbound(ctx, name)
-                    locate(exc, node)
-                    raise exc from None
-                except MemoryError:
-                    raise out_of_memory(node) from None
-                except BaseException as exc:
-                    locate(exc, node)
-                    raise
-
-            return add_local
-        store = store_name(ctx, name)
-
-        def update_name(f: Frame) -> None:
-            try:
-                store(f, operation(load(f), value(f)))
-            except MemoryError:
-                raise out_of_memory(node) from None
-            except BaseException as exc:
-                locate(exc, node)
-                raise
-
-        return update_name
+        if _is_local(ctx, name):
+            return _update_frame_name(ctx, node, name, operation)
+        if ctx.where(name) == CELL:
+            return _update_cell(ctx, node, name, operation)
+        value = compile_expr(ctx, node.value)
+        load, store = compile_expr(ctx, ast.Name(id=name, ctx=ast.Load())), store_name(ctx, name)
+        return located(node, lambda f: store(f, operation(load(f), value(f))))
     if target.__class__ is ast.Subscript:
+        value = compile_expr(ctx, node.value)
         container, key = compile_expr(ctx, target.value), compile_expr(ctx, target.slice)
 
         def update_item(f: Frame) -> None:
@@ -277,12 +363,64 @@ def _augassign(ctx: Context, node: ast.AugAssign) -> Stmt:
     raise Forbidden("only names and items can be updated with augmented assignment")
 
 
-def _unbound(ctx: Context, name: str) -> NameError:
-    if ctx.scope.kind == "module":
-        return NameError(f"name {name!r} is not defined", name=name)
-    return UnboundLocalError(
-        f"cannot access local variable {name!r} where it is not associated with a value", name=name
-    )
+def _update_frame_name(ctx: Context, node: ast.AugAssign, name: str, operation: Callable[[Any, Any], Any]) -> Stmt:
+    """``x += v`` for a name in the frame dict: small ints added inline, text extended in place as CPython does."""
+    kind, value = operand(ctx, node.value)
+    if kind == "frame":
+        value = compile_expr(ctx, node.value)
+    constant, const = kind == "const", value
+    adding = node.op.__class__ is ast.Add
+    absent = missing_name(ctx)
+
+    def update(f: Frame) -> None:
+        try:
+            try:
+                a = f[name]
+            except KeyError:
+                raise absent(name) from None
+            b = const if constant else value(f)
+            if adding:
+                if a.__class__ is int and b.__class__ is int:
+                    f[name] = a + b
+                    return
+                if a.__class__ is str and b.__class__ is str:
+                    if len(a) + len(b) > MAX_SEQUENCE_LEN:
+                        raise SizeLimitError(
+                            f"'+=' would build {len(a) + len(b):,} items; the limit is {MAX_SEQUENCE_LEN:,}"
+                        )
+                    del f[name]  # the frame's reference dropped, CPython extends the string in place (no copy)
+                    a += b
+                    f[name] = a
+                    return
+            f[name] = operation(a, b)
+        except MemoryError:
+            raise out_of_memory(node) from None
+        except BaseException as exc:
+            locate(exc, node)
+            raise
+
+    return update
+
+
+def _update_cell(ctx: Context, node: ast.AugAssign, name: str, operation: Callable[[Any, Any], Any]) -> Stmt:
+    """``count += step`` for a captured name (``nonlocal count``): the cell read and written once."""
+    value = compile_expr(ctx, node.value)
+
+    def update_cell(f: Frame) -> None:
+        try:
+            cell = f[name]
+            try:
+                a = cell.value
+            except AttributeError:
+                raise unbound_free(name) from None
+            cell.value = operation(a, value(f))
+        except MemoryError:
+            raise out_of_memory(node) from None
+        except BaseException as exc:
+            locate(exc, node)
+            raise
+
+    return update_cell
 
 
 _IN_PLACE: dict[type, Callable[[Any, Any], Any]] = {
@@ -380,12 +518,28 @@ def _declaration(ctx: Context, node: ast.Global | ast.Nonlocal) -> Stmt:
 
 
 def _if(ctx: Context, node: ast.If) -> Stmt:
-    test, body = compile_expr(ctx, node.test), block(ctx, node.body)
+    spec, absent = inline_or_closure(ctx, node.test), missing_name(ctx)
+    tk, tn, tv, to, top, tck, test = spec.kind, spec.name, spec.value, spec.other, spec.op, spec.checked, spec.closure
+    body = block(ctx, node.body)
     orelse = block(ctx, node.orelse) if node.orelse else None
 
     def if_(f: Frame) -> Any:
         try:
-            chosen = test(f)
+            if tk == FRAME_CONST:
+                try:
+                    a = f[tn]
+                except KeyError:
+                    raise absent(tn) from None
+                chosen = top(a, tv) if tck is None or a.__class__ is int else tck(a, tv)
+            elif tk == FRAME_FRAME:
+                try:
+                    a = f[tn]
+                    b = f[to]
+                except KeyError as error:
+                    raise absent(error.args[0]) from None
+                chosen = top(a, b)
+            else:
+                chosen = test(f)
         except MemoryError:
             raise out_of_memory(node) from None
         except BaseException as exc:
@@ -408,13 +562,36 @@ def _for(ctx: Context, node: ast.For) -> Stmt:
     name = target.id if target.__class__ is ast.Name and _is_local(ctx, target.id) else None
     store = assigner(ctx, target)
 
+    if name is not None:
+
+        def for_name(f: Frame) -> Any:
+            try:
+                for value in iterable(f):
+                    f[name] = value
+                    evaluator.left -= 1
+                    if evaluator.left < 0:
+                        evaluator.spend()
+                    signal = body(f)
+                    if signal is not None:
+                        if signal is BREAK:
+                            return None
+                        if signal is not CONTINUE:
+                            return signal
+            except MemoryError:
+                raise out_of_memory(node) from None
+            except BaseException as exc:
+                locate(exc, node)
+                raise
+            if orelse is not None:
+                return orelse(f)
+            return None
+
+        return for_name
+
     def for_(f: Frame) -> Any:
         try:
             for value in iterable(f):
-                if name is not None:
-                    f[name] = value
-                else:
-                    store(f, value)
+                store(f, value)
                 evaluator.left -= 1
                 if evaluator.left < 0:
                     evaluator.spend()
@@ -438,12 +615,31 @@ def _for(ctx: Context, node: ast.For) -> Stmt:
 
 def _while(ctx: Context, node: ast.While) -> Stmt:
     evaluator = ctx.evaluator
-    test, body = compile_expr(ctx, node.test), block(ctx, node.body)
+    spec, absent = inline_or_closure(ctx, node.test), missing_name(ctx)
+    tk, tn, tv, to, top, tck, test = spec.kind, spec.name, spec.value, spec.other, spec.op, spec.checked, spec.closure
+    body = block(ctx, node.body)
     orelse = block(ctx, node.orelse) if node.orelse else None
 
     def while_(f: Frame) -> Any:
         try:
-            while test(f):
+            while True:
+                if tk == FRAME_CONST:
+                    try:
+                        a = f[tn]
+                    except KeyError:
+                        raise absent(tn) from None
+                    chosen = top(a, tv) if tck is None or a.__class__ is int else tck(a, tv)
+                elif tk == FRAME_FRAME:
+                    try:
+                        a = f[tn]
+                        b = f[to]
+                    except KeyError as error:
+                        raise absent(error.args[0]) from None
+                    chosen = top(a, b)
+                else:
+                    chosen = test(f)
+                if not chosen:
+                    break
                 evaluator.left -= 1
                 if evaluator.left < 0:
                     evaluator.spend()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import gc
 import json
 import os
 import random
@@ -21,7 +22,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import IO, Any
 
-from attp_server.sandbox import lockdown
+from attp_server.sandbox import alarm, lockdown
 from attp_server.sandbox.evaluator import Evaluator, OutputBuffer, ToolError
 from attp_server.sandbox.jsonify import NotJSON, to_json
 from attp_server.sandbox.limits import Abort, SizeLimitError, Timeout, ToolCallLimit
@@ -138,9 +139,10 @@ class ToolBridge:
                     "tool_name": name,
                 }
             ) from None
-        self.channel.writer.write(frame)
-        self.channel.writer.flush()
-        reply = self.channel.receive()
+        with alarm.held():  # the deadline waits for the reply: the pipe is never left mid-message
+            self.channel.writer.write(frame)
+            self.channel.writer.flush()
+            reply = self.channel.receive()
         if reply is None:
             raise ServerGone("the server closed the connection")
         if reply.get("ok"):
@@ -339,6 +341,7 @@ def main() -> None:
     memory_mb = int(sys.argv[1]) if len(sys.argv) > 1 else 256
     lockdown.preload()
     runner = Runner(channel)
+    gc.freeze()  # what is loaded by now lives as long as the worker: the collector need not walk it in every run
     report = lockdown.apply(memory_mb)
     channel.send({"op": "ready", "pid": os.getpid(), "lockdown": report})
     for runs in range(1, MAX_RUNS_PER_WORKER + 1):

@@ -1,0 +1,66 @@
+"""The deadline as a timer signal: a run's Python code is stopped at its deadline, whatever it is doing.
+
+While a program runs in the main thread, ``SIGALRM`` fires at the deadline (and every 10 ms after, in
+case one is lost) and its handler raises `Timeout`, the uncatchable abort: CPython runs signal handlers
+between bytecodes, so a runaway loop or recursion ends on time without the evaluator checking the clock
+on every call. A long C-level call (a regex, a huge sort) still returns first; the server's kill covers
+that. Tool calls hold the signal (`held`) so a reply is never left half read on the protocol pipe; a
+pending alarm fires as soon as the call returns.
+
+Where no timer is possible (another thread, another platform) `armed` reports it and the evaluator
+checks the clock itself on every call as well as every loop iteration.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from types import FrameType
+
+from attp_server.sandbox.limits import Timeout
+
+REPEAT_S = 0.01
+"""After the first alarm, how often it fires again (a handler's exception lost in C code is retried)."""
+
+
+def available() -> bool:
+    return hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+
+
+@contextlib.contextmanager
+def armed(deadline: float) -> Iterator[bool]:
+    """Raise `Timeout` in this thread at `deadline` (a ``time.monotonic()`` value) while the block runs.
+
+    Yields False, doing nothing, where a timer signal is not available.
+    """
+    if not available():
+        yield False
+        return
+
+    def expire(signum: int, frame: FrameType | None) -> None:
+        if time.monotonic() >= deadline:
+            raise Timeout("the program ran past its time limit")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, max(deadline - time.monotonic(), 0.001), REPEAT_S)
+        yield True
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@contextlib.contextmanager
+def held() -> Iterator[None]:
+    """Hold the alarm for the block (a tool call's round trip); a pending one fires when it ends."""
+    if not available():
+        yield
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGALRM})
