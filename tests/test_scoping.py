@@ -298,3 +298,13 @@ async def test_allow_imports_off_refuses_every_import(workspace: Path) -> None:
 
 async def _no_tools(name: str, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
     raise AssertionError("no tool calls expected")
+
+
+@pytest.mark.anyio
+async def test_recursion_as_deep_as_cpython_allows(runtime: Runtime) -> None:
+    """CPython recurses about 1,000 levels by default; so does a program here (and deeper ends cleanly)."""
+    code = "def down(n):\n    return 0 if n == 0 else 1 + down(n - 1)\n__result__ = down({})"
+    assert (await run_code(runtime, code.format(950)))["result"] == 950
+    data = await run_code(runtime, code.format(100_000))
+    assert data["error"]["code"] == "RUNTIME_ERROR" and "RecursionError" in data["error"]["message"]
+    assert (await run_code(runtime, "__result__ = 'alive'"))["result"] == "alive"

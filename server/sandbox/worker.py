@@ -36,6 +36,11 @@ from attp_server.sandbox.starlark_engine import available as starlark_available
 MAX_STEPS = 50_000_000
 """Evaluation steps (AST nodes) one run may take; the wall clock usually ends a runaway first."""
 
+RECURSION_LIMIT = 6000
+"""Python frames a run may nest: about 1,000 levels of a program's own recursion, as CPython allows (each
+level of the program is a few frames of the evaluator). Measured safe for the C stack with recursion
+through C callbacks (sorted keys, map, re.sub) up to 10,000; past about 14,000 the process would crash."""
+
 MAX_RUNS_PER_WORKER = 1000
 """A worker retires after this many runs, so slow leaks in C extensions cannot accumulate."""
 
@@ -341,6 +346,7 @@ def main() -> None:
     memory_mb = int(sys.argv[1]) if len(sys.argv) > 1 else 256
     lockdown.preload()
     runner = Runner(channel)
+    sys.setrecursionlimit(RECURSION_LIMIT)
     gc.freeze()  # what is loaded by now lives as long as the worker: the collector need not walk it in every run
     report = lockdown.apply(memory_mb)
     channel.send({"op": "ready", "pid": os.getpid(), "lockdown": report})
