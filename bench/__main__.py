@@ -5,6 +5,8 @@ Sections (each figure a median over many runs; each ratio two medians measured i
 - Evaluation: W1 "typical", W2 "loop", W3 "json" through our runtime (worker included), against
   plain ``exec`` (the floor), ``exec`` behind a pipe, our evaluator in process, smolagents, Monty
   and Starlark (the last three if installed: ``pip install -e '.[bench]'``).
+- Call-heavy: C1-C5 (helper loops, recursion, sort keys, closures, string building) on every engine,
+  each against CPython ``exec`` in the same run (``bench/callheavy.py``).
 - Round trip: ``attp_execute(W1)`` over stdio and Streamable HTTP, against a no-op tool on a tiny
   MCP server of the same SDK over the same transport.
 - Containment: deadline to TIMEOUT for a Python loop and for a C-level regex hang; a concurrent
@@ -25,6 +27,7 @@ from pathlib import Path
 
 import anyio
 
+from bench.callheavy import callheavy
 from bench.containment import containment
 from bench.evaluation import evaluation
 from bench.memory_search import memory
@@ -32,13 +35,15 @@ from bench.report import Report
 from bench.transport import transport
 
 RESULTS = Path(__file__).parent / "results.json"
-SECTIONS = ("evaluation", "transport", "containment", "memory")
+SECTIONS = ("evaluation", "callheavy", "transport", "containment", "memory")
 
 
 async def measure(quick: bool, only: list[str]) -> Report:
     report = Report(quick=quick)
     if "evaluation" in only:
         await evaluation(report, quick)
+    if "callheavy" in only:
+        await callheavy(report, quick)
     if "transport" in only:
         await transport(report, quick)
     if "containment" in only:

@@ -116,19 +116,25 @@ class EvaluatorEngine:
         from attp_server.sandbox.evaluator import ToolError
         from attp_server.sandbox.namespaces import SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS, static_namespaces
 
-        self.base = {**SAFE_BUILTIN_FUNCTIONS, **SAFE_EXCEPTIONS, "ToolError": ToolError, **static_namespaces()}
+        self.modules = static_namespaces()
+        self.base = {**SAFE_BUILTIN_FUNCTIONS, **SAFE_EXCEPTIONS, "ToolError": ToolError, **self.modules}
 
     async def run(self, workload: Workload) -> Any:
         from attp_server.sandbox.evaluator import Evaluator, OutputBuffer
         from attp_server.sandbox.policy import scan
 
         tree = ast.parse(workload.code)
-        if scan(tree):
+        if scan(tree, modules=self.modules):
             raise RuntimeError(f"{workload.name} does not pass the sandbox's scan")
         symbols = {**self.base, **TOOLS}
-        evaluator = Evaluator(symbols, deadline=time.monotonic() + 60, max_steps=50_000_000, output=OutputBuffer(65536))
-        for statement in tree.body:
-            evaluator.run(statement)
+        evaluator = Evaluator(
+            symbols,
+            deadline=time.monotonic() + 60,
+            max_steps=50_000_000,
+            output=OutputBuffer(65536),
+            modules=self.modules,
+        )
+        evaluator.execute(tree)
         return evaluator.symtable["__result__"]
 
 

@@ -12,6 +12,8 @@ from bench.breakdown import breakdown
 REQUIRED = [
     "w1.runtime_ms", "w1.exec_ms", "w1.runtime_vs_exec", "w1.runtime_vs_pipe", "w1.runtime_vs_evaluator",
     "w2.runtime_vs_exec", "w3.runtime_vs_exec",
+    *(f"c{i}.{figure}" for i in range(1, 6) for figure in ("runtime_ms", "exec_ms", "runtime_vs_exec", "evaluator_vs_exec")),
+    "worker_rss_start_mb", "worker_rss_after_mb",
     "stdio.attp_execute_w1_ms", "stdio.noop_ms", "stdio.ratio", "http.ratio",
     "timeout_python_loop_overshoot_ms", "timeout_c_regex_overshoot_ms",
     "concurrent_python_loop_ratio", "concurrent_c_regex_ratio",
