@@ -39,7 +39,7 @@ from attp_server.sandbox.scopes import GLOBAL
 
 
 def _call(ctx: Context, node: ast.Call) -> Eval:
-    if node.keywords or any(a.__class__ is ast.Starred for a in node.args):
+    if node.keywords or ast.Starred in {a.__class__ for a in node.args}:
         return _general_call(ctx, node)
     func = node.func
     if func.__class__ is ast.Attribute:

@@ -21,7 +21,7 @@ from attp_server.sandbox.functions import Frame
 from attp_server.sandbox.limits import MAX_SEQUENCE_LEN, Forbidden, SizeLimitError
 from attp_server.sandbox.namespaces import check_format_spec
 from attp_server.sandbox.policy import RESULT_NAME, get_attribute, plain_attribute
-from attp_server.sandbox.scopes import CELL, LOCAL, Scope
+from attp_server.sandbox.scopes import CELL, GLOBAL, LOCAL, Scope
 
 Eval = Callable[[Frame], Any]
 Store = Callable[[Frame, Any], None]
@@ -41,7 +41,7 @@ class Context:
         return Context(self.evaluator, self.scopes[node], self.scopes)
 
     def where(self, name: str) -> str:
-        return self.scope.lookup(name)
+        return self.scope.where.get(name, GLOBAL)
 
 
 def compile_expr(ctx: Context, node: ast.expr) -> Eval:
@@ -499,7 +499,7 @@ def elements(ctx: Context, nodes: list[ast.expr]) -> Callable[[Frame], list[Any]
         (node.__class__ is ast.Starred, compile_expr(ctx, node.value if node.__class__ is ast.Starred else node))
         for node in nodes
     ]
-    if not any(star for star, _ in parts):
+    if True not in {star for star, _ in parts}:
         closures = [c for _, c in parts]
         return lambda f: [c(f) for c in closures]
 
@@ -524,7 +524,7 @@ def _list(ctx: Context, node: ast.List) -> Eval:
 def _tuple(ctx: Context, node: ast.Tuple) -> Eval:
     if node.ctx.__class__ is not ast.Load:
         raise Forbidden("tuple targets are only available in assignments")
-    if len(node.elts) == 2 and not any(e.__class__ is ast.Starred for e in node.elts):
+    if len(node.elts) == 2 and ast.Starred not in {e.__class__ for e in node.elts}:
         first, second = (compile_expr(ctx, e) for e in node.elts)
         return lambda f: (first(f), second(f))
     values = elements(ctx, node.elts)

@@ -20,7 +20,9 @@ Nothing here runs code: the analysis reads the tree, and its mistakes can only b
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 GLOBAL = "global"
 LOCAL = "local"
@@ -91,48 +93,62 @@ class _Collector:
             self.visit(node, scope)
 
     def visit(self, node: ast.AST, scope: Scope) -> None:
-        if isinstance(node, ast.Name):
-            if isinstance(node.ctx, ast.Load):
-                scope.used.add(node.id)
+        cls = node.__class__
+        if cls is ast.Name:
+            if node.ctx.__class__ is ast.Load:  # type: ignore[attr-defined]
+                scope.used.add(node.id)  # type: ignore[attr-defined]
             else:
-                scope.bound.add(node.id)
-        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
-            self.visit_function(node, scope)
-        elif isinstance(node, _COMPREHENSIONS):
-            self.visit_comprehension(node, scope)
-        elif isinstance(node, ast.NamedExpr):
-            self.visit(node.value, scope)
-            self.bind_outward(node.target.id, scope)
-        elif isinstance(node, ast.Global):
-            scope.declared_global.update(node.names)
-            if scope.kind != "module":
-                for name in node.names:
-                    self.check_declaration(name, scope, "global")
-        elif isinstance(node, ast.Nonlocal):
-            if scope.kind == "module":
-                raise _syntax("nonlocal declaration not allowed at module level", node)
-            scope.declared_nonlocal.update(node.names)
+                scope.bound.add(node.id)  # type: ignore[attr-defined]
+            return
+        special = _SPECIAL.get(cls)
+        if special is not None:
+            special(self, node, scope)
+            return
+        for name in node._fields:  # every other node: its children, in the same scope
+            value = getattr(node, name, None)
+            if value.__class__ is list:
+                for item in value:
+                    if isinstance(item, ast.AST):
+                        self.visit(item, scope)
+            elif isinstance(value, ast.AST):
+                self.visit(value, scope)
+
+    def visit_namedexpr(self, node: ast.NamedExpr, scope: Scope) -> None:
+        self.visit(node.value, scope)
+        self.bind_outward(node.target.id, scope)
+
+    def visit_global(self, node: ast.Global, scope: Scope) -> None:
+        scope.declared_global.update(node.names)
+        if scope.kind != "module":
             for name in node.names:
-                self.check_declaration(name, scope, "nonlocal")
-        elif isinstance(node, ast.Import | ast.ImportFrom):
-            for alias in node.names:
-                if alias.name != "*":
-                    scope.bound.add(alias.asname or alias.name.split(".")[0])
-        elif isinstance(node, ast.ExceptHandler):
-            if node.name:
-                scope.bound.add(node.name)
-            if node.type is not None:
-                self.visit(node.type, scope)
-            self.visit_all(node.body, scope)
-        elif isinstance(node, ast.AnnAssign):
-            self.visit(node.target, scope)  # annotations are never evaluated
-            if node.value is not None:
-                self.visit(node.value, scope)
-        elif isinstance(node, ast.ClassDef):
-            raise _syntax("class definitions are not available", node)
-        else:
-            for child in ast.iter_child_nodes(node):
-                self.visit(child, scope)
+                self.check_declaration(name, scope, "global")
+
+    def visit_nonlocal(self, node: ast.Nonlocal, scope: Scope) -> None:
+        if scope.kind == "module":
+            raise _syntax("nonlocal declaration not allowed at module level", node)
+        scope.declared_nonlocal.update(node.names)
+        for name in node.names:
+            self.check_declaration(name, scope, "nonlocal")
+
+    def visit_import(self, node: ast.Import | ast.ImportFrom, scope: Scope) -> None:
+        for alias in node.names:
+            if alias.name != "*":
+                scope.bound.add(alias.asname or alias.name.split(".")[0])
+
+    def visit_handler(self, node: ast.ExceptHandler, scope: Scope) -> None:
+        if node.name:
+            scope.bound.add(node.name)
+        if node.type is not None:
+            self.visit(node.type, scope)
+        self.visit_all(node.body, scope)
+
+    def visit_annassign(self, node: ast.AnnAssign, scope: Scope) -> None:
+        self.visit(node.target, scope)  # annotations are never evaluated
+        if node.value is not None:
+            self.visit(node.value, scope)
+
+    def visit_class(self, node: ast.ClassDef, scope: Scope) -> None:
+        raise _syntax("class definitions are not available", node)
 
     def check_declaration(self, name: str, scope: Scope, kind: str) -> None:
         if name in scope.params:
@@ -184,6 +200,26 @@ class _Collector:
             scope.used.add(name)
             scope = scope.parent
         scope.bound.add(name)
+
+
+_SPECIAL: dict[type, Callable[[_Collector, Any, Scope], None]] = {
+    ast.FunctionDef: _Collector.visit_function,
+    ast.AsyncFunctionDef: _Collector.visit_function,
+    ast.Lambda: _Collector.visit_function,
+    ast.ListComp: _Collector.visit_comprehension,
+    ast.SetComp: _Collector.visit_comprehension,
+    ast.DictComp: _Collector.visit_comprehension,
+    ast.GeneratorExp: _Collector.visit_comprehension,
+    ast.NamedExpr: _Collector.visit_namedexpr,
+    ast.Global: _Collector.visit_global,
+    ast.Nonlocal: _Collector.visit_nonlocal,
+    ast.Import: _Collector.visit_import,
+    ast.ImportFrom: _Collector.visit_import,
+    ast.ExceptHandler: _Collector.visit_handler,
+    ast.AnnAssign: _Collector.visit_annassign,
+    ast.ClassDef: _Collector.visit_class,
+}
+"""Nodes that open a scope, bind names in a special way, or hide parts never evaluated (annotations)."""
 
 
 def _resolve(scope: Scope) -> None:
