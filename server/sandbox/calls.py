@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from types import MethodDescriptorType
 from typing import Any
 
+from attp_server.sandbox.displays import elements
 from attp_server.sandbox.expressions import (
     EXPRESSIONS,
     FRAME,
@@ -27,7 +28,6 @@ from attp_server.sandbox.expressions import (
     Context,
     Eval,
     compile_expr,
-    elements,
     inline_or_closure,
     missing_name,
     operand,

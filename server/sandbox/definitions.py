@@ -14,11 +14,12 @@ import ast
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from attp_server.sandbox.control import function_body
 from attp_server.sandbox.expressions import EXPRESSIONS, Context, Eval, assigner, compile_expr, store_name
 from attp_server.sandbox.functions import Cell, Code, Frame, Function, Generator, locate, out_of_memory
 from attp_server.sandbox.limits import Forbidden
 from attp_server.sandbox.scopes import LOCAL
-from attp_server.sandbox.statements import STATEMENTS, Stmt, function_body
+from attp_server.sandbox.statements import STATEMENTS, Stmt
 
 
 def _code(ctx: Context, node: ast.FunctionDef | ast.Lambda) -> Code:

@@ -23,7 +23,15 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from asteval import Interpreter
-from attp_server.sandbox import alarm, arithmetic, calls, definitions, imports  # noqa: F401  (they register compilers)
+from attp_server.sandbox import (  # noqa: F401  (importing them registers their compilers)
+    alarm,
+    arithmetic,
+    calls,
+    control,
+    definitions,
+    displays,
+    imports,
+)
 from attp_server.sandbox.expressions import Context, compile_expr
 from attp_server.sandbox.functions import locate
 from attp_server.sandbox.limits import (
