@@ -1,17 +1,21 @@
-"""The asteval subclass that runs a program: allowlisted attributes, size checks, a deadline, a step budget.
+"""The asteval subclass that runs a program: lexical scopes, allowlisted attributes, size checks, limits.
 
 Differences from stock asteval, each for a reason:
 
-* Errors are real Python exceptions (asteval keeps a list and prints it), so ``try/except`` matches
-  by class, including ``except ToolError as e`` and tuples of classes.
-* ``run`` counts every node against a step budget and checks the deadline; both end the run with a
+* Scopes are CPython's (`attp_server.sandbox.scopes`): closures capture their defining scope in cells,
+  ``nonlocal``/``global`` work, comprehensions have their own scope. Stock asteval copies the whole
+  symbol table into every call (dynamic scope: ``make_adder(5)(1)`` fails), at a cost per symbol.
+* Each node is compiled once into a Python closure specialised for its shape (`expressions`,
+  `arithmetic`, `calls`, `displays`, `statements`, `control`, `definitions`, `imports`) instead of being
+  dispatched on its class every time it runs: call-heavy programs run some ten times faster. Nothing
+  is compiled to CPython bytecode; every operation still goes through the policy below.
+* Errors are real Python exceptions, so ``try/except`` matches by class, including ``except ToolError``.
+* The deadline is a timer signal (`alarm`) and loops spend a step budget; both end the run with a
   `BaseException` subclass (`attp_server.sandbox.limits.Abort`) that no ``except`` can catch.
 * ``obj.name`` goes through `policy.get_attribute`; attribute assignment and deletion are refused.
 * Operators that build big values (``*``, ``**``, ``<<``, ``+``, ``%``) and format specs are size-checked.
 * ``print`` writes to a capped in-memory buffer, never to a file descriptor.
-* Generator expressions, ``*args``/``**kwargs`` in calls, ``[*a, *b]``, ``{**a}``, walrus and annotated
-  assignments work (stock asteval refuses them), and symbol names are not re-tokenized on every
-  assignment (stock asteval runs ``tokenize`` each time).
+* ``import m`` binds the run's curated namespace ``m``; imports of anything else end the run.
 """
 
 from __future__ import annotations
