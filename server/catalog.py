@@ -38,11 +38,11 @@ class Catalog:
             modules = "json and math are pre-injected, no import.\n"
             language = f"- {LANGUAGE_NOTES}\n"
         else:
-            modules = f"Pre-injected modules, no import: {', '.join(MODULE_NAMES)}.\n"
+            modules = f"Pre-injected modules, no import needed: {', '.join(MODULE_NAMES)}.\n"
             language = (
                 "- A failed tool call raises ToolError: try: ... except ToolError as e: use e.code, e.message.\n"
-                "- Not available: import, names or attributes starting with _, class, with, yield, open, eval, exec, "
-                "getattr, type, dir, globals.\n"
+                "- Not available: other modules, class, with, yield, open, eval, exec, getattr, type, dir, globals, "
+                "names starting with __, attributes starting with _.\n"
             )
         return (
             f"Run a short {s.engine.capitalize()} program that calls the tools below, and get back its result. One "
