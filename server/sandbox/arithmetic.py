@@ -16,12 +16,18 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
-from attp_server.sandbox.expressions import EXPRESSIONS, Context, Eval, compile_expr, missing_name, operand, reader
+from attp_server.sandbox.expressions import (
+    EXPRESSIONS,
+    SMALL,
+    Context,
+    Eval,
+    compile_expr,
+    missing_name,
+    operand,
+    reader,
+)
 from attp_server.sandbox.functions import Frame
 from attp_server.sandbox.limits import MAX_SEQUENCE_LEN
-
-SMALL = 1 << 31
-"""Integers below this (in magnitude) multiply without a size check: the product is under 64 bits."""
 
 Operation = Callable[[Any, Any], Any]
 

@@ -22,6 +22,8 @@ from typing import Any
 from attp_server.sandbox.expressions import (
     FRAME_CONST,
     FRAME_FRAME,
+    NESTED,
+    SMALL,
     Context,
     assigner,
     compile_expr,
@@ -144,6 +146,7 @@ def _branch(ctx: Context, statements: list[ast.stmt]) -> tuple[bool, Any, ast.AS
 def _tail_if(ctx: Context, node: ast.If, orelse_statements: list[ast.stmt]) -> Callable[[Frame], Any]:
     spec, absent = inline_or_closure(ctx, node.test), missing_name(ctx)
     tk, tn, tv, to, top, tck, test = spec.kind, spec.name, spec.value, spec.other, spec.op, spec.checked, spec.closure
+    tout, ton, tov = spec.outer, spec.outer_name, spec.outer_value
     body_fixed, body, body_node = _branch(ctx, node.body)
     orelse_fixed, orelse, orelse_node = _branch(ctx, orelse_statements)
     body_at, orelse_at = body_node or node, orelse_node or node
@@ -163,6 +166,24 @@ def _tail_if(ctx: Context, node: ast.If, orelse_statements: list[ast.stmt]) -> C
                 except KeyError as error:
                     raise absent(error.args[0]) from None
                 chosen = top(a, b)
+            elif tk == NESTED:
+                try:
+                    a = f[tn]
+                    b = tv if to is None else f[to]
+                except KeyError as error:
+                    raise absent(error.args[0]) from None
+                if a.__class__ is int and b.__class__ is int and -SMALL < a < SMALL and -SMALL < b < SMALL:
+                    x = top(a, b)
+                else:
+                    x = tck(a, b)
+                if ton is None:
+                    chosen = tout(x, tov)
+                else:
+                    try:
+                        c = f[ton]
+                    except KeyError:
+                        raise absent(ton) from None
+                    chosen = tout(x, c)
             else:
                 chosen = test(f)
         except MemoryError:
@@ -206,6 +227,7 @@ def _return(ctx: Context, node: ast.Return) -> Stmt:
 def _if(ctx: Context, node: ast.If) -> Stmt:
     spec, absent = inline_or_closure(ctx, node.test), missing_name(ctx)
     tk, tn, tv, to, top, tck, test = spec.kind, spec.name, spec.value, spec.other, spec.op, spec.checked, spec.closure
+    tout, ton, tov = spec.outer, spec.outer_name, spec.outer_value
     body = block(ctx, node.body)
     orelse = block(ctx, node.orelse) if node.orelse else None
 
@@ -224,6 +246,24 @@ def _if(ctx: Context, node: ast.If) -> Stmt:
                 except KeyError as error:
                     raise absent(error.args[0]) from None
                 chosen = top(a, b)
+            elif tk == NESTED:
+                try:
+                    a = f[tn]
+                    b = tv if to is None else f[to]
+                except KeyError as error:
+                    raise absent(error.args[0]) from None
+                if a.__class__ is int and b.__class__ is int and -SMALL < a < SMALL and -SMALL < b < SMALL:
+                    x = top(a, b)
+                else:
+                    x = tck(a, b)
+                if ton is None:
+                    chosen = tout(x, tov)
+                else:
+                    try:
+                        c = f[ton]
+                    except KeyError:
+                        raise absent(ton) from None
+                    chosen = tout(x, c)
             else:
                 chosen = test(f)
         except MemoryError:
@@ -303,6 +343,7 @@ def _while(ctx: Context, node: ast.While) -> Stmt:
     evaluator = ctx.evaluator
     spec, absent = inline_or_closure(ctx, node.test), missing_name(ctx)
     tk, tn, tv, to, top, tck, test = spec.kind, spec.name, spec.value, spec.other, spec.op, spec.checked, spec.closure
+    tout, ton, tov = spec.outer, spec.outer_name, spec.outer_value
     body = block(ctx, node.body)
     orelse = block(ctx, node.orelse) if node.orelse else None
 
@@ -322,6 +363,24 @@ def _while(ctx: Context, node: ast.While) -> Stmt:
                     except KeyError as error:
                         raise absent(error.args[0]) from None
                     chosen = top(a, b)
+                elif tk == NESTED:
+                    try:
+                        a = f[tn]
+                        b = tv if to is None else f[to]
+                    except KeyError as error:
+                        raise absent(error.args[0]) from None
+                    if a.__class__ is int and b.__class__ is int and -SMALL < a < SMALL and -SMALL < b < SMALL:
+                        x = top(a, b)
+                    else:
+                        x = tck(a, b)
+                    if ton is None:
+                        chosen = tout(x, tov)
+                    else:
+                        try:
+                            c = f[ton]
+                        except KeyError:
+                            raise absent(ton) from None
+                        chosen = tout(x, c)
                 else:
                     chosen = test(f)
                 if not chosen:

@@ -114,7 +114,7 @@ def operand(ctx: Context, node: ast.expr, *, compiled: bool = True) -> tuple[str
     return "expr", compile_expr(ctx, node) if compiled else None
 
 
-CLOSURE, FRAME, CONST, FRAME_CONST, FRAME_FRAME = range(5)
+CLOSURE, FRAME, CONST, FRAME_CONST, FRAME_FRAME, NESTED = range(6)
 """Kinds of `Inline`: how a parent closure computes a child's value without calling a closure for it."""
 
 INLINE_OPERATORS: dict[type, Callable[[Any, Any], Any]] = {
@@ -135,6 +135,18 @@ INLINE_OPERATORS: dict[type, Callable[[Any, Any], Any]] = {
 GUARDED_OPERATORS: dict[type, Callable[[Any, Any], Any]] = {ast.Add: operator.add, ast.Mod: operator.mod}
 """Applied inline only to an int name and an int constant (``i + 1``, ``n % 10``); else the checked operator."""
 
+SMALL = 1 << 31
+"""Integers below this (in magnitude) combine with any arithmetic operator into less than 64 bits."""
+
+NESTED_OPERATORS: dict[type, Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Mod: operator.mod,
+    ast.FloorDiv: operator.floordiv,
+}
+"""Arithmetic inside a comparison (``d * d <= n``, ``n % d == 0``): inline for two small ints, else checked."""
+
 
 class Inline:
     """A child expression in the form its parent evaluates inline, by `kind`:
@@ -142,14 +154,18 @@ class Inline:
     CLOSURE: ``closure(f)``; FRAME: ``f[name]``; CONST: ``value``; FRAME_CONST: ``op(f[name], value)``;
     FRAME_FRAME: ``op(f[name], f[other])``. With `checked` set (``+`` and ``%``), the inline `op` applies
     only when ``f[name]`` is an int; any other value goes through `checked`, the size-checked operator.
+    NESTED: ``outer(x, f[outer_name] or outer_value)`` where ``x = op(f[name], f[other] or value)``,
+    `op` applied to two small ints and `checked` to anything else.
     """
 
-    __slots__ = ("checked", "closure", "kind", "name", "op", "other", "value")
+    __slots__ = ("checked", "closure", "kind", "name", "op", "other", "outer", "outer_name", "outer_value", "value")
 
     def __init__(self, kind: int, *, closure: Any = None, name: Any = None, value: Any = None, other: Any = None,
-                 op: Any = None, checked: Any = None) -> None:  # fmt: skip
+                 op: Any = None, checked: Any = None, outer: Any = None, outer_name: Any = None,
+                 outer_value: Any = None) -> None:  # fmt: skip
         self.kind, self.closure, self.name, self.value, self.other = kind, closure, name, value, other
         self.op, self.checked = op, checked
+        self.outer, self.outer_name, self.outer_value = outer, outer_name, outer_value
 
 
 def inline(ctx: Context, node: ast.expr) -> Inline:
@@ -175,7 +191,27 @@ def inline(ctx: Context, node: ast.expr) -> Inline:
     if lk == "frame" and rk == "const" and op_class in GUARDED_OPERATORS and right.__class__ is int:
         checked = ctx.operators[op_class]
         return Inline(FRAME_CONST, name=left, value=right, op=GUARDED_OPERATORS[op_class], checked=checked)
+    if node.__class__ is ast.Compare and op_class in INLINE_OPERATORS and rk != "expr":
+        nested = _nested(ctx, left_node)
+        if nested is not None:
+            nested.outer = INLINE_OPERATORS[op_class]
+            nested.outer_name, nested.outer_value = (right, None) if rk == "frame" else (None, right)
+            return nested
     return Inline(CLOSURE, closure=compile_expr(ctx, node))
+
+
+def _nested(ctx: Context, node: ast.expr) -> Inline | None:
+    """``name <op> name`` or ``name <op> int`` as the left side of a comparison, or None."""
+    if node.__class__ is not ast.BinOp or node.op.__class__ not in NESTED_OPERATORS:
+        return None
+    (lk, left), (rk, right) = operand(ctx, node.left, compiled=False), operand(ctx, node.right, compiled=False)
+    if lk != "frame" or not (rk == "frame" or (rk == "const" and right.__class__ is int)):
+        return None
+    op_class = node.op.__class__
+    other, value = (right, None) if rk == "frame" else (None, right)
+    return Inline(
+        NESTED, name=left, other=other, value=value, op=NESTED_OPERATORS[op_class], checked=ctx.operators[op_class]
+    )
 
 
 def inline_or_closure(ctx: Context, node: ast.expr) -> Inline:
