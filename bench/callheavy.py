@@ -184,7 +184,7 @@ WORKLOADS = (
     ),
 )  # fmt: skip
 
-REPEATS = {"c1": 5, "c2": 30, "c3": 20, "c4": 20, "c5": 20}
+REPEATS = {"c1": 5, "c2": 15, "c3": 10, "c4": 10, "c5": 10}
 
 TARGET = "<= 10"
 """Each workload through the runtime (worker included), against CPython exec."""

@@ -211,3 +211,14 @@ async def test_an_integer_too_long_for_text_gets_advice_the_program_can_follow(r
     error = (await run_code(runtime, code))["error"]
     assert error["code"] == "RUNTIME_ERROR"
     assert "4300 digits" in error["message"] and "sys." not in error["message"]
+
+
+async def test_deadline_during_tool_calls_leaves_the_protocol_clean(workspace: Path) -> None:
+    """The deadline's alarm waits for a tool call's reply: a run timed out mid-loop of calls ends as TIMEOUT
+    and the worker pipe never holds half a message (the next runs get their own replies)."""
+    async with running(workspace, timeout_s=0.3, max_tool_calls=100000) as runtime:
+        for _ in range(6):
+            data = await run_code(runtime, "n = 0\nwhile True:\n    n = add(n, 1)")
+            assert data["error"]["code"] == "TIMEOUT", data["error"]
+            assert data["calls"], "the run made tool calls before its deadline"
+            assert (await run_code(runtime, "__result__ = add(2, 3)"))["result"] == 5
