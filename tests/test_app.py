@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import tomllib
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -64,15 +65,29 @@ async def test_is_error_exactly_for_status_error(
         result = await client.call_tool("attp_execute", arguments)
     assert result.structured_content is not None
     assert (result.structured_content["status"], result.is_error) == (status, is_error)
-    rendered = tomllib.loads(result.content[0].text)  # type: ignore[union-attr]
+    rendered = json.loads(result.content[0].text)  # type: ignore[union-attr]
     assert rendered["status"] == status
 
 
-async def test_json_result_format(workspace: Path) -> None:
-    async with running(workspace, result_format="json") as runtime, Client(create_server(runtime)) as client:
-        result = await client.call_tool("attp_execute", {"code": "__result__ = [1, None]"})
-    assert result.content[0].text.lstrip().startswith("{")  # type: ignore[union-attr]
-    assert result.structured_content == {**result.structured_content, "result": [1, None]}
+async def test_text_is_the_lean_json_view_and_structured_content_the_whole_result(workspace: Path) -> None:
+    async with running(workspace) as runtime, Client(create_server(runtime)) as client:
+        result = await client.call_tool("attp_execute", {"code": "add(1, 2)\n__result__ = [1, None]", "target": "t"})
+    assert json.loads(result.content[0].text) == {  # type: ignore[union-attr]
+        "status": "ok",
+        "result": [1, None],
+        "tool_calls": "add: 1",
+    }
+    assert result.structured_content is not None
+    assert result.structured_content["result"] == [1, None]
+    assert result.structured_content["target"] == "t"
+    assert [c["tool"] for c in result.structured_content["calls"]] == ["add"]
+    assert result.structured_content["elapsed_ms"] > 0
+
+
+async def test_toml_result_format(workspace: Path) -> None:
+    async with running(workspace, result_format="toml") as runtime, Client(create_server(runtime)) as client:
+        result = await client.call_tool("attp_execute", {"code": "__result__ = {'a': 1}"})
+    assert tomllib.loads(result.content[0].text) == {"status": "ok", "result": {"a": 1}}  # type: ignore[union-attr]
 
 
 async def test_long_catalog_falls_back_to_pack_list(workspace: Path) -> None:
