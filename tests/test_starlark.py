@@ -416,8 +416,8 @@ def test_attp_check_parses_starlark(capsys: pytest.CaptureFixture[str], workspac
     assert cli_main(["check", *flags, "--code", "x = [1]\nfor i in x:\n    print(f'{x[0]}')"]) == 0
     assert cli_main(["check", *flags, "--code", "x = 1\nwhile x:\n    pass"]) == 1
     out = capsys.readouterr().out
-    assert 'code = "SYNTAX_ERROR"' in out
-    assert "line = 2" in out
+    assert '"code":"SYNTAX_ERROR"' in out
+    assert '"line":2' in out
 
 
 async def test_mcp_tool_takes_the_engine_argument(runtime: Runtime) -> None:
