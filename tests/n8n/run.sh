@@ -3,9 +3,10 @@
 #
 # The first run installs n8n 2.8.4 as pinned by tests/n8n/package-lock.json into tests/n8n/node_modules
 # (about 4 minutes, most of it compiling sqlite3; later runs reuse it), then runs tests/n8n/test_n8n.py:
-# a real attp-server over HTTP, real n8n workflows calling it through the MCP Client node over
-# Streamable HTTP (Bearer) and SSE (X-API-Key). Extra arguments go to pytest. PYTHON picks the
-# interpreter that has attp-server installed (default: the checkout's .venv).
+# a real attp-server over HTTP, real n8n workflows calling it through the MCP Client node and the
+# agent's MCP Client Tool node over Streamable HTTP (Bearer) and SSE (X-API-Key). About 20 s once
+# installed. Extra arguments go to pytest. PYTHON picks the interpreter that has attp-server installed
+# (default: the checkout's .venv).
 #
 #   tests/n8n/run.sh            # from the repository root
 set -euo pipefail

@@ -1,4 +1,4 @@
-"""The real n8n (opt-in: tests/n8n/run.sh): workflows of n8n's MCP Client node call a real attp-server.
+"""The real n8n (opt-in: tests/n8n/run.sh): workflows of n8n's two MCP nodes call a real attp-server.
 
 Skipped unless ATTP_TEST_N8N=1. n8n 2.8.4 comes from tests/n8n/node_modules, which run.sh installs from
 the lockfile. The server runs over HTTP on a free loopback port with a token; n8n imports the
@@ -38,6 +38,7 @@ pytestmark = [
 
 ROUND_TRIP = "attpRoundTrip001"  # the ids in workflows.json
 FAILING = "attpFailingRun01"
+AGENT_TOOL = "attpAgentTool001"
 TOML_TEXT = "attpTomlText0001"  # the round trip's first step against a server that answers n8n in TOML
 WRITE = "Write report (Streamable HTTP, Bearer)"
 READ = "Read it back (SSE, X-API-Key)"
@@ -186,3 +187,17 @@ def test_with_json_clients_off_the_node_passes_the_toml_text_on_as_one_string(n8
     text = text_of(run, WRITE)
     assert isinstance(text, str)
     assert tomllib.loads(text)["status"] == "ok"
+
+
+def test_the_agent_sub_node_hands_the_model_the_text_and_a_failed_program_as_the_tool_answer(n8n: N8n) -> None:
+    """MCP Client Tool, called as an AI Agent would call it (n8n's Tool Executor stands in for the LLM)."""
+    run = n8n.execute(AGENT_TOOL)
+
+    assert run["status"] == "success"
+    [answer] = node_items(run, "Call the tool")  # the content blocks, as the JSON string the agent passes on
+    [block] = json.loads(answer)
+    assert tomllib.loads(block["text"])["result"] == 42
+    [failed] = node_items(run, "Call it with a typo")  # on isError: the text alone, which the model reads
+    assert tomllib.loads(failed)["error"]["suggested_value"] == "read_file"
+    [tool_run] = run["data"]["resultData"]["runData"]["MCP Client Tool (SSE, X-API-Key)"]
+    assert tool_run["error"]["message"] == failed  # and n8n marks the tool node as failed
