@@ -4,7 +4,7 @@
 # The first run installs n8n 2.8.4 as pinned by tests/n8n/package-lock.json into tests/n8n/node_modules
 # (about 4 minutes, most of it compiling sqlite3; later runs reuse it), then runs tests/n8n/test_n8n.py:
 # a real attp-server over HTTP, real n8n workflows calling it through the MCP Client node and the
-# agent's MCP Client Tool node over Streamable HTTP (Bearer) and SSE (X-API-Key). About 20 s once
+# agent's MCP Client Tool node over Streamable HTTP (Bearer) and SSE (X-API-Key). 20 to 40 s once
 # installed. Extra arguments go to pytest. PYTHON picks the interpreter that has attp-server installed
 # (default: the checkout's .venv).
 #
