@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -56,6 +57,17 @@ def test_default_packs_show_every_tool_with_its_signature_within_budget(tmp_path
     assert "read_file(path, max_lines=1000, offset=0) -> str — Read a UTF-8 text file" in description
     assert "too long" not in description
     assert "file_reader = read_file" in description
+
+
+def test_readme_states_the_default_description_size(tmp_path: Path) -> None:
+    catalog = catalog_of(tmp_path)
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    stated = re.search(r"The default packs'\s+(\d+) tools take ([\d,]+) characters", readme)
+    assert stated is not None
+    assert (int(stated.group(1)), int(stated.group(2).replace(",", ""))) == (
+        len(catalog.registry.tools),
+        len(catalog.description),
+    )
 
 
 def test_description_rules(tmp_path: Path) -> None:
