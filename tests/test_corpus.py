@@ -150,16 +150,7 @@ def oracle_tool(tool: Tool) -> Callable[..., Any]:
         try:
             value = tool.function(**bound)
         except ServerToolError as exc:
-            raise OracleToolError(
-                ErrorInfo(
-                    code=exc.code,
-                    message=exc.message,
-                    tool_name=tool.name,
-                    parameter_name=exc.parameter_name,
-                    suggested_value=exc.suggested_value,
-                    solution=exc.solution,
-                )
-            ) from None
+            raise OracleToolError(exc.info(tool.name)) from None
         return pydantic_core.to_jsonable_python(value)
 
     return call
