@@ -175,7 +175,7 @@ def test_inspector_lists_the_tool(node_clients: NodeClients, inspector_target: I
     tool = tools[0]
     assert set(tool["inputSchema"]["properties"]) == {"code", "envelope", "target", "thought", "engine"}
     assert {"status", "result", "stdout", "calls", "error"} <= set(tool["outputSchema"]["properties"])
-    assert "read_file(path: str, max_lines: int = 1000, offset: int = 0) -> str" in tool["description"]
+    assert "read_file(path, max_lines=1000, offset=0) -> str — Read a UTF-8 text file" in tool["description"]
     assert tool["annotations"]["destructiveHint"] is True
 
 

@@ -144,7 +144,7 @@ async function exercise(name, options) {
     checks.check("output schema has status", "status" in (tool?.outputSchema?.properties ?? {}), tool?.outputSchema);
     checks.check(
       "description lists the tools",
-      (tool?.description ?? "").includes("read_file(path: str"),
+      (tool?.description ?? "").includes("read_file(path, max_lines=1000, offset=0) -> str"),
       tool?.description?.slice(0, 200),
     );
 
