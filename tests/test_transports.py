@@ -44,8 +44,8 @@ async def test_lists_exactly_attp_execute_with_catalog(served: Served) -> None:
     assert set(tool.input_schema["properties"]) == {"code", "envelope", "target", "thought", "engine"}
     description = tool.description or ""
     for signature in (
-        "read_file(path: str, max_lines: int = 1000, offset: int = 0) -> str",
-        "add(a: int, b: int) -> int",
+        "read_file(path, max_lines=1000, offset=0) -> str — Read a UTF-8 text file",
+        "add(a: int, b: int) -> int — ",
     ):
         assert signature in description
     assert tool.annotations is not None and tool.annotations.destructive_hint is True
