@@ -1,0 +1,12 @@
+# expect: ok
+def make_accumulator():
+    items = []
+    def add(x):
+        items.append(x)
+        return len(items)
+    return add
+
+acc = make_accumulator()
+acc("a")
+acc("b")
+__result__ = acc("c")

@@ -1,0 +1,5 @@
+# expect: ok
+import json
+
+data = json.loads('{"a": 1, "b": [1, 2]}')
+__result__ = json.dumps(data, sort_keys=True)

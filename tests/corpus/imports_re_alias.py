@@ -1,0 +1,4 @@
+# expect: ok
+import re as regex
+
+__result__ = regex.findall(r"\b\w{5}\b", "these words have exactly five letter words: quick brown jumps")

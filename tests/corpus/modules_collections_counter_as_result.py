@@ -1,0 +1,5 @@
+# expect: ok
+# needs: modules
+from collections import Counter
+
+__result__ = Counter(["a", "b", "a"])

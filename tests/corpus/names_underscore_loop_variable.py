@@ -1,0 +1,5 @@
+# expect: ok
+rows = []
+for _ in range(3):
+    rows.append("row")
+__result__ = rows

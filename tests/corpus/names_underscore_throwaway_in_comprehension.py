@@ -1,0 +1,3 @@
+# expect: ok
+grid = [[0 for _ in range(3)] for _ in range(2)]
+__result__ = grid
