@@ -126,8 +126,8 @@ def scan(
     every import statement, as the seed's strict dialect does.
     """
     walked = nodes(tree) if walked is None else walked
-    bound = bound_names(walked)
     found: list[Violation] = []
+    builtins: list[ast.Name] = []  # forbidden builtins read: refused unless the program binds that name itself
 
     def add(code: str, node: ast.AST, message: str, name: str | None = None) -> None:
         found.append(Violation(code, message, getattr(node, "lineno", None), getattr(node, "col_offset", None), name))
@@ -141,9 +141,10 @@ def scan(
                 add("IMPORT_FORBIDDEN", node, *problem)
         elif isinstance(node, ast.Name):
             loaded = isinstance(node.ctx, ast.Load)
-            builtin = node.id in FORBIDDEN_NAMES and node.id not in bound and loaded
-            if builtin or refused_name(node.id, store=not loaded):
+            if refused_name(node.id, store=not loaded):
                 add("FORBIDDEN", node, name_advice(node.id), node.id)
+            elif loaded and node.id in FORBIDDEN_NAMES:
+                builtins.append(node)
         elif isinstance(node, ast.Attribute):
             if node.attr.startswith("_"):
                 add("FORBIDDEN", node, attribute_advice(node.attr), node.attr)
@@ -179,6 +180,11 @@ def scan(
                     add("FORBIDDEN", node, name_advice(name), name)
         elif type(node) in _UNSUPPORTED:
             add("FORBIDDEN", node, _UNSUPPORTED[type(node)])
+    if builtins:  # rare: only then is the walk for the names the program binds worth its cost
+        bound = bound_names(walked)
+        for name in builtins:
+            if name.id not in bound:
+                add("FORBIDDEN", name, name_advice(name.id), name.id)
     found.sort(key=lambda v: (v.line or 0, v.column or 0))
     return found
 
