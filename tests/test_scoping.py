@@ -308,3 +308,16 @@ async def test_recursion_as_deep_as_cpython_allows(runtime: Runtime) -> None:
     data = await run_code(runtime, code.format(100_000))
     assert data["error"]["code"] == "RUNTIME_ERROR" and "RecursionError" in data["error"]["message"]
     assert (await run_code(runtime, "__result__ = 'alive'"))["result"] == "alive"
+
+
+def test_the_deadline_alarm_gives_back_an_alarm_set_before_it() -> None:
+    """In process (tests, the bench), a timer set by someone else (pytest-timeout's) survives a run."""
+    import signal
+
+    signal.setitimer(signal.ITIMER_REAL, 100.0)
+    try:
+        assert sandboxed("__result__ = 1").result == 1
+        remaining, _ = signal.getitimer(signal.ITIMER_REAL)
+        assert 90.0 < remaining <= 100.0
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
