@@ -4,8 +4,8 @@ While a program runs in the main thread, ``SIGALRM`` fires at the deadline (and 
 case one is lost) and its handler raises `Timeout`, the uncatchable abort: CPython runs signal handlers
 between bytecodes, so a runaway loop or recursion ends on time without the evaluator checking the clock
 on every call. A long C-level call (a regex, a huge sort) still returns first; the server's kill covers
-that. Tool calls hold the signal (`held`) so a reply is never left half read on the protocol pipe; a
-pending alarm fires as soon as the call returns.
+that. A tool call holds the alarm (`hold`, `release`) so a reply is never left half read on the protocol
+pipe; a deadline that passed meanwhile ends the run as soon as the reply is in.
 
 Where no timer is possible (another thread, another platform) `armed` reports it and the evaluator
 checks the clock itself on every call as well as every loop iteration.
@@ -30,6 +30,13 @@ def available() -> bool:
     return hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
 
 
+class _State:
+    """Whether a tool call is in flight, and whether the deadline passed during it."""
+
+    holding = False
+    due = False
+
+
 @contextlib.contextmanager
 def armed(deadline: float) -> Iterator[bool]:
     """Raise `Timeout` in this thread at `deadline` (a ``time.monotonic()`` value) while the block runs.
@@ -41,29 +48,35 @@ def armed(deadline: float) -> Iterator[bool]:
         return
 
     def expire(signum: int, frame: FrameType | None) -> None:
-        if time.monotonic() >= deadline:
-            raise Timeout("the program ran past its time limit")
+        if time.monotonic() < deadline:
+            return
+        if _State.holding:  # mid tool call: the reply is read first, then `release` raises
+            _State.due = True
+            return
+        raise Timeout("the program ran past its time limit")
 
     previous = signal.signal(signal.SIGALRM, expire)
     started = time.monotonic()
+    _State.holding = _State.due = False
     pending, interval = signal.setitimer(signal.ITIMER_REAL, max(deadline - started, 0.001), REPEAT_S)
     try:
         yield True
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        _State.holding = _State.due = False
         if pending:  # someone else's alarm (a test runner's timeout): put it back, minus the time spent here
             signal.setitimer(signal.ITIMER_REAL, max(pending - (time.monotonic() - started), 0.001), interval)
 
 
-@contextlib.contextmanager
-def held() -> Iterator[None]:
-    """Hold the alarm for the block (a tool call's round trip); a pending one fires when it ends."""
-    if not available():
-        yield
-        return
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGALRM})
+def hold() -> None:
+    """A tool call starts: the alarm must not interrupt its round trip on the protocol pipe."""
+    _State.holding = True
+
+
+def release() -> None:
+    """The tool call's reply is in: if the deadline passed meanwhile, the run ends now."""
+    _State.holding = False
+    if _State.due:
+        _State.due = False
+        raise Timeout("the program ran past its time limit")

@@ -22,7 +22,6 @@ from attp_server.sandbox.expressions import (
     Context,
     Eval,
     compile_expr,
-    missing_name,
     operand,
     reader,
 )
@@ -35,7 +34,7 @@ Operation = Callable[[Any, Any], Any]
 def pair(ctx: Context, left_node: ast.expr, right_node: ast.expr, op: Operation) -> Eval:
     """``op(left, right)`` for a C-level `op` that never builds a big value, operands read inline."""
     (lk, left), (rk, right) = operand(ctx, left_node), operand(ctx, right_node)
-    absent = missing_name(ctx)
+    absent = ctx.absent
     if lk == "frame":
         name = left
         if rk == "const":
@@ -91,7 +90,7 @@ def _binop(ctx: Context, node: ast.BinOp) -> Eval:
     if fast is None:  # ** and <<: always checked
         return pair(ctx, node.left, node.right, checked)
     (lk, left), (rk, right) = operand(ctx, node.left), operand(ctx, node.right)
-    absent = missing_name(ctx)
+    absent = ctx.absent
     if lk == "const":
         value = left
         left, lk = (lambda f: value), "expr"
@@ -297,7 +296,7 @@ def _membership(ctx: Context, left_node: ast.expr, right_node: ast.expr, *, nega
             return lambda f: left(f) not in container
         return lambda f: left(f) in container
     if kind == "frame":
-        right = reader(right, missing_name(ctx))
+        right = reader(right, ctx.absent)
     if negated:
         return lambda f: left(f) not in right(f)
     return lambda f: left(f) in right(f)

@@ -29,7 +29,6 @@ from attp_server.sandbox.expressions import (
     Eval,
     compile_expr,
     inline_or_closure,
-    missing_name,
     operand,
 )
 from attp_server.sandbox.functions import Frame, Function, locate, out_of_memory
@@ -97,7 +96,7 @@ def _call_one(ctx: Context, func: ast.expr, arg_node: ast.expr) -> Eval:
     """``f(x)``, the most common call, in one closure: the callee read inline when it is a name, the argument
     computed inline when it is a name, a constant or ``name <op> constant``, and a plain function of the
     program entered directly (its frame built here, no entry closure)."""
-    absent, budget, g = missing_name(ctx), ctx.evaluator, ctx.globals
+    absent, budget, g = ctx.absent, ctx.evaluator, ctx.globals
     tick = budget.tick_calls
     spec = inline_or_closure(ctx, arg_node)
     ak, an, av, ao, aop, ack, arg = spec.kind, spec.name, spec.value, spec.other, spec.op, spec.checked, spec.closure
@@ -163,7 +162,7 @@ def _call_one(ctx: Context, func: ast.expr, arg_node: ast.expr) -> Eval:
 
 def _method_call(ctx: Context, func: ast.Attribute, arg_nodes: list[ast.expr]) -> Eval:
     """``obj.name(args)``: the policy decides once per class; a plain method is then called unbound, directly."""
-    name, absent = func.attr, missing_name(ctx)
+    name, absent = func.attr, ctx.absent
     kind, receiver = operand(ctx, func.value)
     if kind == "const":
         value = receiver

@@ -29,7 +29,6 @@ from attp_server.sandbox.expressions import (
     compile_expr,
     delete_name,
     inline_or_closure,
-    missing_name,
     operand,
     store_name,
 )
@@ -102,7 +101,7 @@ def _returned(ctx: Context, node: ast.Return) -> Callable[[Frame], Any]:
     if kind == "const":
         return lambda f: value
     if kind == "frame":
-        name, absent = value, missing_name(ctx)
+        name, absent = value, ctx.absent
 
         def returned_name(f: Frame) -> Any:
             try:
@@ -144,7 +143,7 @@ def _branch(ctx: Context, statements: list[ast.stmt]) -> tuple[bool, Any, ast.AS
 
 
 def _tail_if(ctx: Context, node: ast.If, orelse_statements: list[ast.stmt]) -> Callable[[Frame], Any]:
-    spec, absent = inline_or_closure(ctx, node.test), missing_name(ctx)
+    spec, absent = inline_or_closure(ctx, node.test), ctx.absent
     tk, tn, tv, to, top, tck, test = spec.kind, spec.name, spec.value, spec.other, spec.op, spec.checked, spec.closure
     tout, ton, tov = spec.outer, spec.outer_name, spec.outer_value
     body_fixed, body, body_node = _branch(ctx, node.body)
@@ -225,7 +224,7 @@ def _return(ctx: Context, node: ast.Return) -> Stmt:
 
 
 def _if(ctx: Context, node: ast.If) -> Stmt:
-    spec, absent = inline_or_closure(ctx, node.test), missing_name(ctx)
+    spec, absent = inline_or_closure(ctx, node.test), ctx.absent
     tk, tn, tv, to, top, tck, test = spec.kind, spec.name, spec.value, spec.other, spec.op, spec.checked, spec.closure
     tout, ton, tov = spec.outer, spec.outer_name, spec.outer_value
     body = block(ctx, node.body)
@@ -341,7 +340,7 @@ def _for(ctx: Context, node: ast.For) -> Stmt:
 
 def _while(ctx: Context, node: ast.While) -> Stmt:
     evaluator = ctx.evaluator
-    spec, absent = inline_or_closure(ctx, node.test), missing_name(ctx)
+    spec, absent = inline_or_closure(ctx, node.test), ctx.absent
     tk, tn, tv, to, top, tck, test = spec.kind, spec.name, spec.value, spec.other, spec.op, spec.checked, spec.closure
     tout, ton, tov = spec.outer, spec.outer_name, spec.outer_value
     body = block(ctx, node.body)

@@ -14,7 +14,7 @@ import ast
 from collections.abc import Callable
 from typing import Any
 
-from attp_server.sandbox.expressions import EXPRESSIONS, Context, Eval, compile_expr, missing_name, operand, reader
+from attp_server.sandbox.expressions import EXPRESSIONS, Context, Eval, compile_expr, operand, reader
 from attp_server.sandbox.functions import Frame
 from attp_server.sandbox.limits import MAX_SEQUENCE_LEN, Forbidden, SizeLimitError
 from attp_server.sandbox.namespaces import check_format_spec
@@ -47,7 +47,7 @@ def _subscript(ctx: Context, node: ast.Subscript) -> Eval:
     if kind == "const":
         value = compile_expr(ctx, node.value)
     container = value if kind == "frame" else None
-    absent = missing_name(ctx)
+    absent = ctx.absent
     if key_kind == "frame":
         key = reader(key, absent)
     constant_key = key_kind == "const"

@@ -35,6 +35,9 @@ class Context:
         self.scopes = scopes
         self.globals: Frame = evaluator.symtable
         self.operators: dict[type, Callable[[Any, Any], Any]] = evaluator.binary_operators
+        self.absent: Callable[[str], NameError] = undefined if scope.kind == "module" else unbound_local
+        """The error for a name read from the frame dict that is not there: a function's unbound local, or
+        a module-level name never defined."""
 
     def inner(self, node: ast.AST) -> Context:
         return Context(self.evaluator, self.scopes[node], self.scopes)
@@ -244,12 +247,6 @@ def undefined(name: str) -> NameError:
     return NameError(f"name {name!r} is not defined", name=name)
 
 
-def missing_name(ctx: Context) -> Callable[[str], NameError]:
-    """The error for a name read from the frame dict that is not there: a function's unbound local, or a
-    module-level name never defined."""
-    return undefined if ctx.scope.kind == "module" else unbound_local
-
-
 def unbound_free(name: str) -> NameError:
     return NameError(
         f"cannot access free variable {name!r} where it is not associated with a value in enclosing scope", name=name
@@ -421,7 +418,7 @@ def _boolop(ctx: Context, node: ast.BoolOp) -> Eval:
         second = values[1]
         if kind != "frame":
             first = values[0]
-        name, absent = (first if kind == "frame" else None), missing_name(ctx)
+        name, absent = (first if kind == "frame" else None), ctx.absent
 
         def boolop2(f: Frame) -> Any:
             if name is None:

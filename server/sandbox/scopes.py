@@ -54,11 +54,12 @@ class Scope:
     def lookup(self, name: str) -> str:
         return self.where.get(name, GLOBAL)
 
-    @property
-    def locals(self) -> set[str]:
-        if self.kind == "module":
-            return set()
-        return ({*self.params} | self.bound) - self.declared_global - self.declared_nonlocal - self.outward
+    locals: set[str] = field(default_factory=set)
+    """The names this scope binds for itself (none at module level), set once the walk is done."""
+
+    def settle(self) -> None:
+        if self.kind != "module":
+            self.locals = ({*self.params} | self.bound) - self.declared_global - self.declared_nonlocal - self.outward
 
 
 def analyze(tree: ast.Module) -> dict[ast.AST, Scope]:
@@ -66,14 +67,21 @@ def analyze(tree: ast.Module) -> dict[ast.AST, Scope]:
     collector = _Collector()
     module = Scope("module", None)
     collector.scopes[tree] = module
-    for statement in tree.body:
-        collector.visit(statement, module)
-    for scope in collector.scopes.values():
+    collector.visit_all(tree.body, module)
+    collector.drain()
+    scopes = collector.scopes
+    if len(scopes) == 1:  # no def, lambda or comprehension: every name is the module's, a global
+        return scopes
+    for scope in scopes.values():
+        scope.settle()
+    for scope in scopes.values():
         _resolve(scope)
-    for scope in collector.scopes.values():
-        scope.cellvars = sorted(n for n, w in scope.where.items() if w == CELL and n in scope.locals)
-        scope.freevars = sorted(n for n, w in scope.where.items() if w == CELL and n not in scope.locals)
-    return collector.scopes
+    for scope in scopes.values():
+        cells = [n for n, w in scope.where.items() if w == CELL]
+        if cells:
+            scope.cellvars = sorted(n for n in cells if n in scope.locals)
+            scope.freevars = sorted(n for n in cells if n not in scope.locals)
+    return scopes
 
 
 class _Collector:
@@ -81,6 +89,8 @@ class _Collector:
 
     def __init__(self) -> None:
         self.scopes: dict[ast.AST, Scope] = {}
+        self.pending: list[tuple[ast.AST, Scope]] = []
+        """Nodes still to visit, with the scope each belongs to (a stack: no Python call per node)."""
 
     def child(self, node: ast.AST, parent: Scope, kind: str) -> Scope:
         scope = Scope(kind, parent)
@@ -89,29 +99,37 @@ class _Collector:
         return scope
 
     def visit_all(self, nodes: list[ast.AST] | list[ast.expr] | list[ast.stmt], scope: Scope) -> None:
-        for node in nodes:
-            self.visit(node, scope)
+        self.pending.extend((node, scope) for node in nodes)
 
     def visit(self, node: ast.AST, scope: Scope) -> None:
-        cls = node.__class__
-        if cls is ast.Name:
-            if node.ctx.__class__ is ast.Load:  # type: ignore[attr-defined]
-                scope.used.add(node.id)  # type: ignore[attr-defined]
-            else:
-                scope.bound.add(node.id)  # type: ignore[attr-defined]
-            return
-        special = _SPECIAL.get(cls)
-        if special is not None:
-            special(self, node, scope)
-            return
-        for name in node._fields:  # every other node: its children, in the same scope
-            value = getattr(node, name, None)
-            if value.__class__ is list:
-                for item in value:
-                    if isinstance(item, ast.AST):
-                        self.visit(item, scope)
-            elif isinstance(value, ast.AST):
-                self.visit(value, scope)
+        self.pending.append((node, scope))
+
+    def drain(self) -> None:
+        pending, special_for = self.pending, _SPECIAL.get
+        while pending:
+            node, scope = pending.pop()
+            cls = node.__class__
+            if cls is ast.Name:
+                if node.ctx.__class__ is ast.Load:  # type: ignore[attr-defined]
+                    scope.used.add(node.id)  # type: ignore[attr-defined]
+                else:
+                    scope.bound.add(node.id)  # type: ignore[attr-defined]
+                continue
+            special = special_for(cls)
+            if special is not None:
+                special(self, node, scope)
+                continue
+            fields = _FIELDS.get(cls)
+            if fields is None:
+                fields = _FIELDS[cls] = tuple(f for f in cls._fields if f not in _LEAF_FIELDS)
+            for name in fields:  # every other node: its children, in the same scope
+                value = getattr(node, name, None)
+                if value.__class__ is list:
+                    for item in value:
+                        if isinstance(item, ast.AST):
+                            pending.append((item, scope))
+                elif isinstance(value, ast.AST):
+                    pending.append((value, scope))
 
     def visit_namedexpr(self, node: ast.NamedExpr, scope: Scope) -> None:
         self.visit(node.value, scope)
@@ -220,6 +238,13 @@ _SPECIAL: dict[type, Callable[[_Collector, Any, Scope], None]] = {
     ast.ClassDef: _Collector.visit_class,
 }
 """Nodes that open a scope, bind names in a special way, or hide parts never evaluated (annotations)."""
+
+
+_LEAF_FIELDS = frozenset({"ctx", "op", "ops", "kind", "type_comment", "type_ignores", "value_kind"})
+"""Fields that never hold a name: load/store contexts, operators, string kinds."""
+
+_FIELDS: dict[type, tuple[str, ...]] = {ast.Constant: ()}
+"""Node class -> the fields worth walking (filled as classes are met)."""
 
 
 def _resolve(scope: Scope) -> None:

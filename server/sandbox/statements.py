@@ -26,7 +26,6 @@ from attp_server.sandbox.expressions import (
     compile_expr,
     delete_name,
     inline_or_closure,
-    missing_name,
     operand,
     store_name,
     unbound_free,
@@ -130,7 +129,7 @@ def _assign(ctx: Context, node: ast.Assign) -> Stmt:
 
 def _assign_frame_name(ctx: Context, node: ast.Assign, name: str) -> Stmt:
     """``x = <value>`` for a name in the frame dict, the value computed inline when its shape allows."""
-    spec, absent = inline_or_closure(ctx, node.value), missing_name(ctx)
+    spec, absent = inline_or_closure(ctx, node.value), ctx.absent
     vk, vn, vv, vo, vop, vck, value = spec.kind, spec.name, spec.value, spec.other, spec.op, spec.checked, spec.closure
 
     def assign_local(f: Frame) -> None:
@@ -209,7 +208,7 @@ def _update_frame_name(ctx: Context, node: ast.AugAssign, name: str, operation: 
         value = compile_expr(ctx, node.value)
     constant, const = kind == "const", value
     adding = node.op.__class__ is ast.Add
-    absent = missing_name(ctx)
+    absent = ctx.absent
 
     def update(f: Frame) -> None:
         try:

@@ -144,10 +144,13 @@ class ToolBridge:
                     "tool_name": name,
                 }
             ) from None
-        with alarm.held():  # the deadline waits for the reply: the pipe is never left mid-message
+        alarm.hold()  # the deadline waits for the reply: the pipe is never left mid-message
+        try:
             self.channel.writer.write(frame)
             self.channel.writer.flush()
             reply = self.channel.receive()
+        finally:
+            alarm.release()
         if reply is None:
             raise ServerGone("the server closed the connection")
         if reply.get("ok"):
