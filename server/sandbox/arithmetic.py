@@ -18,6 +18,7 @@ from typing import Any
 
 from attp_server.sandbox.expressions import (
     EXPRESSIONS,
+    INLINE_OPERATORS,
     SMALL,
     Context,
     Eval,
@@ -250,14 +251,7 @@ _PLAIN: dict[type, Operation] = {
 """Operators that never build a big value (``a - b`` is at most one bit longer than its operands)."""
 
 _COMPARE: dict[type, Operation] = {
-    ast.Eq: operator.eq,
-    ast.NotEq: operator.ne,
-    ast.Lt: operator.lt,
-    ast.LtE: operator.le,
-    ast.Gt: operator.gt,
-    ast.GtE: operator.ge,
-    ast.Is: operator.is_,
-    ast.IsNot: operator.is_not,
+    **{op: INLINE_OPERATORS[op] for op in (ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Is, ast.IsNot)},
     ast.In: lambda a, b: a in b,
     ast.NotIn: lambda a, b: a not in b,
 }
