@@ -182,9 +182,9 @@ def scan(
             add("FORBIDDEN", node, _UNSUPPORTED[type(node)])
     if builtins:  # rare: only then is the walk for the names the program binds worth its cost
         bound = bound_names(walked)
-        for name in builtins:
-            if name.id not in bound:
-                add("FORBIDDEN", name, name_advice(name.id), name.id)
+        for read in builtins:
+            if read.id not in bound:
+                add("FORBIDDEN", read, name_advice(read.id), read.id)
     found.sort(key=lambda v: (v.line or 0, v.column or 0))
     return found
 
