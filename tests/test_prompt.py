@@ -40,9 +40,9 @@ def test_prompt_states_code_rules_tool_errors_and_the_reply(tmp_path: Path, lang
 @pytest.mark.parametrize(
     ("language", "needles"),
     [
-        pytest.param("en", ["Not available: names or attributes starting with _", "Limits per call: 10 s, 200 tool calls"],
-                     id="en"),
-        pytest.param("zh", ["不可用：以 _ 开头的名称或属性", "每次调用的限制：10 秒，200 次工具调用"], id="zh"),
+        pytest.param("en", ["Not available: other modules, class", "attributes starting with _",
+                            "Limits per call: 10 s, 200 tool calls"], id="en"),
+        pytest.param("zh", ["不可用：其他模块、class", "以 _ 开头的属性", "每次调用的限制：10 秒，200 次工具调用"], id="zh"),
     ],
 )  # fmt: skip
 def test_prompt_names_what_is_refused_and_the_limits(tmp_path: Path, language: str, needles: list[str]) -> None:
