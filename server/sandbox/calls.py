@@ -148,8 +148,14 @@ def _call_one(ctx: Context, func: ast.expr, arg_node: ast.expr) -> Eval:
                 budget.left -= 1
                 if budget.left < 0:
                     budget.spend()
+            closure = fn.closure
+            if closure:
+                frame = closure.copy()
+                frame[fn.first] = a  # type: ignore[index]
+            else:
+                frame = {fn.first: a}  # type: ignore[dict-item]
             try:
-                return body({fn.first: a})  # type: ignore[dict-item]
+                return body(frame)
             except MemoryError:
                 raise out_of_memory(fn.code.where) from None
             except BaseException as exc:

@@ -324,9 +324,10 @@ class Function:
         self.closure = closure
         self.__name__ = self.__qualname__ = code.name
         self.arity, self.enter = code.entry(self)
-        plain = self.arity >= 0 and not closure and not code.param_cells and not code.new_cells
+        plain = self.arity >= 0 and not code.param_cells and not code.new_cells
         self.body: Body | None = code.body if plain else None
-        """Set when a call site may build the frame itself: no cells, no closure, positional parameters only."""
+        """Set when a call site may build the frame itself (its parameters, plus `closure`'s cells when it has
+        some): no cells of its own, positional parameters only."""
         self.first: str | None = code.positional[0] if plain and self.arity == 1 else None
 
     def __call__(self, /, *args: Any, **kwargs: Any) -> Any:

@@ -241,8 +241,13 @@ def _update_frame_name(ctx: Context, node: ast.AugAssign, name: str, operation: 
 
 
 def _update_cell(ctx: Context, node: ast.AugAssign, name: str, operation: Callable[[Any, Any], Any]) -> Stmt:
-    """``count += step`` for a captured name (``nonlocal count``): the cell read and written once."""
-    value = compile_expr(ctx, node.value)
+    """``count += step`` for a captured name (``nonlocal count``): the cell read and written once, small
+    ints added inline."""
+    kind, value = operand(ctx, node.value)
+    if kind == "frame":
+        value = compile_expr(ctx, node.value)
+    constant, const = kind == "const", value
+    adding = node.op.__class__ is ast.Add
 
     def update_cell(f: Frame) -> None:
         try:
@@ -251,7 +256,11 @@ def _update_cell(ctx: Context, node: ast.AugAssign, name: str, operation: Callab
                 a = cell.value
             except AttributeError:
                 raise unbound_free(name) from None
-            cell.value = operation(a, value(f))
+            b = const if constant else value(f)
+            if adding and a.__class__ is int and b.__class__ is int:
+                cell.value = a + b
+            else:
+                cell.value = operation(a, b)
         except MemoryError:
             raise out_of_memory(node) from None
         except BaseException as exc:
