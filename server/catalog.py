@@ -43,6 +43,7 @@ class Catalog:
                 "- A failed tool call raises ToolError: try: ... except ToolError as e: use e.code, e.message.\n"
                 "- Not available: import, names or attributes starting with _, class, with, yield, open, eval, exec, "
                 "getattr, type, dir, globals.\n"
+                "- parallel(tool, [kwargs, ...]) runs one tool over many argument dicts at once; results in order.\n"
             )
         return (
             f"Run a short {s.engine.capitalize()} program that calls the tools below, and get back its result. One "
@@ -74,6 +75,11 @@ class Catalog:
                 catalog = self._packs_only(with_names=False)
         if not self.registry.tools:
             catalog = "\nNo tools are enabled: only the pre-injected modules are available."
+        down = self.registry.unavailable()
+        if down:
+            catalog += "\nUnavailable now (MCP servers that are down): " + "; ".join(
+                f"{name}: {problem}" for name, problem in down.items()
+            )
         return rules + catalog
 
     def _packs_only(self, *, with_names: bool) -> str:

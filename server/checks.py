@@ -9,7 +9,8 @@ before a worker is even involved.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from attp_server import pyast
 from attp_server.errors import ErrorCode, ErrorInfo, suggest
@@ -36,6 +37,8 @@ class KnownNames:
     tools: frozenset[str]
     builtins: frozenset[str]
     namespaces: dict[str, frozenset[str]]
+    unavailable: Mapping[str, str] = field(default_factory=dict)
+    """Packs whose tools cannot be called now (an upstream server that is down) -> why, and the fix."""
 
     def all(self) -> set[str]:
         return {*self.tools, *self.builtins, *self.namespaces}
@@ -123,6 +126,8 @@ def _unknown_name(walked: list[ast.AST], code: str, known: KnownNames) -> ErrorI
             message = f"{name}() is not a tool or function available here"
             if suggestion:
                 message += f"; did you mean {suggestion}()?"
+            if known.unavailable:
+                message += f" (tools of {', '.join(sorted(known.unavailable))} are unknown while that server is down)"
             problems.append((node.lineno, node.col_offset, _not_found(message, name, suggestion, node, code)))
         elif (
             isinstance(node, ast.Attribute)
@@ -133,6 +138,9 @@ def _unknown_name(walked: list[ast.AST], code: str, known: KnownNames) -> ErrorI
             and not node.attr.startswith("_")
         ):
             space = node.value.id
+            if space in known.unavailable:  # its tools are unknown while it is down: say that, not "no member"
+                problems.append((node.lineno, node.col_offset, _unavailable(space, node, code, known)))
+                continue
             suggestion = suggest(node.attr, known.namespaces[space])
             message = f"{space} has no member {node.attr!r}"
             if suggestion:
@@ -145,6 +153,18 @@ def _unknown_name(walked: list[ast.AST], code: str, known: KnownNames) -> ErrorI
         return None
     problems.sort(key=lambda p: (p[0], p[1]))
     return problems[0][2]
+
+
+def _unavailable(space: str, node: ast.Attribute, code: str, known: KnownNames) -> ErrorInfo:
+    return ErrorInfo(
+        code=ErrorCode.UPSTREAM_UNAVAILABLE,
+        message=f"the MCP server {space!r} is unavailable: {known.unavailable[space]}",
+        line=node.lineno,
+        column=node.col_offset + 1,
+        source_line=_source_line(code, node.lineno),
+        tool_name=f"{space}.{node.attr}",
+        solution=f"Do the task without {space}'s tools, or ask the user to fix that server; the other tools work.",
+    )
 
 
 def _not_found(message: str, name: str, suggestion: str | None, node: ast.expr, code: str) -> ErrorInfo:
