@@ -29,6 +29,7 @@ from typing import Any
 import anyio
 import httpx2
 import mcp_types as types
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from anyio.abc import TaskStatus
 from attp_server import __version__
 from attp_server.mcp_config import ExpansionError, McpServer, expand
@@ -91,6 +92,7 @@ class Upstream:
         """Set when the connection attempt a call asked for has ended (either way); None when none is pending."""
         self._backoff = FIRST_BACKOFF_S
         self._retry_at = 0.0
+        self._started = False
         self.connects = 0
         self.failures = 0
 
@@ -112,25 +114,29 @@ class Upstream:
     async def serve(self, changed: Changed, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Keep the server connected until cancelled (see the module docstring)."""
         self._changed = changed
-        started = False
+        first = True
         while True:
+            if not first:
+                while self._request is None:  # connect again only when a call asks for the server
+                    self._wanted = anyio.Event()
+                    await self._wanted.wait()
             self._lost = anyio.Event()
             was_connected = self.connects
             try:
-                await self._session(task_status if not started else None)
+                await self._session(task_status)
             except Exception as exc:
-                self._fail(exc, broke=self.connects > was_connected)
+                broke = self.connects > was_connected
+                self._fail(exc, broke=broke)
+                if not broke:
+                    self._settle()  # the calls waiting for this attempt learn that it failed
             finally:
                 self._client = None
-            self._wanted = anyio.Event()  # before anything awaits: a call may ask for the server from here on
-            self._settle()
-            if not started:
+            if first and not self._started:
                 task_status.started()
-            started = True
+            first = False
             await changed()
-            await self._wanted.wait()  # connect again only when a call asks for the server
 
-    async def _session(self, task_status: TaskStatus[None] | None) -> None:
+    async def _session(self, task_status: TaskStatus[None]) -> None:
         """One connection: connect and list the tools within the startup timeout, then hold it until it breaks."""
         with anyio.CancelScope() as connecting:
             connecting.deadline = anyio.current_time() + self.startup_timeout_s
@@ -144,12 +150,15 @@ class Upstream:
                 logger.info(
                     "mcp server %r: connected (%s), %d tools", self.pack, self.config.describe(), len(self._tools)
                 )
-                if task_status is not None:
+                if not self._started:
+                    self._started = True
                     task_status.started()
                 self._settle()
                 assert self._changed is not None
                 await self._changed()
                 watchers.start_soon(self._relist_on_change, client)
+                if client.protocol_version in MODERN_PROTOCOL_VERSIONS:  # 2026: changes come on a listen stream
+                    watchers.start_soon(self._listen_for_changes, client)
                 await self._lost.wait()
                 watchers.cancel_scope.cancel()
         if connecting.cancelled_caught:
@@ -162,6 +171,14 @@ class Upstream:
         request, self._request = self._request, None
         if request is not None:
             request.set()
+
+    async def _listen_for_changes(self, client: Client) -> None:
+        try:
+            async with client.listen(tools_list_changed=True) as subscription:
+                async for _event in subscription:
+                    self._relist.set()
+        except Exception as exc:  # a server that does not serve subscriptions/listen: no change events, no harm
+            logger.debug("mcp server %r: no tool-change subscription: %s", self.pack, _reason(exc))
 
     async def _relist_on_change(self, client: Client) -> None:
         while True:
@@ -185,12 +202,15 @@ class Upstream:
         else:
             self._retry_at = time.monotonic() + self._backoff
             self._backoff = min(self._backoff * 2, MAX_BACKOFF_S)
-        self.problem = self._explain(exc)
+        self.problem = self._explain(exc, broke=broke)
         logger.warning("mcp server %r is unavailable: %s", self.pack, self.problem)
 
-    def _explain(self, exc: BaseException) -> str:
+    def _explain(self, exc: BaseException, *, broke: bool) -> str:
         cause = _leaf(exc)
         where = f"mcp_servers.{self.config_name}"
+        if broke:
+            ended = "the connection ended (the server exited or closed it)"
+            return f"{self.config.describe()}: {ended}; it is started again on the next call"
         if isinstance(cause, ExpansionError):
             return f"{cause}. Fix: set the variable, then restart attp-server."
         reason = _reason(cause)
@@ -272,7 +292,7 @@ class Upstream:
         upstream_name = definition.name
 
         async def call(**arguments: Any) -> Any:
-            return await self.call(upstream_name, shape, arguments)
+            return await self.call(upstream_name, f"{self.pack}.{name}", shape, arguments)
 
         call.__name__ = call.__qualname__ = name
         call.__doc__ = shape.doc
@@ -282,11 +302,14 @@ class Upstream:
 
     # ------------------------------------------------------------ calls
 
-    async def call(self, upstream_name: str, shape: ToolShape, arguments: Mapping[str, Any]) -> Any:
+    async def call(self, upstream_name: str, ref: str, shape: ToolShape, arguments: Mapping[str, Any]) -> Any:
         """Send one ``tools/call``, bounded by the run's deadline; the result as data (or a `ToolError`)."""
-        ref = f"{self.pack}.{upstream_name}"
         context = current_call()
         client = await self._ready(context.remaining())
+        if _closed(client):  # it died while idle: this request would never leave, so restart it first
+            self._client = None
+            self._lost.set()
+            client = await self._ready(context.remaining())
         remaining = context.remaining()
 
         async def on_progress(progress: float, total: float | None, message: str | None) -> None:
@@ -401,6 +424,13 @@ async def _streamable(url: str, headers: Mapping[str, str]) -> AsyncIterator[Any
     http = create_mcp_http_client(headers=dict(headers) or None)
     async with http, streamable_http_client(url, http_client=http) as streams:
         yield streams
+
+
+def _closed(client: Client) -> bool:
+    """Whether the connection has already ended (a stdio server that exited while idle). The SDK keeps this
+    on its dispatcher without a public accessor; if that changes, the call finds out by failing instead."""
+    dispatcher = getattr(client.session, "_dispatcher", None)
+    return bool(getattr(dispatcher, "_closed", False))
 
 
 def _leaf(exc: BaseException) -> BaseException:
