@@ -29,7 +29,6 @@ from typing import Any
 import anyio
 import httpx2
 import mcp_types as types
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from anyio.abc import TaskStatus
 from attp_server import __version__
 from attp_server.mcp_config import ExpansionError, McpServer, expand
@@ -42,6 +41,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 logger = logging.getLogger(__name__)
