@@ -45,23 +45,27 @@ def instructions(engine: str) -> str:
 
 
 class _Clients:
-    """MCP middleware that remembers every client session seen, to tell them when the tool list changes.
+    """MCP middleware that remembers every client connection seen, to tell them when the tool list changes.
 
-    Sessions are held weakly: a client that went away is forgotten with its session.
+    Connections are held weakly: a client that went away is forgotten with its connection. The SDK makes a
+    `ServerSession` per request and does not expose the connection under it, hence the private attribute
+    (without it, handshake-era clients are not told; 2026 clients still hear it on their listen stream).
     """
 
     def __init__(self) -> None:
-        self.sessions: weakref.WeakSet[Any] = weakref.WeakSet()
+        self.connections: weakref.WeakSet[Any] = weakref.WeakSet()
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        self.sessions.add(ctx.session)
+        connection = getattr(ctx.session, "_connection", None)
+        if connection is not None and hasattr(connection, "send_tool_list_changed"):
+            self.connections.add(connection)
         return await call_next(ctx)
 
     async def tools_changed(self, bus: InMemorySubscriptionBus) -> None:
-        """``notifications/tools/list_changed`` to every handshake-era session, and on the listen bus (2026)."""
-        for session in list(self.sessions):
+        """``notifications/tools/list_changed`` to every handshake-era connection, and on the listen bus (2026)."""
+        for connection in list(self.connections):
             try:
-                await session.send_tool_list_changed()
+                await connection.send_tool_list_changed()
             except Exception as exc:  # a client that went away must not stop the others from hearing
                 logger.debug("could not tell a client that the tools changed: %s", exc)
         await bus.publish(ToolsListChanged())

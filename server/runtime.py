@@ -137,12 +137,12 @@ class Runtime:
 
     async def refresh(self) -> None:
         """A live pack's tools or availability changed: settle the names again, rebuild what is derived from
-        them (catalog and description, known names), and tell the listeners if the description changed."""
-        before = self.catalog.description
+        them (catalog and description, known names), and tell the listeners if what a client reads changed."""
+        before = (self.catalog.description, self.catalog.attp_text())
         self.registry.refresh()
         self.catalog = Catalog(self.registry, self.settings)
         self.known = self.known_names(self.registry)
-        if self.catalog.description == before:
+        if (self.catalog.description, self.catalog.attp_text()) == before:
             return
         for listener in list(self.listeners):
             try:

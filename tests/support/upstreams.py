@@ -111,3 +111,24 @@ def processes_running(path_part: str) -> list[int]:
         if path_part in cmdline and state != "Z":
             found.append(int(entry))
     return found
+
+
+def run_inspector(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """MCP Inspector's CLI (pinned in tests/clients), never interactive, with a scratch HOME and no proxy."""
+    inspector_dir = PACKAGES / "inspector"
+    manifest = json.loads((inspector_dir / "package.json").read_text())
+    launcher = inspector_dir / manifest["bin"]["mcp-inspector"]
+    env = {k: v for k, v in os.environ.items() if k.lower() not in PROXY_VARIABLES and k != "NODE_OPTIONS"}
+    env |= {"HOME": str(home), "MCP_INSPECTOR_SECRET_STORE": "memory", "NO_COLOR": "1"}
+    return subprocess.run(
+        [node(), str(launcher), "--cli", *args],
+        check=False,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=90,
+    )
+
+
+PROXY_VARIABLES = {"http_proxy", "https_proxy", "all_proxy", "no_proxy"}
