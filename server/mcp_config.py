@@ -181,7 +181,8 @@ def _validated(values: Mapping[str, Any], where: str) -> McpServer:
         problems = []
         for error in exc.errors():
             field = ".".join(str(part) for part in error["loc"])
-            problems.append(f"{field}: {error['msg']}" if field else str(error["msg"]))
+            text = str(error["msg"]).removeprefix("Value error, ")
+            problems.append(f"{field}: {text}" if field else text)
         raise ValueError(f"{where}: " + "; ".join(problems)) from None
 
 

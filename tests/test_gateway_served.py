@@ -132,8 +132,17 @@ def test_inspector_runs_a_program_across_two_servers(tmp_path: Path) -> None:
     toml, claude = write_configs(tmp_path, workspace)
     server = {
         "command": sys.executable,
-        "args": ["-m", "attp_server", "serve", "--config", str(toml), "--mcp-config", str(claude)]
-        + ["--workspace", str(workspace)],
+        "args": [
+            "-m",
+            "attp_server",
+            "serve",
+            "--config",
+            str(toml),
+            "--mcp-config",
+            str(claude),
+            "--workspace",
+            str(workspace),
+        ],
         "env": {k: v for k, v in server_env().items() if k == "PYTHONPATH" or k.startswith("ATTP_")},
         "cwd": str(tmp_path),
     }
