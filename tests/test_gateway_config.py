@@ -89,7 +89,7 @@ def test_a_bad_table_never_echoes_its_secrets(tmp_path: Path) -> None:
 def test_variables_expand_from_the_environment() -> None:
     assert expand("Bearer ${KEY}", {"KEY": "abc"}, "h") == "Bearer abc"
     assert expand("${MISSING:-fallback}/x", {}, "h") == "fallback/x"
-    with pytest.raises(ExpansionError, match="MISSING is not set \\(referenced by mcp_servers.a.env.T\\)"):
+    with pytest.raises(ExpansionError, match=r"MISSING is not set \(referenced by mcp_servers\.a\.env\.T\)"):
         expand("${MISSING}", {}, "mcp_servers.a.env.T")
 
 
