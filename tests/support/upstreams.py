@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness import free_port, stop_process
 
 SUPPORT = Path(__file__).parent
 PACKAGES = SUPPORT.parent / "clients" / "node_modules" / "@modelcontextprotocol"
@@ -52,12 +53,6 @@ def time_stdio() -> dict[str, Any]:
     return {"command": sys.executable, "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"]}
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @contextmanager
 def everything_http() -> Iterator[str]:
     """server-everything's Streamable HTTP transport on a free loopback port; yields its /mcp URL."""
@@ -82,12 +77,7 @@ def everything_http() -> Iterator[str]:
             raise TimeoutError("server-everything did not listen")
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process)
 
 
 def tapped(log: Path) -> list[dict[str, Any]]:
