@@ -71,8 +71,8 @@ def everything(request: pytest.FixtureRequest) -> Iterator[dict[str, Any]]:
 async def test_upstream_tools_appear_wherever_builtin_tools_do(workspace: Path) -> None:
     async with gateway(workspace, {"everything": everything_stdio(), "time": time_stdio()}) as runtime:
         registry, catalog = runtime.registry, runtime.catalog
-        assert "- get_sum(a: float, b: float): Returns the sum of two numbers" in catalog.description
-        assert "- get_current_time(timezone: str) -> dict: Get current time in a specific timezone" in (
+        assert "\n  get_sum(a: float, b: float) — Returns the sum of two numbers\n" in catalog.description
+        assert "\n  get_current_time(timezone) -> dict — Get current time in a specific timezone\n" in (
             catalog.description
         )
         assert "def get_sum(a: float, b: float):" in catalog.attp_text()
@@ -276,10 +276,8 @@ __result__ = [r.code if isinstance(r, ToolError) else r for r in out]""",
 async def test_filesystem_server_beside_the_files_pack(workspace: Path) -> None:
     async with gateway(workspace, {"filesystem": filesystem_stdio(workspace)}, toolpacks=["files"]) as runtime:
         description = runtime.catalog.description
-        assert "- read_file(path: str, max_lines: int = 1000, offset: int = 0) -> str:" in description
-        assert "- filesystem.read_file(path: str, tail: float | None = None, head: float | None = None)" in (
-            description
-        )
+        assert "\n  read_file(path, max_lines=1000, offset=0) -> str — " in description
+        assert "\n  filesystem.read_file(path, tail: float = None, head: float = None) -> dict — " in description
         done = await run(
             runtime,
             f"""write_file("notes/a.txt", "alpha\\nbeta\\n")
@@ -403,7 +401,7 @@ async def test_a_changed_tool_list_refreshes_the_pack(workspace: Path) -> None:
             if told:
                 break
             await anyio.sleep(0.05)
-        assert told and "- shiny_new() -> str: Return 'shiny-new'." in told[-1]
+        assert told and "\n  shiny_new() -> str — Return 'shiny-new'." in told[-1]
         called = await run(runtime, "__result__ = shiny_new()")
         assert called["result"] == "shiny-new"
 
