@@ -16,8 +16,10 @@ from attp_server import __version__
 from attp_server.atdf import atdf_descriptor
 from attp_server.catalog import tool_text
 from attp_server.errors import suggest
+from attp_server.http import tenant_of
 from attp_server.results import ExecutionResult, render
 from attp_server.runtime import CallContext, ExecuteRequest, Runtime
+from attp_server.sessions import STDIO_SESSION, Caller
 from attp_server.signals import on_stop_signal
 from attp_server.skills import SkillError, SkillLibrary, default_skills_dirs
 from attp_server.toolpack import Tool
@@ -60,13 +62,20 @@ def create_server(runtime: Runtime) -> MCPServer:
             Field(description="Language of the program: python or starlark; omit it for the server's default."),
         ] = None,
         *,
+        reset: Annotated[
+            bool,
+            Field(description="true: forget the variables and functions kept from this session's earlier calls first."),
+        ] = False,
         ctx: Context,
     ) -> Annotated[CallToolResult, ExecutionResult]:
         async def progress(done: int, tool: str) -> None:
             await ctx.report_progress(done, message=f"{done} tool call{'s' if done > 1 else ''} done (last: {tool})")
 
-        context = CallContext(session=session_of(ctx), progress=progress)
-        request = ExecuteRequest(code=code, envelope=envelope, target=target, thought=thought, engine=engine)
+        caller = caller_of(ctx)
+        context = CallContext(session=caller.label, progress=progress, caller=caller)
+        request = ExecuteRequest(
+            code=code, envelope=envelope, target=target, thought=thought, engine=engine, reset=reset
+        )
         result = await runtime.execute(request, context)
         return CallToolResult(
             content=[TextContent(type="text", text=render(result, settings.result_format))],
@@ -94,24 +103,28 @@ def create_server(runtime: Runtime) -> MCPServer:
     return server
 
 
-def session_of(ctx: Context) -> str:
-    """A short, non-secret label of the caller for the log line.
+def caller_of(ctx: Context) -> Caller:
+    """Who is calling: the transport's session and the token's holder, from what the SDK validated.
 
-    ``stdio``; over HTTP a prefix of the MCP session id when the protocol has sessions, else the
-    peer's address (the 2026 Streamable HTTP wire is sessionless).
+    stdio is one session (one process per client). Over HTTP the session is the ``Mcp-Session-Id``
+    of Streamable HTTP or the ``session_id`` of SSE, both minted by the SDK, which answers 404 to an
+    id it does not know or that another token's holder opened; a 2026-07-28 request has no session.
+    The label (for the log line) is a prefix of the session id, or the peer's address.
     """
     try:
         request = ctx.request_context.request
     except ValueError:
-        return "-"
+        return Caller()
     headers = getattr(request, "headers", None)
     if headers is None:
-        return "stdio"
-    session = headers.get("mcp-session-id") or getattr(request, "query_params", {}).get("session_id")
-    if session:
-        return str(session)[:8]
+        return Caller(session=STDIO_SESSION, label="stdio")
+    tenant = tenant_of(getattr(request, "scope", {}))
+    if session := headers.get("mcp-session-id"):
+        return Caller(session=f"http:{session}", tenant=tenant, label=str(session)[:8])
+    if session := getattr(request, "query_params", {}).get("session_id"):
+        return Caller(session=f"sse:{session}", tenant=tenant, label=str(session)[:8])
     client = getattr(request, "client", None)
-    return f"{client.host}:{client.port}" if client is not None else "-"
+    return Caller(tenant=tenant, label=f"{client.host}:{client.port}" if client is not None else "-")
 
 
 def _add_tool_resources(server: MCPServer, runtime: Runtime) -> None:

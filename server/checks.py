@@ -36,9 +36,11 @@ class KnownNames:
     tools: frozenset[str]
     builtins: frozenset[str]
     namespaces: dict[str, frozenset[str]]
+    kept: frozenset[str] = frozenset()
+    """Names the session kept from its earlier calls (variables and functions)."""
 
     def all(self) -> set[str]:
-        return {*self.tools, *self.builtins, *self.namespaces}
+        return {*self.tools, *self.builtins, *self.namespaces, *self.kept}
 
 
 def _source_line(code: str, line: int | None) -> str | None:

@@ -6,6 +6,7 @@ either. Tools run here, in the server process: the worker only asks for them by 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import time
@@ -17,6 +18,7 @@ from typing import Any, Literal
 
 import anyio
 import pydantic_core
+from attp_server import kept_state
 from attp_server.catalog import Catalog
 from attp_server.checks import KnownNames, check_program
 from attp_server.docstrings import docstring_warnings
@@ -27,6 +29,7 @@ from attp_server.sandbox import starlark_engine
 from attp_server.sandbox.namespaces import SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS, public_names
 from attp_server.sandbox.pool import Job, WorkerPool
 from attp_server.sandbox.protocol import text_of
+from attp_server.sessions import Caller, Session, Sessions
 from attp_server.settings import Settings
 from attp_server.tam import TamError, looks_like_tam, translate_tam
 from attp_server.toolpack import ToolError, ToolpackLoadError, ToolRegistry, load_toolpack
@@ -66,6 +69,8 @@ class ExecuteRequest:
     thought: str | None = None
     engine: Engine | None = None
     """The language of the program; None means the `engine` setting. TAM blocks always run as Python."""
+    reset: bool = False
+    """Clear the session's kept variables and functions before the program runs."""
 
 
 Progress = Callable[[int, str], Awaitable[None]]
@@ -79,6 +84,8 @@ class CallContext:
     call_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     session: str = "-"
     progress: Progress | None = None
+    caller: Caller | None = None
+    """Whose session this call belongs to (None: no session, e.g. the CLI)."""
 
 
 @dataclass
@@ -88,6 +95,7 @@ class _Run:
     calls: list[CallRecord] = field(default_factory=list)
     count: int = 0
     progress: Progress | None = None
+    session: Session | None = None
 
 
 class Runtime:
@@ -99,6 +107,7 @@ class Runtime:
         self.pool = pool
         self.catalog = Catalog(registry, settings)
         self.known = self.known_names(registry)
+        self.sessions = Sessions(settings.session_idle_s)
 
     @staticmethod
     def known_names(registry: ToolRegistry) -> KnownNames:
@@ -114,8 +123,13 @@ class Runtime:
     async def execute(self, request: ExecuteRequest, context: CallContext | None = None) -> ExecutionResult:
         context = context if context is not None else CallContext()
         started = time.perf_counter()
+        self.end_idle_sessions()
+        session = self.sessions.open(context.caller) if context.caller is not None else None
+        if request.reset and session is not None:
+            session.kept = None
         try:
-            result = await self._execute(request, _Run(progress=context.progress))
+            with self.sessions.using(session):
+                result = await self._execute(request, _Run(progress=context.progress, session=session))
         except Exception:
             # A bug of ours must still come back as a result, never a traceback; details go to the log only.
             logger.exception("attp_execute failed inside the server")
@@ -212,10 +226,13 @@ class Runtime:
             # No static check: the Python one does not apply, and Starlark is parsed only inside the worker
             # (a pathological program must never reach starlark-rust in the server process).
             return await self._run(program.code, target, run, engine)
-        problem = await anyio.to_thread.run_sync(check_program, program.code, self.known)
+        known = self.known
+        if run.session is not None and run.session.kept is not None:
+            known = dataclasses.replace(known, kept=run.session.kept.names())
+        problem = await anyio.to_thread.run_sync(check_program, program.code, known)
         if problem is not None:
             return _error(target, problem)
-        return await self._run(program.code, target, run, engine)
+        return await self._run(program.code, target, run, engine, keep=True)
 
     async def _execute_tam(self, text: str, target: str | None, run: _Run) -> ExecutionResult:
         """TAM blocks (seed 003), translated to a program so they share the sandbox, limits and trace."""
@@ -233,7 +250,13 @@ class Runtime:
             result.status, result.error = "error", failure
         return result
 
-    async def _run(self, code: str, target: str | None, run: _Run, engine: Engine = "python") -> ExecutionResult:
+    async def _run(
+        self, code: str, target: str | None, run: _Run, engine: Engine = "python", *, keep: bool = False
+    ) -> ExecutionResult:
+        """Run `code` on a worker; with `keep`, the session state goes in and what the program leaves comes back."""
+        session = run.session
+        keeping = keep and engine == "python" and self.settings.session_state and session is not None
+        state = session.kept if keeping and session is not None else None
         job = Job(
             code=code,
             tools=self.registry.callable_names(),
@@ -244,9 +267,35 @@ class Runtime:
             max_tool_calls=self.settings.max_tool_calls,
             capture_print=self.settings.capture_print,
             engine=engine,
+            state=state.message() if state is not None else None,
+            keep=keeping,
+            max_state_bytes=self.settings.max_state_bytes,
         )
         done = await self.pool.run(job, functools.partial(self._traced_call, run))
-        return self._result(done, run, target)
+        result = self._result(done, run, target)
+        if keeping and session is not None:
+            result.hint = _joined(result.hint, await self._keep(session, done))
+        return result
+
+    async def _keep(self, session: Session, done: dict[str, Any]) -> str | None:
+        """Keep what the run left for the session's next call; return the hint naming what was not kept."""
+        if "state" not in done:
+            if session.kept is None:
+                return None
+            return "The run was stopped before it finished: the variables kept from earlier calls are as they were."
+        if done["state"] is None:
+            return None  # the program did not get to run: the state is as it was
+        accepted = await anyio.to_thread.run_sync(
+            functools.partial(kept_state.accept, done["state"], max_bytes=self.settings.max_state_bytes)
+        )
+        if accepted is None:
+            return None
+        session.kept = accepted.state if accepted.state.names() else None
+        return kept_state.hint(accepted.dropped)
+
+    def end_idle_sessions(self) -> None:
+        """Forget the sessions idle past `session_idle_s` (their kept state goes with them)."""
+        self.sessions.expire()
 
     def _result(self, done: dict[str, Any], run: _Run, target: str | None) -> ExecutionResult:
         # The worker is sandboxed, not trusted: its report is validated like any other input.
@@ -374,6 +423,12 @@ def _capped(error: Any) -> Any:
 
 def _reply_error(info: ErrorInfo) -> dict[str, Any]:
     return {"ok": False, "error": _capped(info.model_dump(exclude_none=True))}
+
+
+def _joined(first: str | None, second: str | None) -> str | None:
+    if first and second:
+        return f"{first if first.endswith(('.', '?', '!')) else first + '.'} {second}"
+    return first or second
 
 
 def _error(target: str | None, info: ErrorInfo) -> ExecutionResult:
