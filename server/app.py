@@ -5,11 +5,12 @@ Transports live elsewhere: stdio here (`serve_stdio`), HTTP in `attp_server.http
 
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
 import os
 from collections.abc import Callable
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import anyio
 from attp_server import __version__
@@ -19,10 +20,12 @@ from attp_server.errors import suggest
 from attp_server.http import tenant_of
 from attp_server.results import ExecutionResult, render
 from attp_server.runtime import CallContext, ExecuteRequest, Runtime
+from attp_server.scopes import NoSession
 from attp_server.sessions import STDIO_SESSION, Caller
 from attp_server.signals import on_stop_signal
 from attp_server.skills import SkillError, SkillLibrary, default_skills_dirs
 from attp_server.toolpack import Tool
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
@@ -45,7 +48,11 @@ def create_server(runtime: Runtime) -> MCPServer:
     """An `MCPServer` publishing exactly one tool, `attp_execute`."""
     settings = runtime.settings
     server: MCPServer = MCPServer(
-        SERVER_NAME, version=__version__, instructions=instructions(settings.engine), log_level=settings.log_level
+        SERVER_NAME,
+        version=__version__,
+        instructions=instructions(settings.engine),
+        log_level=settings.log_level,
+        middleware=[remember_request],
     )
 
     async def attp_execute(
@@ -104,6 +111,28 @@ def create_server(runtime: Runtime) -> MCPServer:
 
 
 def caller_of(ctx: Context) -> Caller:
+    """Who is calling a tool (see `caller_from`)."""
+    try:
+        return caller_from(ctx.request_context)
+    except ValueError:
+        return Caller()
+
+
+_REQUEST: contextvars.ContextVar[ServerRequestContext[Any, Any] | None] = contextvars.ContextVar(
+    "attp_request", default=None
+)
+
+
+async def remember_request(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    """Server middleware: the request being served, for handlers the SDK gives no context (static resources)."""
+    token = _REQUEST.set(ctx)
+    try:
+        return await call_next(ctx)
+    finally:
+        _REQUEST.reset(token)
+
+
+def caller_from(context: ServerRequestContext[Any, Any] | None) -> Caller:
     """Who is calling: the transport's session and the token's holder, from what the SDK validated.
 
     stdio is one session (one process per client). Over HTTP the session is the ``Mcp-Session-Id``
@@ -111,10 +140,9 @@ def caller_of(ctx: Context) -> Caller:
     id it does not know or that another token's holder opened; a 2026-07-28 request has no session.
     The label (for the log line) is a prefix of the session id, or the peer's address.
     """
-    try:
-        request = ctx.request_context.request
-    except ValueError:
+    if context is None:
         return Caller()
+    request = context.request
     headers = getattr(request, "headers", None)
     if headers is None:
         return Caller(session=STDIO_SESSION, label="stdio")
@@ -174,7 +202,6 @@ def _add_tool_resources(server: MCPServer, runtime: Runtime) -> None:
 
     memory_view = registry.tools.get("view")
     if memory_view is not None and memory_view.pack == "memory":
-        view = memory_view.function
 
         @server.resource(
             "memory://view",
@@ -183,7 +210,15 @@ def _add_tool_resources(server: MCPServer, runtime: Runtime) -> None:
             description="The memory toolpack's page tree, rendered as the model sees it.",
         )
         async def memory_view_resource() -> str:
-            return str(await anyio.to_thread.run_sync(view))
+            caller = caller_from(_REQUEST.get())
+            try:
+                tools = await runtime.tools_for(caller, runtime.sessions.open(caller))
+            except NoSession:
+                raise ResourceError(
+                    "this server keeps each MCP session's memory apart (isolation = session), and this request has "
+                    "no session (Streamable HTTP with protocol 2026-07-28 has none)"
+                ) from None
+            return str(await anyio.to_thread.run_sync(tools.tools["view"].function))
 
     @server.prompt(
         name="attp_system_prompt", description="The ATTP system prompt (seed 000) with the enabled tools filled in."

@@ -29,6 +29,7 @@ from attp_server.sandbox import starlark_engine
 from attp_server.sandbox.namespaces import SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS, public_names
 from attp_server.sandbox.pool import Job, WorkerPool
 from attp_server.sandbox.protocol import text_of
+from attp_server.scopes import NoSession, Scopes
 from attp_server.sessions import Caller, Session, Sessions
 from attp_server.settings import Settings
 from attp_server.tam import TamError, looks_like_tam, translate_tam
@@ -96,6 +97,8 @@ class _Run:
     count: int = 0
     progress: Progress | None = None
     session: Session | None = None
+    tools: ToolRegistry | None = None
+    """The tools of the call's scope (isolation); None means the server's own registry."""
 
 
 class Runtime:
@@ -108,6 +111,7 @@ class Runtime:
         self.catalog = Catalog(registry, settings)
         self.known = self.known_names(registry)
         self.sessions = Sessions(settings.session_idle_s)
+        self.scopes = Scopes(settings, registry)
 
     @staticmethod
     def known_names(registry: ToolRegistry) -> KnownNames:
@@ -123,13 +127,19 @@ class Runtime:
     async def execute(self, request: ExecuteRequest, context: CallContext | None = None) -> ExecutionResult:
         context = context if context is not None else CallContext()
         started = time.perf_counter()
-        self.end_idle_sessions()
+        await self.end_idle_sessions()
         session = self.sessions.open(context.caller) if context.caller is not None else None
         if request.reset and session is not None:
             session.kept = None
         try:
             with self.sessions.using(session):
-                result = await self._execute(request, _Run(progress=context.progress, session=session))
+                try:
+                    tools = await self.tools_for(context.caller, session)
+                except NoSession:
+                    result = _error(request.target, _NO_SESSION)
+                else:
+                    run = _Run(progress=context.progress, session=session, tools=tools)
+                    result = await self._execute(request, run)
         except Exception:
             # A bug of ours must still come back as a result, never a traceback; details go to the log only.
             logger.exception("attp_execute failed inside the server")
@@ -293,9 +303,25 @@ class Runtime:
         session.kept = accepted.state if accepted.state.names() else None
         return kept_state.hint(accepted.dropped)
 
-    def end_idle_sessions(self) -> None:
-        """Forget the sessions idle past `session_idle_s` (their kept state goes with them)."""
-        self.sessions.expire()
+    async def tools_for(self, caller: Caller | None, session: Session | None) -> ToolRegistry:
+        """The tools working on the caller's folder and memory (`isolation`). Raises `NoSession`."""
+        return await self.scopes.tools(self.scopes.scope_for(caller, session))
+
+    async def end_idle_sessions(self) -> None:
+        """End the sessions idle past `session_idle_s`: their kept state goes, and under session isolation
+        their folders and memory."""
+        await self._end_sessions(self.sessions.expire())
+
+    async def _end_sessions(self, ended: list[Session]) -> None:
+        if self.settings.isolation != "session":
+            return
+        for session in ended:
+            await self.scopes.end(self.scopes.scope_for(None, session))
+
+    async def close(self) -> None:
+        """End every session (the server is stopping)."""
+        with anyio.CancelScope(shield=True):
+            await self._end_sessions(self.sessions.close_all())
 
     def _result(self, done: dict[str, Any], run: _Run, target: str | None) -> ExecutionResult:
         # The worker is sandboxed, not trusted: its report is validated like any other input.
@@ -364,7 +390,7 @@ class Runtime:
                     ErrorInfo(code=ErrorCode.INVALID_ARGUMENT, message=f"call it as {usage}", tool_name=name)
                 )
             return {"ok": True, "value": meta(*args, *kwargs.values())}
-        tool = self.registry.resolve(name)
+        tool = (run.tools or self.registry).resolve(name)
         if tool is None:
             return _reply_error(
                 ErrorInfo(code=ErrorCode.NAME_NOT_FOUND, message=f"no tool named {name!r}", tool_name=name)
@@ -425,6 +451,15 @@ def _reply_error(info: ErrorInfo) -> dict[str, Any]:
     return {"ok": False, "error": _capped(info.model_dump(exclude_none=True))}
 
 
+_NO_SESSION = ErrorInfo(
+    code=ErrorCode.FORBIDDEN,
+    message="this server gives each MCP session its own files and memory (isolation = session), and this request "
+    "has no session: it came over Streamable HTTP with protocol 2026-07-28, which has none",
+    solution="Connect with a client that keeps an MCP session (the initialize handshake, protocol 2025-11-25 or "
+    "older; SSE), or ask the operator for isolation = tenant with a token of your own.",
+)
+
+
 def _joined(first: str | None, second: str | None) -> str | None:
     if first and second:
         return f"{first if first.endswith(('.', '?', '!')) else first + '.'} {second}"
@@ -467,7 +502,24 @@ def build_registry(settings: Settings) -> ToolRegistry:
 async def open_runtime(settings: Settings, *, registry: ToolRegistry | None = None) -> AsyncIterator[Runtime]:
     """Start the worker pool and yield a ready `Runtime`; stop every worker on exit."""
     registry = registry if registry is not None else build_registry(settings)
-    async with WorkerPool(
-        size=settings.workers, max_workers=settings.max_workers, memory_mb=settings.memory_mb
-    ) as pool:
-        yield Runtime(settings, registry, pool)
+    async with (
+        WorkerPool(size=settings.workers, max_workers=settings.max_workers, memory_mb=settings.memory_mb) as pool,
+        anyio.create_task_group() as tasks,
+    ):
+        runtime = Runtime(settings, registry, pool)
+        if settings.isolation == "session":
+            await anyio.to_thread.run_sync(runtime.scopes.sweep_stale)
+        tasks.start_soon(_end_idle_sessions, runtime)
+        try:
+            yield runtime
+        finally:
+            tasks.cancel_scope.cancel()
+            await runtime.close()
+
+
+async def _end_idle_sessions(runtime: Runtime) -> None:
+    """Sessions end on time even when no call comes to notice it."""
+    period = min(60.0, runtime.settings.session_idle_s / 2)
+    while True:
+        await anyio.sleep(period)
+        await runtime.end_idle_sessions()

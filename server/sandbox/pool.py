@@ -223,14 +223,14 @@ def sweep_stale_directories(root: str | None = None) -> int:
     base = Path(root or tempfile.gettempdir())
     for path in base.glob(f"{_DIRECTORY_PREFIX}*-*"):
         owner = path.name[len(_DIRECTORY_PREFIX) :].split("-", 1)[0]
-        if not owner.isdigit() or _alive(int(owner)) or not path.is_dir() or path.is_symlink():
+        if not owner.isdigit() or process_alive(int(owner)) or not path.is_dir() or path.is_symlink():
             continue
         shutil.rmtree(path, ignore_errors=True)
         removed += not path.exists()
     return removed
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
