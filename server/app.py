@@ -6,6 +6,7 @@ Transports live elsewhere: stdio here (`serve_stdio`), HTTP in `attp_server.http
 from __future__ import annotations
 
 import contextvars
+import functools
 import json
 import logging
 import os
@@ -14,21 +15,24 @@ from typing import Annotated, Any, Literal
 
 import anyio
 from attp_server import __version__
+from attp_server.approvals import Ask
 from attp_server.atdf import atdf_descriptor
 from attp_server.catalog import tool_text
-from attp_server.errors import suggest
+from attp_server.elicitation import Rounds, ask_over_connection, can_elicit
+from attp_server.errors import ErrorCode, ErrorInfo, suggest
 from attp_server.http import tenant_of
 from attp_server.results import ExecutionResult, render
 from attp_server.runtime import CallContext, ExecuteRequest, Runtime
 from attp_server.scopes import NoSession
 from attp_server.sessions import STDIO_SESSION, Caller
+from attp_server.settings import Settings
 from attp_server.signals import on_stop_signal
 from attp_server.skills import SkillError, SkillLibrary, default_skills_dirs
 from attp_server.toolpack import Tool
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError
-from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 logger = logging.getLogger(__name__)
@@ -74,21 +78,35 @@ def create_server(runtime: Runtime) -> MCPServer:
             Field(description="true: forget the variables and functions kept from this session's earlier calls first."),
         ] = False,
         ctx: Context,
-    ) -> Annotated[CallToolResult, ExecutionResult]:
+    ) -> Annotated[CallToolResult, ExecutionResult] | InputRequiredResult:
         async def progress(done: int, tool: str) -> None:
             await ctx.report_progress(done, message=f"{done} tool call{'s' if done > 1 else ''} done (last: {tool})")
 
         caller = caller_of(ctx)
-        context = CallContext(session=caller.label, progress=progress, caller=caller)
         request = ExecuteRequest(
             code=code, envelope=envelope, target=target, thought=thought, engine=engine, reset=reset
         )
-        result = await runtime.execute(request, context)
-        return CallToolResult(
-            content=[TextContent(type="text", text=render(result, settings.result_format))],
-            structured_content=result.model_dump(mode="json"),
-            is_error=result.is_error,
-        )
+
+        async def execute(ask: Ask | None) -> CallToolResult:
+            context = CallContext(session=caller.label, progress=progress, caller=caller, ask=ask)
+            return tool_result(await runtime.execute(request, context), settings.result_format)
+
+        owner = f"{caller.tenant}|{runtime.sessions.digest(caller)}"
+        if ctx.request_state is not None and rounds is not None:
+            return await rounds.resume(ctx.request_state, ctx.input_responses, owner)
+        if settings.approval == "never" or not can_elicit(ctx.client_capabilities):
+            return await execute(None)
+        if ctx.session.can_send_request:
+            return await execute(ask_over_connection(ctx))
+        if rounds is not None:  # protocol 2026-07-28: ask across calls
+            return await rounds.start(execute, owner)
+        return await execute(None)
+
+    rounds = (
+        Rounds(runtime.tasks, settings.approval_timeout_s, functools.partial(_approval_expired, settings))
+        if runtime.tasks is not None
+        else None
+    )
 
     _add_tool_resources(server, runtime)
     _add_skill_resources(server, SkillLibrary.load(settings.skills_dirs or default_skills_dirs()))
@@ -108,6 +126,25 @@ def create_server(runtime: Runtime) -> MCPServer:
         structured_output=True,
     )
     return server
+
+
+def tool_result(result: ExecutionResult, result_format: Literal["toml", "json"]) -> CallToolResult:
+    """The MCP result of a run: its rendering as text, the object as structured content, isError on error."""
+    return CallToolResult(
+        content=[TextContent(type="text", text=render(result, result_format))],
+        structured_content=result.model_dump(mode="json"),
+        is_error=result.is_error,
+    )
+
+
+def _approval_expired(settings: Settings) -> CallToolResult:
+    error = ErrorInfo(
+        code=ErrorCode.APPROVAL_DENIED,
+        message="this call is no longer waiting for an approval: its program was stopped because no answer came "
+        f"within approval_timeout_s = {settings.approval_timeout_s:g} s",
+        solution="Send the program again if it is still wanted.",
+    )
+    return tool_result(ExecutionResult(status="error", error=error), settings.result_format)
 
 
 def caller_of(ctx: Context) -> Caller:

@@ -17,8 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import anyio
+import anyio.abc
 import pydantic_core
 from attp_server import kept_state
+from attp_server.approvals import Approvals, Ask
 from attp_server.catalog import Catalog
 from attp_server.checks import KnownNames, check_program
 from attp_server.docstrings import docstring_warnings
@@ -87,6 +89,8 @@ class CallContext:
     progress: Progress | None = None
     caller: Caller | None = None
     """Whose session this call belongs to (None: no session, e.g. the CLI)."""
+    ask: Ask | None = None
+    """How to ask the user to approve a tool call (MCP elicitation); None when nobody can be asked."""
 
 
 @dataclass
@@ -99,6 +103,7 @@ class _Run:
     session: Session | None = None
     tools: ToolRegistry | None = None
     """The tools of the call's scope (isolation); None means the server's own registry."""
+    ask: Ask | None = None
 
 
 class Runtime:
@@ -112,6 +117,9 @@ class Runtime:
         self.known = self.known_names(registry)
         self.sessions = Sessions(settings.session_idle_s)
         self.scopes = Scopes(settings, registry)
+        self.approvals = Approvals(settings)
+        self.tasks: anyio.abc.TaskGroup | None = None
+        """Work that outlives the call that started it (a run waiting for an approval across calls)."""
 
     @staticmethod
     def known_names(registry: ToolRegistry) -> KnownNames:
@@ -138,7 +146,7 @@ class Runtime:
                 except NoSession:
                     result = _error(request.target, _NO_SESSION)
                 else:
-                    run = _Run(progress=context.progress, session=session, tools=tools)
+                    run = _Run(progress=context.progress, session=session, tools=tools, ask=context.ask)
                     result = await self._execute(request, run)
         except Exception:
             # A bug of ours must still come back as a result, never a traceback; details go to the log only.
@@ -398,6 +406,9 @@ class Runtime:
         bound = tool.bind(args, kwargs)
         if isinstance(bound, ErrorInfo):
             return _reply_error(bound)
+        refused = await self.approvals.check(tool, bound, run.session, run.ask)
+        if refused is not None:
+            return _reply_error(refused)
         try:
             if tool.is_async:
                 value = await tool.function(**bound)
@@ -507,6 +518,7 @@ async def open_runtime(settings: Settings, *, registry: ToolRegistry | None = No
         anyio.create_task_group() as tasks,
     ):
         runtime = Runtime(settings, registry, pool)
+        runtime.tasks = tasks
         if settings.isolation == "session":
             await anyio.to_thread.run_sync(runtime.scopes.sweep_stale)
         tasks.start_soon(_end_idle_sessions, runtime)
