@@ -119,5 +119,5 @@ def hint(dropped: Mapping[str, str]) -> str | None:
     """The hint naming what the next call will not find, or None when everything was kept."""
     if not dropped:
         return None
-    parts = [f"{name}: {reason}" for name, reason in list(dropped.items())[:MAX_DROPPED]]
-    return "Not kept for the next call: " + "; ".join(parts) + "."
+    parts = [f"\n- {name}: {reason}" for name, reason in list(dropped.items())[:MAX_DROPPED]]
+    return "Not kept for the next call:" + "".join(parts)

@@ -174,7 +174,7 @@ def test_inspector_lists_the_tool(node_clients: NodeClients, inspector_target: I
     tools = inspect(node_clients, inspector_target, "--method", "tools/list")["tools"]
     assert [t["name"] for t in tools] == ["attp_execute"]
     tool = tools[0]
-    assert set(tool["inputSchema"]["properties"]) == {"code", "envelope", "target", "thought", "engine"}
+    assert set(tool["inputSchema"]["properties"]) == {"code", "envelope", "target", "thought", "engine", "reset"}
     assert {"status", "result", "stdout", "calls", "error"} <= set(tool["outputSchema"]["properties"])
     assert "read_file(path: str, max_lines: int = 1000, offset: int = 0) -> str" in tool["description"]
     assert tool["annotations"]["destructiveHint"] is True
