@@ -54,11 +54,20 @@ class Catalog:
             "- Put the answer in __result__ (JSON data: dict, list, str, number, bool, None); without it the last "
             "expression's value is returned. print() output comes back as stdout.\n"
             f"{language}"
+            f"{self._state_rule()}"
             f"- Limits per call: {s.timeout_s:g} s, {s.max_tool_calls} tool calls (help/tools included), "
             f"{s.max_code_chars} characters of "
             f"code, {s.max_result_bytes:,} bytes of result.\n"
             '- help("tool_name") returns a tool\'s full description; tools("word") searches the tools.\n'
             "- Send `code` (the program) or `envelope` (a whole ATTP TOML envelope), not both.\n"
+        )
+
+    def _state_rule(self) -> str:
+        if not self.settings.session_state or self.settings.engine != "python":
+            return ""
+        return (
+            "- Variables and top-level def functions stay for your next call in this session (hint names any not "
+            "kept); reset=true clears them.\n"
         )
 
     def _description(self) -> str:
