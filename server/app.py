@@ -86,10 +86,11 @@ def create_server(runtime: Runtime) -> MCPServer:
         request = ExecuteRequest(
             code=code, envelope=envelope, target=target, thought=thought, engine=engine, reset=reset
         )
+        text = text_format(settings, ctx)
 
         async def execute(ask: Ask | None) -> CallToolResult:
             context = CallContext(session=caller.label, progress=progress, caller=caller, ask=ask)
-            return tool_result(await runtime.execute(request, context), settings.result_format)
+            return tool_result(await runtime.execute(request, context), text)
 
         owner = f"{caller.tenant}|{runtime.sessions.digest(caller)}"
         if ctx.request_state is not None and rounds is not None:
@@ -128,13 +129,29 @@ def create_server(runtime: Runtime) -> MCPServer:
     return server
 
 
-def tool_result(result: ExecutionResult, result_format: Literal["toml", "json"]) -> CallToolResult:
+def tool_result(result: ExecutionResult, text: Literal["toml", "json"]) -> CallToolResult:
     """The MCP result of a run: its rendering as text, the object as structured content, isError on error."""
     return CallToolResult(
-        content=[TextContent(type="text", text=render(result, result_format))],
+        content=[TextContent(type="text", text=render(result, text))],
         structured_content=result.model_dump(mode="json"),
         is_error=result.is_error,
     )
+
+
+def text_format(settings: Settings, ctx: Context) -> Literal["toml", "json"]:
+    """The text block's format for this caller: JSON for the clients `json_clients` names, else `result_format`.
+
+    The name is the ``clientInfo.name`` the client sent. n8n's standalone MCP Client node (version 1)
+    ignores ``structuredContent`` and hands the workflow the text, JSON-parsed when it parses: JSON
+    gives the workflow an object whose ``status`` an IF node can test, TOML only a string. A client
+    that claims another's name merely gets the same result in the other format.
+    """
+    try:
+        params = ctx.session.client_params
+    except ValueError:  # no request context: not a call from a client
+        return settings.result_format
+    name = params.client_info.name if params is not None else None
+    return "json" if name in settings.json_clients else settings.result_format
 
 
 def _approval_expired(settings: Settings) -> CallToolResult:
