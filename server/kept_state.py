@@ -10,12 +10,14 @@ worker or here, is named in the result's hint (`hint`), never silently lost.
 from __future__ import annotations
 
 import ast
+import functools
 import keyword
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 from attp_server import pyast
 from attp_server.sandbox import keep
 from attp_server.sandbox.policy import scan
@@ -113,6 +115,23 @@ def _check_function(name: str, source: object) -> str | None:
     if scan(module):
         return "its source is not allowed in the sandbox"
     return None
+
+
+STOPPED = "The run was stopped before it finished: the variables kept from earlier calls are as they were."
+
+
+async def after_run(
+    kept: KeptState | None, done: Mapping[str, Any], max_bytes: int
+) -> tuple[KeptState | None, str | None]:
+    """The session's state after a run (from the worker's ``done`` report), and the hint naming what was not kept."""
+    if "state" not in done:  # the worker was killed: it reported nothing
+        return kept, STOPPED if kept is not None else None
+    if done["state"] is None:  # the program did not get to run, or was stopped midway
+        return kept, None
+    accepted = await anyio.to_thread.run_sync(functools.partial(accept, done["state"], max_bytes=max_bytes))
+    if accepted is None:
+        return kept, None
+    return (accepted.state if accepted.state.names() else None), hint(accepted.dropped)
 
 
 def hint(dropped: Mapping[str, str]) -> str | None:

@@ -143,8 +143,8 @@ class Runtime:
             with self.sessions.using(session):
                 try:
                     tools = await self.tools_for(context.caller, session)
-                except NoSession:
-                    result = _error(request.target, _NO_SESSION)
+                except NoSession as refused:
+                    result = _error(request.target, refused.info)
                 else:
                     run = _Run(progress=context.progress, session=session, tools=tools, ask=context.ask)
                     result = await self._execute(request, run)
@@ -292,44 +292,22 @@ class Runtime:
         done = await self.pool.run(job, functools.partial(self._traced_call, run))
         result = self._result(done, run, target)
         if keeping and session is not None:
-            result.hint = _joined(result.hint, await self._keep(session, done))
+            session.kept, hint = await kept_state.after_run(session.kept, done, self.settings.max_state_bytes)
+            result.hint = _joined(result.hint, hint)
         return result
-
-    async def _keep(self, session: Session, done: dict[str, Any]) -> str | None:
-        """Keep what the run left for the session's next call; return the hint naming what was not kept."""
-        if "state" not in done:
-            if session.kept is None:
-                return None
-            return "The run was stopped before it finished: the variables kept from earlier calls are as they were."
-        if done["state"] is None:
-            return None  # the program did not get to run: the state is as it was
-        accepted = await anyio.to_thread.run_sync(
-            functools.partial(kept_state.accept, done["state"], max_bytes=self.settings.max_state_bytes)
-        )
-        if accepted is None:
-            return None
-        session.kept = accepted.state if accepted.state.names() else None
-        return kept_state.hint(accepted.dropped)
 
     async def tools_for(self, caller: Caller | None, session: Session | None) -> ToolRegistry:
         """The tools working on the caller's folder and memory (`isolation`). Raises `NoSession`."""
         return await self.scopes.tools(self.scopes.scope_for(caller, session))
 
     async def end_idle_sessions(self) -> None:
-        """End the sessions idle past `session_idle_s`: their kept state goes, and under session isolation
-        their folders and memory."""
-        await self._end_sessions(self.sessions.expire())
-
-    async def _end_sessions(self, ended: list[Session]) -> None:
-        if self.settings.isolation != "session":
-            return
-        for session in ended:
-            await self.scopes.end(self.scopes.scope_for(None, session))
+        """End the sessions idle past `session_idle_s`: their kept state goes, and their folders if their own."""
+        await self.scopes.end_sessions(self.sessions.expire())
 
     async def close(self) -> None:
         """End every session (the server is stopping)."""
         with anyio.CancelScope(shield=True):
-            await self._end_sessions(self.sessions.close_all())
+            await self.scopes.end_sessions(self.sessions.close_all())
 
     def _result(self, done: dict[str, Any], run: _Run, target: str | None) -> ExecutionResult:
         # The worker is sandboxed, not trusted: its report is validated like any other input.
@@ -460,15 +438,6 @@ def _capped(error: Any) -> Any:
 
 def _reply_error(info: ErrorInfo) -> dict[str, Any]:
     return {"ok": False, "error": _capped(info.model_dump(exclude_none=True))}
-
-
-_NO_SESSION = ErrorInfo(
-    code=ErrorCode.FORBIDDEN,
-    message="this server gives each MCP session its own files and memory (isolation = session), and this request "
-    "has no session: it came over Streamable HTTP with protocol 2026-07-28, which has none",
-    solution="Connect with a client that keeps an MCP session (the initialize handshake, protocol 2025-11-25 or "
-    "older; SSE), or ask the operator for isolation = tenant with a token of your own.",
-)
 
 
 def _joined(first: str | None, second: str | None) -> str | None:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
+from attp_server.errors import ErrorCode, ErrorInfo
 from attp_server.sandbox.pool import process_alive
 from attp_server.sessions import Caller, Session
 from attp_server.settings import DEFAULT_TENANT, Settings
@@ -48,6 +49,14 @@ class Scope:
 
 class NoSession(Exception):
     """``isolation = "session"`` and the request has no MCP session to give a folder to."""
+
+    info = ErrorInfo(
+        code=ErrorCode.FORBIDDEN,
+        message="this server gives each MCP session its own files and memory (isolation = session), and this "
+        "request has no session: it came over Streamable HTTP with protocol 2026-07-28, which has none",
+        solution="Connect with a client that keeps an MCP session (the initialize handshake, protocol 2025-11-25 "
+        "or older; SSE), or ask the operator for isolation = tenant with a token of your own.",
+    )
 
 
 class Scopes:
@@ -96,6 +105,12 @@ class Scopes:
                 built = await anyio.to_thread.run_sync(self.registry.rebuilt, scope.workspace, scope.db_path)
                 self._built[scope.name] = built
         return built
+
+    async def end_sessions(self, ended: list[Session]) -> None:
+        """Sessions ended: under session isolation their scopes end with them (folders removed)."""
+        if self.isolation == "session":
+            for session in ended:
+                await self.end(self.scope_for(None, session))
 
     async def end(self, scope: Scope) -> None:
         """Forget a scope's tools (their database connections close with them); remove it if temporary."""
