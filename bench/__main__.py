@@ -13,6 +13,7 @@ Sections (each figure a median over many runs; each ratio two medians measured i
   cold start of ``attp serve`` to a completed initialize.
 - Memory: ``find_page`` over a 100,000-page tree, per kind of query (``bench/memory_search.py``,
   which also runs alone and writes its own detailed JSON).
+- Sessions: W1 without a session, keeping its own variables, and with about 1 MiB kept.
 
 ``--quick`` runs everything at tiny sizes (the test suite's smoke test); its figures mean nothing.
 """
@@ -29,10 +30,11 @@ from bench.containment import containment
 from bench.evaluation import evaluation
 from bench.memory_search import memory
 from bench.report import Report
+from bench.sessions import sessions
 from bench.transport import transport
 
 RESULTS = Path(__file__).parent / "results.json"
-SECTIONS = ("evaluation", "transport", "containment", "memory")
+SECTIONS = ("evaluation", "transport", "containment", "memory", "sessions")
 
 
 async def measure(quick: bool, only: list[str]) -> Report:
@@ -45,6 +47,8 @@ async def measure(quick: bool, only: list[str]) -> Report:
         await containment(report, quick)
     if "memory" in only:
         await anyio.to_thread.run_sync(memory, report, quick)
+    if "sessions" in only:
+        await sessions(report, quick)
     return report
 
 
