@@ -9,7 +9,6 @@ the middle of the call; protocol 2026-07-28 (stdio and Streamable HTTP by defaul
 
 from __future__ import annotations
 
-import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -18,9 +17,9 @@ from typing import Any
 import anyio
 import pytest
 from attp_server.app import create_server
-from harness import SERVE_FLAGS, Served, running, server_env, serving_http
+from harness import SERVE_FLAGS, Served, running, serving_http, stdio_client
+from harness import execute as run
 from mcp import Client
-from mcp.client.stdio import StdioServerParameters
 from mcp_types import ElicitRequestParams, ElicitResult
 
 pytestmark = pytest.mark.anyio
@@ -63,28 +62,13 @@ WAYS = [
 ]
 
 
-@asynccontextmanager
-async def connect(transport: str, mode: str, http: Served, workspace: Path, user: User | None) -> AsyncIterator[Client]:
+def connect(transport: str, mode: str, http: Served, workspace: Path, user: User | None) -> Client:
     options: dict[str, Any] = {"elicitation_callback": user} if user is not None else {}
     if transport == "stdio":
-        params = StdioServerParameters(
-            command=sys.executable,
-            args=["-m", "attp_server", "serve", "--workspace", str(workspace), *APPROVAL_FLAGS],
-            env=server_env(),
-        )
-        client = Client(params, mode=mode, **options)
-    elif transport == "sse":
-        client = Served("sse", http.workspace, url=http.url).client(**options)
-    else:
-        client = http.client(mode=mode, **options)
-    async with client:
-        yield client
-
-
-async def run(client: Client, code: str, **arguments: Any) -> dict[str, Any]:
-    result = await client.call_tool("attp_execute", {"code": code, **arguments})
-    assert result.structured_content is not None
-    return result.structured_content
+        return stdio_client(workspace, *APPROVAL_FLAGS, mode=mode, **options)
+    if transport == "sse":
+        return http.over_sse().client(**options)
+    return http.client(mode=mode, **options)
 
 
 def workspace_for(transport: str, http: Served, tmp_path: Path) -> Path:

@@ -7,8 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from attp_server.scopes import SESSIONS_DIR
 from attp_server.sessions import Caller
 from attp_server.settings import Settings, load_settings
 from harness import Served, running, serving_http
+from harness import execute as run
 from mcp import Client
 
 pytestmark = pytest.mark.anyio
@@ -64,20 +64,10 @@ def bearer(name: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {TOKENS[name]}"}
 
 
-@asynccontextmanager
-async def session(served: Served, transport: str, headers: dict[str, str] | None = None) -> AsyncIterator[Client]:
+def session(served: Served, transport: str, headers: dict[str, str] | None = None) -> Client:
     if transport == "sse":
-        client = Served("sse", served.workspace, url=served.url).client(headers=headers)
-    else:
-        client = served.client(headers=headers, mode="legacy")
-    async with client:
-        yield client
-
-
-async def run(client: Client, code: str) -> dict[str, Any]:
-    result = await client.call_tool("attp_execute", {"code": code})
-    assert result.structured_content is not None
-    return result.structured_content
+        return served.over_sse().client(headers=headers)
+    return served.client(headers=headers, mode="legacy")
 
 
 async def write_then_read(client: Client, who: str, barrier: anyio.Event, written: list[str]) -> dict[str, Any]:

@@ -8,18 +8,15 @@ is kept for it.
 
 from __future__ import annotations
 
-import sys
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
-from harness import SERVE_FLAGS, Served, server_env, serving_http
+from harness import SERVE_FLAGS, Served, serving_http, stdio_client
+from harness import execute as run
 from mcp import Client
-from mcp.client.stdio import StdioServerParameters
 
 pytestmark = pytest.mark.anyio
 
@@ -32,28 +29,13 @@ def http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         yield served
 
 
-@asynccontextmanager
-async def connect(transport: str, http: Served, workspace: Path, **options: Any) -> AsyncIterator[Client]:
+def connect(transport: str, http: Served, workspace: Path) -> Client:
     """A client with a session of its own on `transport`."""
     if transport == "stdio":
-        params = StdioServerParameters(
-            command=sys.executable,
-            args=["-m", "attp_server", "serve", "--workspace", str(workspace), *SERVE_FLAGS],
-            env={**server_env(), **STATE_ENV},
-        )
-        client = Client(params, **options)
-    elif transport == "sse":
-        client = Served("sse", http.workspace, url=http.url).client(**options)
-    else:
-        client = http.client(mode="legacy", **options)  # the handshake: an Mcp-Session-Id
-    async with client:
-        yield client
-
-
-async def run(client: Client, code: str, **arguments: Any) -> dict[str, Any]:
-    result = await client.call_tool("attp_execute", {"code": code, **arguments})
-    assert result.structured_content is not None
-    return result.structured_content
+        return stdio_client(workspace, *SERVE_FLAGS, env=STATE_ENV)
+    if transport == "sse":
+        return http.over_sse().client()
+    return http.client(mode="legacy")  # the handshake: an Mcp-Session-Id
 
 
 TRANSPORTS = [pytest.param("stdio", id="stdio"), pytest.param("sse", id="sse"), pytest.param("http", id="http")]
