@@ -33,6 +33,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError
 from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field
 
 logger = logging.getLogger(__name__)
@@ -99,7 +100,7 @@ def create_server(runtime: Runtime) -> MCPServer:
             return await execute(None)
         if ctx.session.can_send_request:
             return await execute(ask_over_connection(ctx))
-        if rounds is not None:  # protocol 2026-07-28: ask across calls
+        if rounds is not None and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:  # 2026-07-28: across calls
             return await rounds.start(execute, owner)
         return await execute(None)
 

@@ -32,7 +32,7 @@ from attp_server.sandbox.namespaces import SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIO
 from attp_server.sandbox.pool import Job, WorkerPool
 from attp_server.sandbox.protocol import text_of
 from attp_server.scopes import NoSession, Scopes
-from attp_server.sessions import Caller, Session, Sessions
+from attp_server.sessions import EVICTED, SESSIONS_AT_FULL_STATE, Caller, Session, Sessions
 from attp_server.settings import Settings
 from attp_server.tam import TamError, looks_like_tam, translate_tam
 from attp_server.toolpack import ToolError, ToolpackLoadError, ToolRegistry, load_toolpack
@@ -115,7 +115,7 @@ class Runtime:
         self.pool = pool
         self.catalog = Catalog(registry, settings)
         self.known = self.known_names(registry)
-        self.sessions = Sessions(settings.session_idle_s)
+        self.sessions = Sessions(settings.session_idle_s, SESSIONS_AT_FULL_STATE * settings.max_state_bytes)
         self.scopes = Scopes(settings, registry)
         self.approvals = Approvals(settings)
         self.tasks: anyio.abc.TaskGroup | None = None
@@ -137,8 +137,10 @@ class Runtime:
         started = time.perf_counter()
         await self.end_idle_sessions()
         session = self.sessions.open(context.caller) if context.caller is not None else None
-        if request.reset and session is not None:
-            session.kept = None
+        evicted = session is not None and session.evicted
+        if session is not None and (request.reset or evicted):
+            self.sessions.keep(session, None)
+            session.evicted = False
         try:
             with self.sessions.using(session):
                 try:
@@ -153,6 +155,8 @@ class Runtime:
             logger.exception("attp_execute failed inside the server")
             result = _error(request.target, ErrorInfo(code=ErrorCode.INTERNAL_ERROR, message="the server failed"))
         result.elapsed_ms = round((time.perf_counter() - started) * 1000, 2)
+        if evicted and not request.reset:
+            result.hint = _joined(EVICTED, result.hint)
         if result.error is not None and result.error.solution is None:
             starlark = (request.engine or self.settings.engine) == "starlark"
             solution = STARLARK_SOLUTIONS.get(result.error.code) if starlark else None
@@ -292,7 +296,8 @@ class Runtime:
         done = await self.pool.run(job, functools.partial(self._traced_call, run))
         result = self._result(done, run, target)
         if keeping and session is not None:
-            session.kept, hint = await kept_state.after_run(session.kept, done, self.settings.max_state_bytes)
+            kept, hint = await kept_state.after_run(session.kept, done, self.settings.max_state_bytes)
+            self.sessions.keep(session, kept)
             result.hint = _joined(result.hint, hint)
         return result
 

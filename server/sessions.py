@@ -26,6 +26,15 @@ from attp_server.kept_state import KeptState
 STDIO_SESSION = "stdio"
 """The session id of a stdio connection: one process serves one client."""
 
+SESSIONS_AT_FULL_STATE = 64
+"""All sessions together keep at most this many times `max_state_bytes`; past it, the sessions used
+longest ago lose their kept state (and are told so on their next call)."""
+
+EVICTED = (
+    "The variables kept from this session's earlier calls were dropped: the server holds a bounded amount of "
+    "session state for all its sessions, and this session's was used longest ago."
+)
+
 
 @dataclass(frozen=True)
 class Caller:
@@ -55,16 +64,21 @@ class Session:
     last_used: float = 0.0
     busy: int = 0
     """Calls in flight: a busy session never expires."""
+    evicted: bool = False
+    """Its kept state was dropped to make room; its next call is told so."""
 
 
 class Sessions:
     """Every live session of this server process, by the digest of its caller."""
 
-    def __init__(self, idle_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, idle_s: float, max_total_bytes: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.idle_s = idle_s
+        self.max_total_bytes = max_total_bytes
         self.clock = clock
         self._secret = os.urandom(32)
         self._live: dict[str, Session] = {}
+        self.kept_bytes = 0
+        """Size of every live session's kept state together."""
 
     def __len__(self) -> int:
         return len(self._live)
@@ -101,15 +115,29 @@ class Sessions:
             session.busy -= 1
             session.last_used = self.clock()
 
+    def keep(self, session: Session, kept: KeptState | None) -> None:
+        """Set the session's kept state; past `max_total_bytes` in all, the least recently used lose theirs."""
+        self.kept_bytes += (kept.size if kept else 0) - (session.kept.size if session.kept else 0)
+        session.kept = kept
+        if self.kept_bytes <= self.max_total_bytes:
+            return
+        for other in sorted(self._live.values(), key=lambda s: s.last_used):
+            if other is not session and other.kept is not None and not other.busy:
+                self.kept_bytes -= other.kept.size
+                other.kept, other.evicted = None, True
+                if self.kept_bytes <= self.max_total_bytes:
+                    return
+
     def expire(self) -> list[Session]:
         """Forget every session idle for `idle_s` (none in flight, not lasting); return them."""
         cutoff = self.clock() - self.idle_s
         ended = [s for s in self._live.values() if not s.lasting and not s.busy and s.last_used <= cutoff]
         for session in ended:
+            self.keep(session, None)
             del self._live[session.id]
         return ended
 
     def close_all(self) -> list[Session]:
         """Forget every session (the server is stopping); return them."""
-        ended, self._live = list(self._live.values()), {}
+        ended, self._live, self.kept_bytes = list(self._live.values()), {}, 0
         return ended

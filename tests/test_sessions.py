@@ -157,7 +157,7 @@ def test_a_report_of_the_wrong_shape_keeps_nothing(raw: Any) -> None:
 
 
 def test_a_session_is_found_by_its_id_and_its_tenant() -> None:
-    sessions = Sessions(idle_s=60)
+    sessions = Sessions(idle_s=60, max_total_bytes=1000)
     first = sessions.open(Caller(session="s1", tenant="alice"))
     assert first is not None
     assert sessions.open(Caller(session="s1", tenant="alice")) is first
@@ -168,7 +168,7 @@ def test_a_session_is_found_by_its_id_and_its_tenant() -> None:
 
 def test_an_idle_session_ends_but_not_while_busy() -> None:
     now = [0.0]
-    sessions = Sessions(idle_s=10, clock=lambda: now[0])
+    sessions = Sessions(idle_s=10, max_total_bytes=1000, clock=lambda: now[0])
     busy = sessions.open(Caller(session="busy"))
     idle = sessions.open(Caller(session="idle"))
     stdio = sessions.open(Caller(session="stdio"))
@@ -301,3 +301,16 @@ async def test_an_idle_session_loses_its_state(workspace: Path) -> None:
         runtime.sessions.clock = lambda: now
         await runtime.end_idle_sessions()
         assert (await run(runtime, "__result__ = x"))["error"]["code"] == "NAME_NOT_FOUND"
+
+
+async def test_past_the_servers_total_the_least_recently_used_session_loses_its_state(workspace: Path) -> None:
+    async with running(workspace, max_state_bytes=2000) as runtime:
+        runtime.sessions.max_total_bytes = 2500  # room for two of these sessions, not three
+        for session in ("A", "B", "C"):
+            data = await run(runtime, "blob = 'x' * 1000", session=session)
+            assert data["status"] == "ok", data
+        assert runtime.sessions.kept_bytes <= 2500
+        oldest = await run(runtime, "__result__ = blob", session="A")
+        assert oldest["error"]["code"] == "NAME_NOT_FOUND"
+        assert oldest["hint"].startswith("The variables kept from this session's earlier calls were dropped")
+        assert (await run(runtime, "__result__ = len(blob)", session="C"))["result"] == 1000
