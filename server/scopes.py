@@ -19,6 +19,7 @@ import logging
 import os
 import re
 import shutil
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +31,10 @@ from attp_server.settings import DEFAULT_TENANT, Settings
 from attp_server.toolpack import ToolRegistry
 
 logger = logging.getLogger(__name__)
+
+MAX_BUILT = 64
+"""Scopes whose tools are kept built; past it the least recently used are rebuilt on their next call (each
+holds open files, e.g. a memory database connection, so their number is bounded)."""
 
 SESSIONS_DIR = "sessions"
 TENANTS_DIR = "tenants"
@@ -68,8 +73,12 @@ class Scopes:
         self.db_path = settings.db_path.resolve()
         self.registry = registry
         self.shared = Scope("shared", self.workspace, self.db_path)
-        self._built: dict[str, ToolRegistry] = {}
+        self._built: OrderedDict[str, ToolRegistry] = OrderedDict()
         self._lock = anyio.Lock()
+
+    def __len__(self) -> int:
+        """How many scopes have their tools built right now."""
+        return len(self._built)
 
     def scope_for(self, caller: Caller | None, session: Session | None) -> Scope:
         """The scope of a call. Raises `NoSession` under session isolation for a request without a session."""
@@ -98,12 +107,15 @@ class Scopes:
             return self.registry
         built = self._built.get(scope.name)
         if built is not None:
+            self._built.move_to_end(scope.name)
             return built
         async with self._lock:
             built = self._built.get(scope.name)
             if built is None:
                 built = await anyio.to_thread.run_sync(self.registry.rebuilt, scope.workspace, scope.db_path)
                 self._built[scope.name] = built
+                while len(self._built) > MAX_BUILT:
+                    self._built.popitem(last=False)
         return built
 
     async def end_sessions(self, ended: list[Session]) -> None:

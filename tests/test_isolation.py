@@ -205,3 +205,15 @@ def test_bad_named_tokens_are_a_startup_error(tokens: dict[str, str], unnamed: s
 def test_tenant_isolation_needs_named_tokens() -> None:
     with pytest.raises(AttpError, match="auth_tokens names none"):
         check_exposure(Settings(isolation="tenant", transport="http"))
+
+
+async def test_the_number_of_built_scopes_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each scope's tools hold open files (a memory database): past MAX_BUILT the oldest are let go, then rebuilt."""
+    monkeypatch.setattr("attp_server.scopes.MAX_BUILT", 2)
+    overrides = {"toolpacks": ["files", "memory"], "db_path": tmp_path / "db" / "m.sqlite3", "isolation": "tenant"}
+    async with running(tmp_path / "ws", **overrides) as runtime:
+        for tenant in ("a", "b", "c", "a"):
+            context = CallContext(caller=Caller(session=tenant, tenant=tenant))
+            request = ExecuteRequest(code=f"write_file('t.txt', {tenant!r})\n__result__ = read_file('t.txt')")
+            assert (await runtime.execute(request, context)).result == tenant
+        assert len(runtime.scopes) == 2
