@@ -195,3 +195,12 @@ async def test_long_arguments_are_shortened_in_the_question(workspace: Path) -> 
         await run(client, 'write_file("long.txt", "x" * 100000)')
     message = user.questions[0].message
     assert len(message) < 1000 and "long.txt" in message and "..." in message
+
+
+async def test_a_starlark_program_waits_with_its_clock_stopped_too(workspace: Path) -> None:
+    user = User("accept", delay=1.5)  # longer than timeout_s = 1
+    async with served_in_process(workspace, "legacy", user, timeout_s=1.0) as client:
+        code = 'write_file("s.txt", "star")\ntotal = 0\nfor i in range(20000):\n    total += i\n__result__ = total'
+        data = await run(client, code, engine="starlark")
+    assert data["status"] == "ok", data
+    assert (workspace / "s.txt").read_text() == "star" and len(user.questions) == 1
