@@ -16,6 +16,7 @@ Sections (each figure a median over many runs; each ratio two medians measured i
 - Gateway: characters a model reads for one task on server-filesystem, direct MCP calls against one
   attp_execute program, and parallel() against a loop of upstream calls (``bench/gateway.py``, which
   also runs alone and prints the whole comparison).
+- Sessions: W1 without a session, keeping its own variables, and with about 1 MiB kept.
 
 ``--quick`` runs everything at tiny sizes (the test suite's smoke test); its figures mean nothing.
 """
@@ -33,10 +34,11 @@ from bench.evaluation import evaluation
 from bench.gateway import gateway
 from bench.memory_search import memory
 from bench.report import Report
+from bench.sessions import sessions
 from bench.transport import transport
 
 RESULTS = Path(__file__).parent / "results.json"
-SECTIONS = ("evaluation", "transport", "containment", "memory", "gateway")
+SECTIONS = ("evaluation", "transport", "containment", "memory", "gateway", "sessions")
 
 
 async def measure(quick: bool, only: list[str]) -> Report:
@@ -51,6 +53,8 @@ async def measure(quick: bool, only: list[str]) -> Report:
         await anyio.to_thread.run_sync(memory, report, quick)
     if "gateway" in only:
         await gateway(report, quick)
+    if "sessions" in only:
+        await sessions(report, quick)
     return report
 
 

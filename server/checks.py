@@ -39,9 +39,11 @@ class KnownNames:
     namespaces: dict[str, frozenset[str]]
     unavailable: Mapping[str, str] = field(default_factory=dict)
     """Packs whose tools cannot be called now (an upstream server that is down) -> why, and the fix."""
+    kept: frozenset[str] = frozenset()
+    """Names the session kept from its earlier calls (variables and functions)."""
 
     def all(self) -> set[str]:
-        return {*self.tools, *self.builtins, *self.namespaces}
+        return {*self.tools, *self.builtins, *self.namespaces, *self.kept}
 
 
 def _source_line(code: str, line: int | None) -> str | None:

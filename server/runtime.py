@@ -6,6 +6,7 @@ either. Tools run here, in the server process: the worker only asks for them by 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import time
@@ -16,7 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import anyio
+import anyio.abc
 import pydantic_core
+from attp_server import kept_state
+from attp_server.approvals import Approvals, Ask
 from attp_server.catalog import Catalog
 from attp_server.checks import KnownNames, check_program
 from attp_server.docstrings import docstring_warnings
@@ -25,8 +29,10 @@ from attp_server.errors import ErrorCode, ErrorInfo, short_repr
 from attp_server.results import CallRecord, ExecutionResult, Status
 from attp_server.sandbox import starlark_engine
 from attp_server.sandbox.namespaces import SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS, public_names
-from attp_server.sandbox.pool import Job, WorkerPool
+from attp_server.sandbox.pool import Job, WorkerPool, run_clock
 from attp_server.sandbox.protocol import text_of
+from attp_server.scopes import NoSession, Scopes
+from attp_server.sessions import EVICTED, SESSIONS_AT_FULL_STATE, Caller, Session, Sessions
 from attp_server.settings import Settings
 from attp_server.tam import TamError, looks_like_tam, translate_tam
 from attp_server.toolpack import (
@@ -82,6 +88,8 @@ class ExecuteRequest:
     thought: str | None = None
     engine: Engine | None = None
     """The language of the program; None means the `engine` setting. TAM blocks always run as Python."""
+    reset: bool = False
+    """Clear the session's kept variables and functions before the program runs."""
 
 
 Progress = Callable[[float, str], Awaitable[None]]
@@ -96,6 +104,10 @@ class CallContext:
     call_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     session: str = "-"
     progress: Progress | None = None
+    caller: Caller | None = None
+    """Whose session this call belongs to (None: no session, e.g. the CLI)."""
+    ask: Ask | None = None
+    """How to ask the user to approve a tool call (MCP elicitation); None when nobody can be asked."""
 
 
 @dataclass
@@ -106,9 +118,21 @@ class _Run:
     count: int = 0
     progress: Progress | None = None
     deadline: float | None = None
-    """`time.monotonic()` at which the worker's wall clock runs out; tool calls are bounded by it."""
+    """`time.monotonic()` at which the worker's wall clock runs out, not counting the time it was paused
+    (`RunClock.paused_total`: waiting for a person's approval); tool calls are bounded by it."""
     reported: float = 0.0
     """The last progress value sent: MCP progress must increase, and parallel calls finish in any order."""
+    session: Session | None = None
+    tools: ToolRegistry | None = None
+    """The tools of the call's scope (isolation); None means the server's own registry."""
+    ask: Ask | None = None
+
+    def current_deadline(self) -> float | None:
+        """`deadline` moved by the time the run's clock has been paused so far."""
+        clock = run_clock()
+        if self.deadline is None or clock is None:
+            return self.deadline
+        return self.deadline + clock.paused_total
 
 
 class Runtime:
@@ -122,6 +146,11 @@ class Runtime:
         self.known = self.known_names(registry)
         self.listeners: list[Callable[[], Awaitable[None]]] = []
         """Told after `refresh` (the MCP face tells its clients that the tool list changed)."""
+        self.sessions = Sessions(settings.session_idle_s, SESSIONS_AT_FULL_STATE * settings.max_state_bytes)
+        self.scopes = Scopes(settings, registry)
+        self.approvals = Approvals(settings)
+        self.tasks: anyio.abc.TaskGroup | None = None
+        """Work that outlives the call that started it (a run waiting for an approval across calls)."""
 
     @staticmethod
     def known_names(registry: ToolRegistry) -> KnownNames:
@@ -140,6 +169,7 @@ class Runtime:
         them (catalog and description, known names), and tell the listeners if what a client reads changed."""
         before = (self.catalog.description, self.catalog.attp_text())
         self.registry.refresh()
+        self.scopes.refresh()
         self.catalog = Catalog(self.registry, self.settings)
         self.known = self.known_names(self.registry)
         if (self.catalog.description, self.catalog.attp_text()) == before:
@@ -153,13 +183,28 @@ class Runtime:
     async def execute(self, request: ExecuteRequest, context: CallContext | None = None) -> ExecutionResult:
         context = context if context is not None else CallContext()
         started = time.perf_counter()
+        await self.end_idle_sessions()
+        session = self.sessions.open(context.caller) if context.caller is not None else None
+        evicted = session is not None and session.evicted
+        if session is not None and (request.reset or evicted):
+            self.sessions.keep(session, None)
+            session.evicted = False
         try:
-            result = await self._execute(request, _Run(progress=context.progress))
+            with self.sessions.using(session):
+                try:
+                    tools = await self.tools_for(context.caller, session)
+                except NoSession as refused:
+                    result = _error(request.target, refused.info)
+                else:
+                    run = _Run(progress=context.progress, session=session, tools=tools, ask=context.ask)
+                    result = await self._execute(request, run)
         except Exception:
             # A bug of ours must still come back as a result, never a traceback; details go to the log only.
             logger.exception("attp_execute failed inside the server")
             result = _error(request.target, ErrorInfo(code=ErrorCode.INTERNAL_ERROR, message="the server failed"))
         result.elapsed_ms = round((time.perf_counter() - started) * 1000, 2)
+        if evicted and not request.reset:
+            result.hint = _joined(EVICTED, result.hint)
         if result.error is not None and result.error.solution is None:
             starlark = (request.engine or self.settings.engine) == "starlark"
             solution = STARLARK_SOLUTIONS.get(result.error.code) if starlark else None
@@ -251,10 +296,13 @@ class Runtime:
             # No static check: the Python one does not apply, and Starlark is parsed only inside the worker
             # (a pathological program must never reach starlark-rust in the server process).
             return await self._run(program.code, target, run, engine)
-        problem = await anyio.to_thread.run_sync(check_program, program.code, self.known)
+        known = self.known
+        if run.session is not None and run.session.kept is not None:
+            known = dataclasses.replace(known, kept=run.session.kept.names())
+        problem = await anyio.to_thread.run_sync(check_program, program.code, known)
         if problem is not None:
             return _error(target, problem)
-        return await self._run(program.code, target, run, engine)
+        return await self._run(program.code, target, run, engine, keep=True)
 
     async def _execute_tam(self, text: str, target: str | None, run: _Run) -> ExecutionResult:
         """TAM blocks (seed 003), translated to a program so they share the sandbox, limits and trace."""
@@ -272,8 +320,14 @@ class Runtime:
             result.status, result.error = "error", failure
         return result
 
-    async def _run(self, code: str, target: str | None, run: _Run, engine: Engine = "python") -> ExecutionResult:
+    async def _run(
+        self, code: str, target: str | None, run: _Run, engine: Engine = "python", *, keep: bool = False
+    ) -> ExecutionResult:
+        """Run `code` on a worker; with `keep`, the session state goes in and what the program leaves comes back."""
         run.deadline = time.monotonic() + self.settings.timeout_s
+        session = run.session
+        keeping = keep and engine == "python" and self.settings.session_state and session is not None
+        state = session.kept if keeping and session is not None else None
         job = Job(
             code=code,
             tools=self.registry.callable_names(),
@@ -284,9 +338,30 @@ class Runtime:
             max_tool_calls=self.settings.max_tool_calls,
             capture_print=self.settings.capture_print,
             engine=engine,
+            state=state.message() if state is not None else None,
+            keep=keeping,
+            max_state_bytes=self.settings.max_state_bytes,
         )
         done = await self.pool.run(job, functools.partial(self._traced_call, run))
-        return self._result(done, run, target)
+        result = self._result(done, run, target)
+        if keeping and session is not None:
+            kept, hint = await kept_state.after_run(session.kept, done, self.settings.max_state_bytes)
+            self.sessions.keep(session, kept)
+            result.hint = _joined(result.hint, hint)
+        return result
+
+    async def tools_for(self, caller: Caller | None, session: Session | None) -> ToolRegistry:
+        """The tools working on the caller's folder and memory (`isolation`). Raises `NoSession`."""
+        return await self.scopes.tools(self.scopes.scope_for(caller, session))
+
+    async def end_idle_sessions(self) -> None:
+        """End the sessions idle past `session_idle_s`: their kept state goes, and their folders if their own."""
+        await self.scopes.end_sessions(self.sessions.expire())
+
+    async def close(self) -> None:
+        """End every session (the server is stopping)."""
+        with anyio.CancelScope(shield=True):
+            await self.scopes.end_sessions(self.sessions.close_all())
 
     def _result(self, done: dict[str, Any], run: _Run, target: str | None) -> ExecutionResult:
         # The worker is sandboxed, not trusted: its report is validated like any other input.
@@ -380,7 +455,7 @@ class Runtime:
                     ErrorInfo(code=ErrorCode.INVALID_ARGUMENT, message=f"call it as {usage}", tool_name=name)
                 )
             return {"ok": True, "value": meta(*args, *kwargs.values())}
-        tool = self.registry.resolve(name)
+        tool = (run.tools or self.registry).resolve(name)
         if tool is None:
             return _reply_error(
                 ErrorInfo(code=ErrorCode.NAME_NOT_FOUND, message=f"no tool named {name!r}", tool_name=name)
@@ -388,8 +463,11 @@ class Runtime:
         bound = tool.bind(args, kwargs)
         if isinstance(bound, ErrorInfo):
             return _reply_error(bound)
+        refused = await self.approvals.check(tool, bound, run.session, run.ask)
+        if refused is not None:
+            return _reply_error(refused)
         # The tool may read the run's deadline and report progress through `current_call()`.
-        token = set_current_call(ToolCall(deadline=run.deadline, progress=_forward_progress(run, tool)))
+        token = set_current_call(ToolCall(deadline=run.current_deadline(), progress=_forward_progress(run, tool)))
         try:
             if tool.is_async:
                 value = await tool.function(**bound)
@@ -455,6 +533,12 @@ def _capped(error: Any) -> Any:
 
 def _reply_error(info: ErrorInfo) -> dict[str, Any]:
     return {"ok": False, "error": _capped(info.model_dump(exclude_none=True))}
+
+
+def _joined(first: str | None, second: str | None) -> str | None:
+    if first and second:
+        return f"{first if first.endswith(('.', '?', '!')) else first + '.'} {second}"
+    return first or second
 
 
 def _error(target: str | None, info: ErrorInfo) -> ExecutionResult:
@@ -541,6 +625,23 @@ async def open_runtime(settings: Settings, *, registry: ToolRegistry | None = No
     async with (
         live_tools(registry, changed),
         WorkerPool(size=settings.workers, max_workers=settings.max_workers, memory_mb=settings.memory_mb) as pool,
+        anyio.create_task_group() as tasks,
     ):
         runtime = Runtime(settings, registry, pool)
-        yield runtime
+        runtime.tasks = tasks
+        if settings.isolation == "session":
+            await anyio.to_thread.run_sync(runtime.scopes.sweep_stale)
+        tasks.start_soon(_end_idle_sessions, runtime)
+        try:
+            yield runtime
+        finally:
+            tasks.cancel_scope.cancel()
+            await runtime.close()
+
+
+async def _end_idle_sessions(runtime: Runtime) -> None:
+    """Sessions end on time even when no call comes to notice it."""
+    period = min(60.0, runtime.settings.session_idle_s / 2)
+    while True:
+        await anyio.sleep(period)
+        await runtime.end_idle_sessions()

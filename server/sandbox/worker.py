@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import functools
 import json
 import os
 import random
@@ -21,10 +22,10 @@ import time
 from collections.abc import Callable, Mapping
 from typing import IO, Any
 
-from attp_server.sandbox import lockdown
+from attp_server.sandbox import keep, lockdown
 from attp_server.sandbox.evaluator import Evaluator, OutputBuffer, ToolError
 from attp_server.sandbox.jsonify import NotJSON, to_json
-from attp_server.sandbox.limits import Abort, SizeLimitError, Timeout, ToolCallLimit
+from attp_server.sandbox.limits import Abort, Pauses, SizeLimitError, Timeout, ToolCallLimit
 from attp_server.sandbox.namespaces import SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS, Namespace, random_namespace
 from attp_server.sandbox.namespaces import static_namespaces as build_static_namespaces
 from attp_server.sandbox.policy import RESULT_NAME, scan
@@ -116,6 +117,7 @@ class ToolBridge:
         self.channel = channel
         self.max_calls = max_calls
         self.count = 0
+        self.pauses = Pauses()
 
     def __call__(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         self.count += 1  # help() and tools() count too: every call crosses to the server
@@ -143,6 +145,9 @@ class ToolBridge:
         reply = self.channel.receive()
         if reply is None:
             raise ServerGone("the server closed the connection")
+        paused = reply.get("paused_s")
+        if isinstance(paused, int | float) and 0 < paused < float("inf"):
+            self.pauses.paused(float(paused))  # the server waited for a person: that time is not the program's
         if reply.get("ok"):
             return reply.get("value")
         error = reply.get("error") or {}
@@ -237,8 +242,11 @@ class Runner:
         bridge = ToolBridge(self.channel, int(limits["max_tool_calls"]))
         deadline = time.monotonic() + float(limits["timeout_s"])
         done: dict[str, Any] = {"op": "done", "status": "ok", "result": None, "hint": None, "error": None}
-        retire = False
+        retire = stopped = False
         evaluator: Evaluator | None = None
+        base: dict[str, Any] = {}
+        tree = ast.Module(body=[], type_ignores=[])
+        restored: keep.Restored | None = None
         known: list[str] = []
         engine = job.get("engine", "python")
         try:
@@ -246,19 +254,25 @@ class Runner:
                 if self.starlark is None:
                     raise EngineUnavailable(missing_extra_message())
                 known = self.starlark.known_names(job)
-                found, last_value = self.starlark.run(code, job, bridge, output, deadline)
+                found, last_value = self.starlark.run(code, job, bridge, output, deadline, pauses=bridge.pauses)
                 done.update(self._result(found, last_value, int(limits["max_result_bytes"])))
             elif engine == "python":
                 tree = ast.parse(code)
+                symbols = self.symbols(job, bridge)
+                restored = keep.restore(job["state"], symbols) if isinstance(job.get("state"), dict) else None
+                if restored is not None:
+                    tree.body[:0] = restored.definitions  # kept functions are defined again, checked like the program
                 violations = scan(tree)
                 if violations:
                     first = violations[0]
                     column = None if first.column is None else first.column + 1
                     done.update(status="error", error=_error(first.code, first.message, code, (first.line, column)))
                 else:
-                    evaluator = Evaluator(
-                        self.symbols(job, bridge), deadline=deadline, max_steps=MAX_STEPS, output=output
-                    )
+                    evaluator = Evaluator(symbols, deadline=deadline, max_steps=MAX_STEPS, output=output)
+                    bridge.pauses.listen(functools.partial(_extend_deadline, evaluator))
+                    base = dict(evaluator.symtable)
+                    if restored is not None:
+                        evaluator.symtable.update(restored.values)
                     last = _execute(evaluator, tree)
                     done.update(self._result(evaluator.symtable, last, int(limits["max_result_bytes"])))
             else:
@@ -268,6 +282,7 @@ class Runner:
         except ServerGone:
             raise
         except Abort as exc:
+            stopped = True
             retire = isinstance(exc, Timeout | SizeLimitError) or bool(getattr(exc, "retire", False))
             done.update(status="error", error=_error(exc.code, text_of(exc), code, _where(exc)))
         except NameError as exc:
@@ -286,13 +301,17 @@ class Runner:
             message = "RecursionError: too many nested calls; rewrite the recursion as a loop"
             done.update(status="error", error=_error("RUNTIME_ERROR", message, code, (None, None)))
         except MemoryError:
-            retire = True
+            stopped = retire = True
             done.update(
                 status="error", error=_error("MEMORY_LIMIT", "the program ran out of memory", code, (None, None))
             )
         except Exception as exc:
             message = f"{type(exc).__name__}: {_explained(exc)}"
             done.update(status="error", error=_error("RUNTIME_ERROR", message, code, _where(exc)))
+        if job.get("keep"):
+            # None: the state stays as it was (the program did not run, or was stopped midway).
+            kept = None if evaluator is None or stopped else _kept(evaluator.symtable, base, tree, limits, restored)
+            done["state"] = kept
         done["stdout"] = output.text()
         done["truncated"] = output.truncated
         done["retire"] = retire
@@ -328,6 +347,28 @@ class Runner:
         return {"status": "ok", "result": result, "hint": hint}
 
 
+def _extend_deadline(evaluator: Evaluator, seconds: float) -> None:
+    evaluator.deadline += seconds
+
+
+def _kept(
+    symbols: Mapping[str, Any],
+    base: Mapping[str, Any],
+    tree: ast.Module,
+    limits: Mapping[str, Any],
+    restored: keep.Restored | None,
+) -> dict[str, Any] | None:
+    """The session state the run leaves, as the server's ``done`` message carries it."""
+    try:
+        collected = keep.collect(symbols, base, tree, max_bytes=int(limits.get("max_state_bytes", 0)))
+    except (MemoryError, RecursionError):
+        return None
+    if restored is not None:
+        for name, reason in restored.dropped.items():
+            collected.dropped.setdefault(name, reason)
+    return collected.as_message()
+
+
 def _execute(evaluator: Evaluator, tree: ast.Module) -> tuple[Any, int] | None:
     """Run the top-level statements; return the last non-None expression value and its line."""
     last: tuple[Any, int] | None = None
@@ -348,6 +389,8 @@ def _where(exc: BaseException) -> tuple[int | None, int | None]:
 
 def _location(code: str, line: int | None, column: int | None) -> dict[str, Any]:
     out: dict[str, Any] = {}
+    if line is not None and line >= keep.FIRST_LINE:
+        return out  # inside a function kept from an earlier call: no line of this program to show
     if line is not None:
         out["line"] = line
         lines = code.splitlines()
