@@ -5,10 +5,11 @@ Built once from the registry at startup (signatures and docstrings never change 
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from attp_server.prompt import system_prompt
-from attp_server.sandbox.namespaces import MODULE_NAMES
+from attp_server.sandbox.modules import public_names
 from attp_server.sandbox.starlark_engine import LANGUAGE_NOTES
 from attp_server.settings import Settings
 from attp_server.toolpack import Tool, ToolRegistry
@@ -38,7 +39,7 @@ class Catalog:
             modules = "json and math are pre-injected, no import.\n"
             language = f"- {LANGUAGE_NOTES}\n"
         else:
-            modules = f"Pre-injected modules, no import: {', '.join(MODULE_NAMES)}.\n"
+            modules = f"Pre-injected modules, no import: {', '.join(s.modules) or 'none'}.\n"
             language = (
                 "- A failed tool call raises ToolError: try: ... except ToolError as e: use e.code, e.message.\n"
                 "- Not available: import, names or attributes starting with _, class, with, yield, open, eval, exec, "
@@ -96,7 +97,12 @@ class Catalog:
 
     def prompt(self, language: str = "en") -> str:
         """The ATTP system prompt with this server's tools filled in, for the server's engine."""
-        return system_prompt(self.attp_text(), language, engine=self.settings.engine)
+        return system_prompt(self.attp_text(), language, engine=self.settings.engine, modules=self.settings.modules)
+
+    @functools.cached_property
+    def module_members(self) -> dict[str, frozenset[str]]:
+        """The enabled curated modules and their members, for ``help('collections')``."""
+        return public_names(self.settings.modules)
 
     def help(self, name: object = None) -> str:
         """``help()`` inside a program: one tool's full description, or an overview."""
@@ -104,6 +110,9 @@ class Catalog:
             return self.description
         if not isinstance(name, str):
             return "help(name) takes a tool name as a string, e.g. help('read_file')"
+        if self.settings.engine == "python" and name in self.settings.modules:
+            members = ", ".join(sorted(self.module_members[name], key=str.lower))
+            return f"{name}: a curated module, used by name without import. Members: {members}"
         if name in self.registry.packs:
             pack = self.registry.packs[name]
             tools = [t for t in self.registry.tools.values() if t.pack == name]

@@ -9,7 +9,7 @@ before a worker is even involved.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from attp_server import pyast
 from attp_server.errors import ErrorCode, ErrorInfo, suggest
@@ -36,6 +36,8 @@ class KnownNames:
     tools: frozenset[str]
     builtins: frozenset[str]
     namespaces: dict[str, frozenset[str]]
+    members: dict[str, str] = field(default_factory=dict)
+    """A module member's bare name -> where it lives (``Counter`` -> ``collections.Counter``)."""
 
     def all(self) -> set[str]:
         return {*self.tools, *self.builtins, *self.namespaces}
@@ -119,9 +121,12 @@ def _unknown_name(walked: list[ast.AST], code: str, known: KnownNames) -> ErrorI
             name = node.func.id
             if name in available:
                 continue
-            suggestion = suggest(name, known.tools) or suggest(name, available)
+            qualified = known.members.get(name)
+            suggestion = qualified or suggest(name, known.tools) or suggest(name, available)
             message = f"{name}() is not a tool or function available here"
-            if suggestion:
+            if qualified:
+                message += f"; it is in a module: call {qualified}(...)"
+            elif suggestion:
                 message += f"; did you mean {suggestion}()?"
             problems.append((node.lineno, node.col_offset, _not_found(message, name, suggestion, node, code)))
         elif (

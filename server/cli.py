@@ -216,7 +216,7 @@ def _check(settings: Settings, args: argparse.Namespace) -> int:
 
     request = _request(args)
     registry = build_registry(settings)
-    known = Runtime.known_names(registry)
+    known = Runtime.known_names(registry, settings.modules)
     problem: ErrorInfo | None = None
     hint = "the program passed the static checks (nothing was run)"
     code = request.code

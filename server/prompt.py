@@ -6,6 +6,7 @@ English by default; the seed's own Chinese wording with ``language="zh"``. Serve
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 from attp_server.sandbox.namespaces import MODULE_NAMES
@@ -120,13 +121,15 @@ __result__ = {"result1": result1, "result2": result2}
 '''
 
 
-def system_prompt(available_tools: str, language: str = "en", engine: str = "python") -> str:
-    """The seed-000 system prompt with the tool catalog, the module whitelist and the program language filled in."""
+def system_prompt(
+    available_tools: str, language: str = "en", engine: str = "python", modules: Sequence[str] = MODULE_NAMES
+) -> str:
+    """The seed-000 system prompt with the tool catalog, the enabled modules and the program language filled in."""
     template = _ZH if language.lower().startswith("zh") else _EN
     starlark = engine == "starlark"
     return (
         template.replace(PLACEHOLDER, available_tools.strip())
-        .replace("{{MODULES}}", "json, math" if starlark else ", ".join(MODULE_NAMES))
+        .replace("{{MODULES}}", "json, math" if starlark else ", ".join(modules) or "none")
         .replace("{{LANGUAGE}}", "Starlark" if starlark else "Python")
         .replace("{{LANGUAGE_NOTES}}", f"\n- {LANGUAGE_NOTES}" if starlark else "")
     )

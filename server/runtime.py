@@ -10,7 +10,7 @@ import functools
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -24,7 +24,8 @@ from attp_server.envelope import Declined, EnvelopeError, Program, parse_envelop
 from attp_server.errors import ErrorCode, ErrorInfo, short_repr
 from attp_server.results import CallRecord, ExecutionResult, Status
 from attp_server.sandbox import starlark_engine
-from attp_server.sandbox.namespaces import SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS, public_names
+from attp_server.sandbox.modules import public_names
+from attp_server.sandbox.namespaces import MODULE_NAMES, SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS
 from attp_server.sandbox.pool import Job, WorkerPool
 from attp_server.sandbox.protocol import text_of
 from attp_server.settings import Settings
@@ -98,17 +99,23 @@ class Runtime:
         self.registry = registry
         self.pool = pool
         self.catalog = Catalog(registry, settings)
-        self.known = self.known_names(registry)
+        self.known = self.known_names(registry, settings.modules)
 
     @staticmethod
-    def known_names(registry: ToolRegistry) -> KnownNames:
-        """Every name a program may use without defining it: tools, builtins, modules and pack namespaces."""
-        spaces = public_names()
+    def known_names(registry: ToolRegistry, modules: Sequence[str] = MODULE_NAMES) -> KnownNames:
+        """Every name a program may use without defining it: tools, builtins, the enabled modules and pack
+        namespaces."""
+        spaces = public_names(modules)
+        members: dict[str, str] = {}
+        for module, names in spaces.items():  # MODULE_NAMES order: collections.Counter before typing.Counter
+            for name in names:
+                members.setdefault(name, f"{module}.{name}")
         spaces.update({pack: frozenset(names) for pack, names in registry.namespaces().items()})
         return KnownNames(
             tools=frozenset([*registry.callable_names(), *META_TOOLS]),
             builtins=frozenset([*SAFE_BUILTIN_FUNCTIONS, *SAFE_EXCEPTIONS, "ToolError", "print"]),
             namespaces=spaces,
+            members=members,
         )
 
     async def execute(self, request: ExecuteRequest, context: CallContext | None = None) -> ExecutionResult:
@@ -244,6 +251,7 @@ class Runtime:
             max_tool_calls=self.settings.max_tool_calls,
             capture_print=self.settings.capture_print,
             engine=engine,
+            modules=self.settings.modules,
         )
         done = await self.pool.run(job, functools.partial(self._traced_call, run))
         return self._result(done, run, target)

@@ -38,3 +38,9 @@ class Forbidden(Abort):
 
 class ToolCallLimit(Abort):
     code = "TOOL_CALL_LIMIT"
+
+
+def check_size(what: str, size: int) -> None:
+    """Refuse an operation that would build more than `MAX_SEQUENCE_LEN` items."""
+    if size > MAX_SEQUENCE_LEN:
+        raise SizeLimitError(f"{what} would build {size:,} items; the limit is {MAX_SEQUENCE_LEN:,}")

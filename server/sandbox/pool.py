@@ -58,14 +58,18 @@ class Job:
     max_tool_calls: int
     capture_print: bool = True
     engine: str = "python"
+    modules: list[str] | None = None
+    """The curated modules the program may use; None: all of them."""
 
     def message(self) -> dict[str, Any]:
+        modules = {} if self.modules is None else {"modules": self.modules}
         return {
             "op": "run",
             "engine": self.engine,
             "code": self.code,
             "tools": self.tools,
             "namespaces": self.namespaces,
+            **modules,
             "limits": {
                 "timeout_s": self.timeout_s,
                 "max_output_bytes": self.max_output_bytes,

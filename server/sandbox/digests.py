@@ -1,0 +1,131 @@
+"""The curated `base64`, `hashlib` and `uuid` a program sees.
+
+* ``base64``: the encoders check the size of what they would build (each grows its input by a known
+  factor); the decoders only shrink.
+* ``hashlib``: fixed-length digests only (md5, sha1, the sha2 and sha3 families, blake2b/blake2s),
+  by constructor or ``hashlib.new(name)``. Not the extendable-output ``shake_*`` (their
+  ``hexdigest(n)`` builds ``n`` bytes), not ``pbkdf2_hmac``/``scrypt`` (CPU and memory by parameter),
+  not ``file_digest`` (files). Hash objects offer ``update``, ``digest``, ``hexdigest``, ``copy``
+  and their sizes. Every constructor is called once when the namespace is built, so the OpenSSL
+  pieces they need are loaded before the worker locks itself down.
+* ``uuid``: ``uuid4``, the name-based ``uuid3``/``uuid5``, ``UUID`` and the ``NAMESPACE_*``
+  constants. Never ``uuid1`` or ``getnode``, which read the host's network address.
+
+Imported by the worker; imports nothing from the rest of ``server`` but ``attp_server.sandbox``.
+"""
+
+from __future__ import annotations
+
+import base64 as _base64
+import hashlib as _hashlib
+import uuid as _uuid
+from collections.abc import Callable
+from typing import Any
+
+from attp_server.sandbox.containers import register_copier
+from attp_server.sandbox.limits import check_size
+from attp_server.sandbox.namespaces import Namespace
+from attp_server.sandbox.policy import allow_attributes
+
+# ---------------------------------------------------------------- base64
+
+_GROWTH: dict[str, tuple[int, int]] = {
+    # encoder: (output bytes, per input bytes), rounded up; line breaks of encodebytes included
+    "b64encode": (4, 3),
+    "standard_b64encode": (4, 3),
+    "urlsafe_b64encode": (4, 3),
+    "encodebytes": (78, 57),
+    "b32encode": (8, 5),
+    "b32hexencode": (8, 5),
+    "b16encode": (2, 1),
+    "b85encode": (5, 4),
+    "a85encode": (5, 4),
+}
+_DECODERS = (
+    "b64decode", "standard_b64decode", "urlsafe_b64decode", "decodebytes", "b32decode", "b32hexdecode", "b16decode",
+    "b85decode", "a85decode",
+)  # fmt: skip
+
+
+def _checked_encoder(name: str) -> Callable[..., bytes]:
+    encode: Callable[..., bytes] = getattr(_base64, name)
+    out, per = _GROWTH[name]
+
+    def encoder(data: Any, *args: Any, **options: Any) -> bytes:
+        if isinstance(data, bytes | bytearray):
+            # a85encode(wrapcol=1) puts a newline after every character: twice the size at most
+            factor = 2 if options.get("wrapcol") or (len(args) > 1 and args[1]) else 1
+            check_size(f"base64.{name}()", factor * (len(data) * out // per + out))
+        return encode(data, *args, **options)
+
+    encoder.__name__ = name
+    return encoder
+
+
+def base64_namespace() -> Namespace:
+    members: dict[str, Any] = {name: _checked_encoder(name) for name in _GROWTH}
+    members.update({name: getattr(_base64, name) for name in _DECODERS})
+    return Namespace("base64", members)
+
+
+# ---------------------------------------------------------------- hashlib
+
+ALGORITHMS = (
+    "md5", "sha1", "sha224", "sha256", "sha384", "sha512", "sha3_224", "sha3_256", "sha3_384", "sha3_512", "blake2b",
+    "blake2s",
+)  # fmt: skip
+
+
+def _new(name: str, data: Any = b"", **options: Any) -> Any:
+    if not isinstance(name, str) or name.lower() not in ALGORITHMS:
+        raise ValueError(f"unsupported hash type {name!r}; the algorithms are {', '.join(ALGORITHMS)}")
+    return _hashlib.new(name.lower(), data, **options)
+
+
+_HASH_NAMES = ("update", "digest", "hexdigest", "copy", "name", "digest_size", "block_size")
+
+
+def hashlib_namespace() -> Namespace:
+    members: dict[str, Any] = {}
+    for name in ALGORITHMS:
+        constructor = getattr(_hashlib, name)
+        sample = constructor(b"preload")  # loads what the algorithm needs while files can still be read
+        sample.hexdigest()
+        cls = type(sample)
+        if cls not in _REGISTERED:
+            allow_attributes(cls, _HASH_NAMES)
+            register_copier(cls, lambda h: h.copy())
+            _REGISTERED.add(cls)
+        members[name] = constructor
+    members["new"] = _new
+    members["algorithms_guaranteed"] = frozenset(ALGORITHMS)
+    members["algorithms_available"] = frozenset(ALGORITHMS)
+    return Namespace("hashlib", members)
+
+
+_REGISTERED: set[type] = set()
+
+
+# ---------------------------------------------------------------- uuid
+
+allow_attributes(
+    _uuid.UUID,
+    ("bytes", "bytes_le", "clock_seq", "clock_seq_hi_variant", "clock_seq_low", "fields", "hex", "int", "node",
+     "time", "time_hi_version", "time_low", "time_mid", "urn", "variant", "version"),
+)  # fmt: skip
+
+
+def uuid_namespace() -> Namespace:
+    return Namespace(
+        "uuid",
+        {
+            "UUID": _uuid.UUID,
+            "uuid3": _uuid.uuid3,
+            "uuid4": _uuid.uuid4,
+            "uuid5": _uuid.uuid5,
+            "NAMESPACE_DNS": _uuid.NAMESPACE_DNS,
+            "NAMESPACE_URL": _uuid.NAMESPACE_URL,
+            "NAMESPACE_OID": _uuid.NAMESPACE_OID,
+            "NAMESPACE_X500": _uuid.NAMESPACE_X500,
+        },
+    )
