@@ -107,9 +107,9 @@ class Runtime:
         namespaces."""
         spaces = public_names(modules)
         members: dict[str, str] = {}
-        for module, names in spaces.items():  # MODULE_NAMES order: collections.Counter before typing.Counter
-            for name in names:
-                members.setdefault(name, f"{module}.{name}")
+        for module, names in spaces.items():
+            if module != "typing":  # typing's names are for annotations: never suggest typing.Counter(...)
+                members.update({name: f"{module}.{name}" for name in names if name not in members})
         spaces.update({pack: frozenset(names) for pack, names in registry.namespaces().items()})
         return KnownNames(
             tools=frozenset([*registry.callable_names(), *META_TOOLS]),
