@@ -1,7 +1,7 @@
 """The curated `base64`, `hashlib` and `uuid` a program sees.
 
 * ``base64``: the encoders check the size of what they would build (each grows its input by a known
-  factor); the decoders only shrink.
+  factor); the decoders shrink, but for ``a85decode``, whose ``z`` stands for four bytes.
 * ``hashlib``: fixed-length digests only (md5, sha1, the sha2 and sha3 families, blake2b/blake2s),
   by constructor or ``hashlib.new(name)``. Not the extendable-output ``shake_*`` (their
   ``hexdigest(n)`` builds ``n`` bytes), not ``pbkdf2_hmac``/``scrypt`` (CPU and memory by parameter),
@@ -62,9 +62,19 @@ def _checked_encoder(name: str) -> Callable[..., bytes]:
     return encoder
 
 
+def _a85decode(data: Any, *args: Any, **options: Any) -> bytes:
+    # The one decoder that grows: each 'z' (and 'y' with foldspaces) stands for four bytes.
+    if isinstance(data, bytes | bytearray | str):
+        shortcuts = data.count("z" if isinstance(data, str) else b"z")
+        shortcuts += data.count("y" if isinstance(data, str) else b"y")
+        check_size("base64.a85decode()", len(data) + 3 * shortcuts)
+    return _base64.a85decode(data, *args, **options)
+
+
 def base64_namespace() -> Namespace:
     members: dict[str, Any] = {name: _checked_encoder(name) for name in _GROWTH}
     members.update({name: getattr(_base64, name) for name in _DECODERS})
+    members["a85decode"] = _a85decode
     return Namespace("base64", members)
 
 

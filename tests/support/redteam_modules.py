@@ -233,6 +233,7 @@ MODULE_BOMBS = [
         "nested encoding",
         LIMITED,
     ),
+    c("modules-a85-zeros", "base64.a85decode(b'z' * 9_000_000)", "a85's four-byte shorthand", LIMITED),
     c("modules-reduce-doubling", "functools.reduce(lambda a, b: a + a, range(64), 'x')", "reduce doubling", LIMITED),
     c("modules-reduce-mul-bits", "functools.reduce(operator.mul, [10 ** 1000] * 2000)", "reduce multiplying", LIMITED),
     c(
