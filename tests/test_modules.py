@@ -303,6 +303,13 @@ AS_IN_CPYTHON = [
         "s.write('LINE')",
         "__result__ = [first, rest, s.getvalue(), s.tell(), io.StringIO('a\\nb').readlines()]",
     ),
+    p(
+        "stringio-crlf",
+        "s = io.StringIO('a\\nb', newline='\\r\\n')",
+        "s.write('c\\n')",
+        "s.writelines(['d\\n', 'e'])",
+        "__result__ = s.getvalue()",
+    ),
     # string and textwrap
     p("string-constants", "__result__ = [string.ascii_lowercase, string.digits, string.punctuation, string.hexdigits]"),
     p("capwords", "__result__ = [string.capwords('hello   big world'), string.capwords('a-b c-d', '-')]"),

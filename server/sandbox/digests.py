@@ -64,10 +64,10 @@ def _checked_encoder(name: str) -> Callable[..., bytes]:
 
 def _a85decode(data: Any, *args: Any, **options: Any) -> bytes:
     # The one decoder that grows: each 'z' (and 'y' with foldspaces) stands for four bytes.
-    if isinstance(data, bytes | bytearray | str):
-        shortcuts = data.count("z" if isinstance(data, str) else b"z")
-        shortcuts += data.count("y" if isinstance(data, str) else b"y")
-        check_size("base64.a85decode()", len(data) + 3 * shortcuts)
+    if isinstance(data, str):
+        check_size("base64.a85decode()", len(data) + 3 * (data.count("z") + data.count("y")))
+    elif isinstance(data, bytes | bytearray):
+        check_size("base64.a85decode()", len(data) + 3 * (data.count(b"z") + data.count(b"y")))
     return _base64.a85decode(data, *args, **options)
 
 

@@ -55,8 +55,14 @@ def to_json(value: Any, where: str = "__result__", depth: int = 0) -> Any:
         return value.total_seconds()
     if cls in (type({}.keys()), type({}.values()), type({}.items()), range):
         return [to_json(item, f"{where}[{i}]", depth + 1) for i, item in enumerate(value)]
-    if isinstance(value, dict | collections.ChainMap):  # Counter, OrderedDict, defaultdict, ChainMap
+    if isinstance(value, dict):  # Counter, OrderedDict, defaultdict
         return to_json(dict(value.items()), where, depth)
+    if isinstance(value, collections.ChainMap):
+        try:
+            merged = dict(value.items())
+        except Exception as exc:  # a map that is not a mapping: ChainMap(math)
+            raise NotJSON(f"{where} is a ChainMap whose maps cannot be read ({type(exc).__name__}: {exc})") from None
+        return to_json(merged, where, depth)
     if isinstance(value, tuple | collections.deque):  # named tuples, deque
         return to_json(list(value), where, depth)
     if cls is uuid.UUID:

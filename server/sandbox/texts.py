@@ -37,9 +37,16 @@ from attp_server.sandbox.policy import allow_attributes
 class StringIO(_io.StringIO):
     """``io.StringIO`` whose writes cannot grow it past the size limit."""
 
+    def __init__(self, initial_value: str | None = "", newline: str | None = "\n") -> None:
+        self.crlf = newline == "\r\n"  # each "\n" written becomes two characters
+        if isinstance(initial_value, str) and self.crlf:
+            check_size("io.StringIO()", len(initial_value) + initial_value.count("\n"))
+        super().__init__(initial_value, newline)
+
     def write(self, text: str) -> int:
         if isinstance(text, str):
-            check_size("io.StringIO.write()", self.tell() + len(text))
+            grown = len(text) + (text.count("\n") if self.crlf else 0)
+            check_size("io.StringIO.write()", self.tell() + grown)
         return super().write(text)  # writelines() comes here too, line by line
 
 

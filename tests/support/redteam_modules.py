@@ -233,6 +233,13 @@ MODULE_BOMBS = [
         "nested encoding",
         LIMITED,
     ),
+    c(
+        "modules-stringio-crlf",
+        "s = io.StringIO(newline='\\r\\n')\nfor i in range(30):\n    s.write('\\n' * 600_000)",
+        "newline translation doubling each write",
+        LIMITED,
+    ),
+    c("modules-chainmap-of-namespace", "__result__ = collections.ChainMap(math)", "serialise a namespace", None),
     c("modules-a85-zeros", "base64.a85decode(b'z' * 9_000_000)", "a85's four-byte shorthand", LIMITED),
     c("modules-reduce-doubling", "functools.reduce(lambda a, b: a + a, range(64), 'x')", "reduce doubling", LIMITED),
     c("modules-reduce-mul-bits", "functools.reduce(operator.mul, [10 ** 1000] * 2000)", "reduce multiplying", LIMITED),
