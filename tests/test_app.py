@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import tomllib
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from attp_server.app import create_server
@@ -13,7 +15,7 @@ from attp_server.results import ExecutionResult
 from attp_server.runtime import open_runtime
 from attp_server.settings import Settings
 from harness import running
-from mcp import Client
+from mcp import Client, Implementation
 from mcp.server.mcpserver import MCPServer
 
 pytestmark = pytest.mark.anyio
@@ -73,6 +75,34 @@ async def test_json_result_format(workspace: Path) -> None:
         result = await client.call_tool("attp_execute", {"code": "__result__ = [1, None]"})
     assert result.content[0].text.lstrip().startswith("{")  # type: ignore[union-attr]
     assert result.structured_content == {**result.structured_content, "result": [1, None]}
+
+
+N8N_NODE = "@n8n/n8n-nodes-langchain.mcpClient"
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])  # n8n's SDK sends clientInfo in an initialize handshake
+@pytest.mark.parametrize(
+    ("client_name", "overrides", "text_is_json"),
+    [
+        pytest.param(N8N_NODE, {}, True, id="n8n-mcp-client-node-gets-json"),
+        pytest.param(N8N_NODE + "Tool", {}, False, id="n8n-agent-sub-node-keeps-toml"),
+        pytest.param("mcp", {}, False, id="other-client-keeps-toml"),
+        pytest.param(N8N_NODE, {"json_clients": []}, False, id="json-clients-empty-turns-it-off"),
+        pytest.param("my-agent", {"json_clients": ["my-agent"]}, True, id="json-clients-names-any-client"),
+        pytest.param("mcp", {"result_format": "json"}, True, id="result-format-json-for-everyone"),
+    ],
+)
+async def test_text_format_follows_the_client_name(
+    workspace: Path, client_name: str, overrides: dict[str, Any], text_is_json: bool, mode: str
+) -> None:
+    """n8n's MCP Client node JSON-parses the text into the workflow: it gets JSON, so `status` is testable."""
+    async with running(workspace, **overrides) as runtime:
+        client = Client(create_server(runtime), client_info=Implementation(name=client_name, version="1"), mode=mode)
+        async with client:
+            result = await client.call_tool("attp_execute", {"code": "1/0"})
+    text = result.content[0].text  # type: ignore[union-attr]
+    rendered = json.loads(text) if text_is_json else tomllib.loads(text)
+    assert rendered["status"] == "error" and rendered["error"]["code"] == "RUNTIME_ERROR"
 
 
 async def test_long_catalog_falls_back_to_pack_list(workspace: Path) -> None:
