@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from attp_server import pyast
 from attp_server.errors import ErrorCode, ErrorInfo, suggest
 from attp_server.sandbox import starlark_engine
+from attp_server.sandbox.namespaces import MODULE_NAMES
 from attp_server.sandbox.policy import bound_names, nodes, scan
 
 _SOLUTIONS = {
@@ -117,7 +118,9 @@ def _unknown_name(walked: list[ast.AST], code: str, known: KnownNames) -> ErrorI
     available = known.all() | bound
     problems: list[tuple[int, int, ErrorInfo]] = []
     for node in walked:
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        if isinstance(node, ast.Name) and node.id in MODULE_NAMES and node.id not in available:
+            problems.append((node.lineno, node.col_offset, _disabled_module(node, code, known)))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             name = node.func.id
             if name in available:
                 continue
@@ -150,6 +153,20 @@ def _unknown_name(walked: list[ast.AST], code: str, known: KnownNames) -> ErrorI
         return None
     problems.sort(key=lambda p: (p[0], p[1]))
     return problems[0][2]
+
+
+def _disabled_module(node: ast.Name, code: str, known: KnownNames) -> ErrorInfo:
+    enabled = [name for name in MODULE_NAMES if name in known.namespaces]
+    return ErrorInfo(
+        code=ErrorCode.NAME_NOT_FOUND,
+        message=f"the module {node.id!r} is not enabled on this server (its `modules` setting); the modules are: "
+        + (", ".join(enabled) or "none"),
+        line=node.lineno,
+        column=node.col_offset + 1,
+        source_line=_source_line(code, node.lineno),
+        received=node.id,
+        solution="Do it with the enabled modules and plain Python, or ask the operator to add the module.",
+    )
 
 
 def _not_found(message: str, name: str, suggestion: str | None, node: ast.expr, code: str) -> ErrorInfo:

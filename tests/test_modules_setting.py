@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import datetime as dt
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from attp_server.runtime import Runtime
 from attp_server.sandbox.containers import deque
 from attp_server.sandbox.jsonify import NotJSON, to_json
 from attp_server.sandbox.namespaces import MODULE_NAMES
+from attp_server.sandbox.pool import Job, WorkerPool
 from attp_server.settings import Settings, load_settings
 from attp_server.toolpack import RESERVED_NAMES, Toolpack, ToolpackLoadError, ToolRegistry, load_toolpack
 from harness import run_code, running
@@ -110,15 +112,43 @@ async def test_static_check_names_where_a_member_lives(
 
 
 @pytest.mark.anyio
-async def test_worker_gets_only_the_enabled_modules(workspace: Path) -> None:
+async def test_a_disabled_module_is_refused_before_the_run(workspace: Path) -> None:
+    async with running(workspace, modules=SOME) as runtime:
+        data = await run_code(runtime, "x = 1\n__result__ = hashlib.md5(b'').hexdigest()")
+    assert data["error"]["line"] == 2
+    assert data["error"]["received"] == "hashlib"
+
+
+@pytest.mark.anyio
+async def test_disabled_modules_are_named_by_the_static_check(workspace: Path) -> None:
     async with running(workspace, modules=SOME) as runtime:
         enabled = await run_code(runtime, "__result__ = [math.sqrt(4), json.dumps(1), repr(typing.Any)]")
         disabled = await run_code(runtime, "__result__ = collections.Counter('a')")
         also_disabled = await run_code(runtime, "x = random\n__result__ = 1")
     assert enabled["result"] == [2.0, "1", "typing.Any"]
-    assert disabled["error"]["code"] == "NAME_NOT_FOUND"
+    for refused in (disabled, also_disabled):
+        assert refused["error"]["code"] == "NAME_NOT_FOUND"
+        assert "is not enabled on this server" in refused["error"]["message"]
+        assert "the modules are: math, json, typing" in refused["error"]["message"]
     assert "'collections'" in disabled["error"]["message"]
-    assert also_disabled["error"]["code"] == "NAME_NOT_FOUND"
+
+
+async def _no_calls(name: str, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    raise AssertionError(f"unexpected tool call {name}")
+
+
+@pytest.mark.anyio
+async def test_worker_holds_only_the_jobs_modules() -> None:
+    """Past the static check too: a job naming some modules gets exactly those in its worker."""
+    code = "__result__ = [repr(typing.Any), json.dumps(1)]\ncollections"
+    job = Job(code=code, tools=[], namespaces={}, timeout_s=5, max_output_bytes=1000, max_result_bytes=1000,
+              max_tool_calls=0, modules=SOME)  # fmt: skip
+    async with WorkerPool(size=1, max_workers=1, memory_mb=256) as pool:
+        limited = await pool.run(job, _no_calls)
+        everything = await pool.run(replace(job, code=code.replace("\ncollections", ""), modules=None), _no_calls)
+    assert limited["error"]["code"] == "NAME_NOT_FOUND"
+    assert "'collections'" in limited["error"]["message"]
+    assert everything["result"] == ["typing.Any", "1"]
 
 
 @pytest.mark.anyio
