@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -229,13 +230,15 @@ class WorkerPool:
             await worker.kill()
 
     def kill_now(self) -> None:
-        """Kill every worker, idle or running, and remove their directories, without waiting for
-        anything: for a process that exits right after (a stop signal in stdio mode)."""
-        for worker in [*self._idle, *self._running]:
+        """Kill every worker, idle or running, and remove their directories, without waiting for the
+        event loop: for a process that exits right after (a stop signal in stdio mode)."""
+        workers = [*self._idle, *self._running]
+        for worker in workers:
             worker.killed = True
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(worker.pid, signal.SIGKILL)
             shutil.rmtree(worker.directory, ignore_errors=True)
+        _reap([worker.pid for worker in workers], REAP_TIMEOUT_S)
 
     def stats(self) -> dict[str, Any]:
         return {
@@ -375,6 +378,27 @@ class WorkerPool:
         worker.lockdown = dict(ready.get("lockdown") or {})
         self.lockdown = worker.lockdown
         return worker
+
+
+REAP_TIMEOUT_S = 1.0
+"""How long `WorkerPool.kill_now` waits for killed workers to be gone (a SIGKILL takes effect in milliseconds)."""
+
+
+def _reap(pids: list[int], timeout: float) -> None:
+    """Wait until the killed children `pids` have exited, so that none outlives a server exiting right after:
+    SIGKILL is asynchronous, and tearing down a worker's memory takes a few milliseconds."""
+    waiting = set(pids)
+    deadline = time.monotonic() + timeout
+    while waiting and time.monotonic() < deadline:
+        for pid in list(waiting):
+            try:
+                finished, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:  # already reaped (by the event loop's child watcher)
+                finished = pid
+            if finished:
+                waiting.discard(pid)
+        if waiting:
+            time.sleep(0.002)
 
 
 async def _drain_stderr(stream: anyio.abc.ByteReceiveStream, pid: int) -> None:
