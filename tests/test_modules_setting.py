@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import collections
 import datetime as dt
+import subprocess
+import sys
 import uuid
 from dataclasses import replace
 from pathlib import Path
@@ -202,3 +204,20 @@ async def test_module_values_as_results_and_tool_arguments(workspace: Path) -> N
     assert data["result"] == [text, 3, {"a": 1, "b": 1}, text]
     assert iterator["error"]["code"] == "RESULT_NOT_SERIALIZABLE"
     assert "list(value)" in iterator["error"]["message"]
+
+
+def test_worker_namespaces_do_not_load_openssl() -> None:
+    """CPython's own digests serve hashlib and uuid3/uuid5: OpenSSL would cost every worker about 4 MB."""
+    probe = (
+        "import sys, importlib\n"
+        "from attp_server.sandbox import worker\n"
+        "from attp_server.sandbox.modules import build_namespaces\n"
+        "build_namespaces()\n"
+        "own = all(importlib.util.find_spec(m) for m in ('_md5', '_sha1', '_sha256', '_sha512', '_sha3', '_blake2'))\n"
+        "print(own, '_hashlib' in sys.modules)\n"
+    )
+    own, openssl = subprocess.run(
+        [sys.executable, "-I", "-c", probe], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert own == "True"  # this CPython has its own digests, so the test means something
+    assert openssl == "False"

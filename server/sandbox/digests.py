@@ -6,10 +6,12 @@
   by constructor or ``hashlib.new(name)``. Not the extendable-output ``shake_*`` (their
   ``hexdigest(n)`` builds ``n`` bytes), not ``pbkdf2_hmac``/``scrypt`` (CPU and memory by parameter),
   not ``file_digest`` (files). Hash objects offer ``update``, ``digest``, ``hexdigest``, ``copy``
-  and their sizes. Every constructor is called once when the namespace is built, so the OpenSSL
-  pieces they need are loaded before the worker locks itself down.
-* ``uuid``: ``uuid4``, the name-based ``uuid3``/``uuid5``, ``UUID`` and the ``NAMESPACE_*``
-  constants. Never ``uuid1`` or ``getnode``, which read the host's network address.
+  and their sizes. The digests are CPython's own (``_sha256``, ...), not OpenSSL's: loading OpenSSL
+  would cost every worker about 4 MB; a Python built without them falls back to OpenSSL's. Every
+  constructor is called once when the namespace is built, before the worker locks itself down.
+* ``uuid``: ``uuid4``, the name-based ``uuid3``/``uuid5`` (written here on those digests: the
+  standard ones import ``hashlib`` when first called), ``UUID`` and the ``NAMESPACE_*`` constants.
+  Never ``uuid1`` or ``getnode``, which read the host's network address.
 
 Imported by the worker; imports nothing from the rest of ``server`` but ``attp_server.sandbox``.
 """
@@ -17,7 +19,7 @@ Imported by the worker; imports nothing from the rest of ``server`` but ``attp_s
 from __future__ import annotations
 
 import base64 as _base64
-import hashlib as _hashlib
+import importlib
 import uuid as _uuid
 from collections.abc import Callable
 from typing import Any
@@ -86,10 +88,27 @@ ALGORITHMS = (
 )  # fmt: skip
 
 
+_OWN_MODULE = {
+    "md5": "_md5", "sha1": "_sha1", "sha224": "_sha256", "sha256": "_sha256", "sha384": "_sha512", "sha512": "_sha512",
+    "sha3_224": "_sha3", "sha3_256": "_sha3", "sha3_384": "_sha3", "sha3_512": "_sha3", "blake2b": "_blake2",
+    "blake2s": "_blake2",
+}  # fmt: skip
+"""Where CPython keeps its own implementation of each algorithm."""
+
+
+def constructor(name: str) -> Callable[..., Any]:
+    """The hash constructor `name`: CPython's own, or OpenSSL's on a build without it."""
+    try:
+        own: Callable[..., Any] = getattr(importlib.import_module(_OWN_MODULE[name]), name)
+    except (ImportError, AttributeError):
+        return getattr(importlib.import_module("hashlib"), name)  # type: ignore[no-any-return]
+    return own
+
+
 def _new(name: str, data: Any = b"", **options: Any) -> Any:
     if not isinstance(name, str) or name.lower() not in ALGORITHMS:
         raise ValueError(f"unsupported hash type {name!r}; the algorithms are {', '.join(ALGORITHMS)}")
-    return _hashlib.new(name.lower(), data, **options)
+    return constructor(name.lower())(data, **options)
 
 
 _HASH_NAMES = ("update", "digest", "hexdigest", "copy", "name", "digest_size", "block_size")
@@ -98,15 +117,15 @@ _HASH_NAMES = ("update", "digest", "hexdigest", "copy", "name", "digest_size", "
 def hashlib_namespace() -> Namespace:
     members: dict[str, Any] = {}
     for name in ALGORITHMS:
-        constructor = getattr(_hashlib, name)
-        sample = constructor(b"preload")  # loads what the algorithm needs while files can still be read
+        make = constructor(name)
+        sample = make(b"preload")  # loads what the algorithm needs while files can still be read
         sample.hexdigest()
         cls = type(sample)
         if cls not in _REGISTERED:
             allow_attributes(cls, _HASH_NAMES)
             register_copier(cls, lambda h: h.copy())
             _REGISTERED.add(cls)
-        members[name] = constructor
+        members[name] = make
     members["new"] = _new
     members["algorithms_guaranteed"] = frozenset(ALGORITHMS)
     members["algorithms_available"] = frozenset(ALGORITHMS)
@@ -125,14 +144,25 @@ allow_attributes(
 )  # fmt: skip
 
 
+def _name_based(algorithm: str, version: int) -> Callable[[_uuid.UUID, str], _uuid.UUID]:
+    digest = constructor(algorithm)
+
+    def uuid_from_name(namespace: _uuid.UUID, name: str) -> _uuid.UUID:
+        data = namespace.bytes + bytes(name, "utf-8")  # as CPython 3.11 computes it
+        return _uuid.UUID(bytes=digest(data, usedforsecurity=False).digest()[:16], version=version)
+
+    uuid_from_name.__name__ = f"uuid{version}"
+    return uuid_from_name
+
+
 def uuid_namespace() -> Namespace:
     return Namespace(
         "uuid",
         {
             "UUID": _uuid.UUID,
-            "uuid3": _uuid.uuid3,
+            "uuid3": _name_based("md5", 3),
             "uuid4": _uuid.uuid4,
-            "uuid5": _uuid.uuid5,
+            "uuid5": _name_based("sha1", 5),
             "NAMESPACE_DNS": _uuid.NAMESPACE_DNS,
             "NAMESPACE_URL": _uuid.NAMESPACE_URL,
             "NAMESPACE_OID": _uuid.NAMESPACE_OID,
