@@ -263,34 +263,18 @@ def _check_lineterm(a: Sequence[Any], b: Sequence[Any], lineterm: Any) -> None:
         check_size("a diff's line terminators", ((sized(a) or 0) + (sized(b) or 0) + 3) * len(lineterm))
 
 
-def unified_diff(  # noqa: PLR0917  (Python's signature)
-    a: Sequence[str],
-    b: Sequence[str],
-    fromfile: str = "",
-    tofile: str = "",
-    fromfiledate: str = "",
-    tofiledate: str = "",
-    n: int = 3,
-    lineterm: str = "\n",
-) -> Any:
-    _check_lineterm(a, b, lineterm)
-    lines = _difflib.unified_diff(a, b, fromfile, tofile, fromfiledate, tofiledate, n, lineterm)
-    return Capped(lines, "difflib.unified_diff()")
+def _checked_diff(name: str) -> Callable[..., Any]:
+    make = getattr(_difflib, name)
 
+    def diff(  # noqa: PLR0917  (Python's signature)
+        a: Sequence[str], b: Sequence[str], fromfile: str = "", tofile: str = "", fromfiledate: str = "",
+        tofiledate: str = "", n: int = 3, lineterm: str = "\n",
+    ) -> Any:  # fmt: skip
+        _check_lineterm(a, b, lineterm)
+        return Capped(make(a, b, fromfile, tofile, fromfiledate, tofiledate, n, lineterm), f"difflib.{name}()")
 
-def context_diff(  # noqa: PLR0917  (Python's signature)
-    a: Sequence[str],
-    b: Sequence[str],
-    fromfile: str = "",
-    tofile: str = "",
-    fromfiledate: str = "",
-    tofiledate: str = "",
-    n: int = 3,
-    lineterm: str = "\n",
-) -> Any:
-    _check_lineterm(a, b, lineterm)
-    lines = _difflib.context_diff(a, b, fromfile, tofile, fromfiledate, tofiledate, n, lineterm)
-    return Capped(lines, "difflib.context_diff()")
+    diff.__name__ = name
+    return diff
 
 
 def ndiff(a: Sequence[str], b: Sequence[str], *args: Any, **options: Any) -> Any:
@@ -332,8 +316,8 @@ def difflib_namespace() -> Namespace:
             "SequenceMatcher": _difflib.SequenceMatcher,
             "Differ": _difflib.Differ,
             "get_close_matches": _difflib.get_close_matches,
-            "unified_diff": unified_diff,
-            "context_diff": context_diff,
+            "unified_diff": _checked_diff("unified_diff"),
+            "context_diff": _checked_diff("context_diff"),
             "ndiff": ndiff,
             "restore": restore,
             "IS_LINE_JUNK": _difflib.IS_LINE_JUNK,
