@@ -55,7 +55,11 @@ class Settings(BaseSettings):
     max_output_bytes: int = Field(65_536, ge=0, description="Captured print output kept per run (then truncated).")
     max_result_bytes: int = Field(1_048_576, ge=1, description="Largest __result__, as JSON bytes.")
     capture_print: bool = Field(True, description="Return print output as stdout (false discards it).")
-    result_format: Literal["toml", "json"] = Field("toml", description="Format of the result's text rendering.")
+    result_format: Literal["toml", "json"] = Field(
+        "json",
+        description="Format of the result's text block (the lean view the model reads): json, or toml. "
+        "structuredContent always carries the whole result.",
+    )
     json_clients: list[str] = Field(
         default_factory=lambda: [N8N_MCP_CLIENT],
         description="MCP clients, by the clientInfo name they send, whose text rendering is JSON whatever "

@@ -107,8 +107,9 @@ def test_n8n_covers_both_nodes_and_how_to_check_status(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("environment", "note"),
     [
-        pytest.param({"ATTP_JSON_CLIENTS": "[]"}, True, id="json-clients-off"),
-        pytest.param({"ATTP_JSON_CLIENTS": "[]", "ATTP_RESULT_FORMAT": "json"}, False, id="json-for-everyone"),
+        pytest.param({"ATTP_JSON_CLIENTS": "[]", "ATTP_RESULT_FORMAT": "toml"}, True, id="json-clients-off-and-toml"),
+        pytest.param({"ATTP_RESULT_FORMAT": "toml"}, False, id="toml-but-json-clients-name-the-node"),
+        pytest.param({"ATTP_JSON_CLIENTS": "[]"}, False, id="json-for-everyone-by-default"),
     ],
 )
 def test_n8n_notes_when_the_mcp_client_node_would_get_a_string(

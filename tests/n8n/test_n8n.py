@@ -107,10 +107,10 @@ def server_workspace(scratch: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def n8n(scratch: Path, server_workspace: Path) -> Iterator[N8n]:
-    """Two servers (n8n answered in JSON, the default; and in TOML), n8n with the credentials and workflows."""
+    """Two servers (JSON text, the default; and TOML for everyone), n8n with the credentials and workflows."""
     token = secrets.token_urlsafe(24)
     flags = ("--toolpack", "files")
-    toml_env = {"ATTP_AUTH_TOKEN": token, "ATTP_JSON_CLIENTS": "[]"}
+    toml_env = {"ATTP_AUTH_TOKEN": token, "ATTP_JSON_CLIENTS": "[]", "ATTP_RESULT_FORMAT": "toml"}
     with (
         serving_http(server_workspace, *flags, env={"ATTP_AUTH_TOKEN": token}) as server,
         serving_http(scratch / "toml-workspace", *flags, env=toml_env) as toml_server,
@@ -154,7 +154,7 @@ def test_a_workflow_writes_a_file_over_streamable_http_and_reads_it_back_over_ss
     assert written["status"] == "ok"
     assert written["result"] == {"path": "n8n-report.txt", "total": 8, "names": ["alpha", "beta"]}
     assert written["stdout"] == "wrote 2 rows\n"
-    assert [call["tool"] for call in written["calls"]] == ["write_file"]
+    assert written["tool_calls"] == "write_file: 1"  # the lean text: one summary line, no per-call trace
     read = text_of(run, READ)
     assert (read["status"], read["result"]) == ("ok", "total = 8")
     assert (server_workspace / "n8n-report.txt").read_text() == "total = 8"
@@ -196,8 +196,8 @@ def test_the_agent_sub_node_hands_the_model_the_text_and_a_failed_program_as_the
     assert run["status"] == "success"
     [answer] = node_items(run, "Call the tool")  # the content blocks, as the JSON string the agent passes on
     [block] = json.loads(answer)
-    assert tomllib.loads(block["text"])["result"] == 42
+    assert json.loads(block["text"])["result"] == 42
     [failed] = node_items(run, "Call it with a typo")  # on isError: the text alone, which the model reads
-    assert tomllib.loads(failed)["error"]["suggested_value"] == "read_file"
+    assert json.loads(failed)["error"]["suggested_value"] == "read_file"
     [tool_run] = run["data"]["resultData"]["runData"]["MCP Client Tool (SSE, X-API-Key)"]
     assert tool_run["error"]["message"] == failed  # and n8n marks the tool node as failed
