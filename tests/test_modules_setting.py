@@ -69,7 +69,9 @@ def test_every_module_name_is_reserved_for_the_sandbox(tmp_path: Path) -> None:
 def test_description_prompt_and_help_list_only_enabled_modules(tmp_path: Path) -> None:
     registry = ToolRegistry([load_toolpack("files")], tmp_path, {})
     catalog = Catalog(registry, Settings(workspace=tmp_path, modules=SOME))
-    assert "Pre-injected modules, no import: math, json, typing." in catalog.description
+    assert "Modules ready to use, without import (import statements are refused): math, json, typing." in (
+        catalog.description
+    )
     assert "collections" not in catalog.description
     assert "math, json, typing" in catalog.prompt()
     assert "collections" not in catalog.prompt()
@@ -158,7 +160,7 @@ async def test_no_modules_at_all(workspace: Path) -> None:
     async with running(workspace, modules=[]) as runtime:
         data = await run_code(runtime, "__result__ = sum([1, 2])")
         refused = await run_code(runtime, "x = math\n__result__ = 1")
-        assert "Pre-injected modules, no import: none." in runtime.catalog.description
+        assert "(import statements are refused): none." in runtime.catalog.description
     assert data["result"] == 3
     assert refused["error"]["code"] == "NAME_NOT_FOUND"
 
