@@ -9,6 +9,7 @@ before a worker is even involved.
 from __future__ import annotations
 
 import ast
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from attp_server import pyast
@@ -39,6 +40,8 @@ class KnownNames:
     namespaces: dict[str, frozenset[str]]
     members: dict[str, str] = field(default_factory=dict)
     """A module member's bare name -> where it lives (``Counter`` -> ``collections.Counter``)."""
+    unavailable: Mapping[str, str] = field(default_factory=dict)
+    """Packs whose tools cannot be called now (an upstream server that is down) -> why, and the fix."""
 
     def all(self) -> set[str]:
         return {*self.tools, *self.builtins, *self.namespaces}
@@ -131,6 +134,8 @@ def _unknown_name(walked: list[ast.AST], code: str, known: KnownNames) -> ErrorI
                 message += f"; it is in a module: call {qualified}(...)"
             elif suggestion:
                 message += f"; did you mean {suggestion}()?"
+            if known.unavailable:
+                message += f" (tools of {', '.join(sorted(known.unavailable))} are unknown while that server is down)"
             problems.append((node.lineno, node.col_offset, _not_found(message, name, suggestion, node, code)))
         elif (
             isinstance(node, ast.Attribute)
@@ -141,6 +146,9 @@ def _unknown_name(walked: list[ast.AST], code: str, known: KnownNames) -> ErrorI
             and not node.attr.startswith("_")
         ):
             space = node.value.id
+            if space in known.unavailable:  # its tools are unknown while it is down: say that, not "no member"
+                problems.append((node.lineno, node.col_offset, _unavailable(space, node, code, known)))
+                continue
             suggestion = suggest(node.attr, known.namespaces[space])
             message = f"{space} has no member {node.attr!r}"
             if suggestion:
@@ -166,6 +174,18 @@ def _disabled_module(node: ast.Name, code: str, known: KnownNames) -> ErrorInfo:
         source_line=_source_line(code, node.lineno),
         received=node.id,
         solution="Do it with the enabled modules and plain Python, or ask the operator to add the module.",
+    )
+
+
+def _unavailable(space: str, node: ast.Attribute, code: str, known: KnownNames) -> ErrorInfo:
+    return ErrorInfo(
+        code=ErrorCode.UPSTREAM_UNAVAILABLE,
+        message=f"the MCP server {space!r} is unavailable: {known.unavailable[space]}",
+        line=node.lineno,
+        column=node.col_offset + 1,
+        source_line=_source_line(code, node.lineno),
+        tool_name=f"{space}.{node.attr}",
+        solution=f"Do the task without {space}'s tools, or ask the user to fix that server; the other tools work.",
     )
 
 

@@ -154,6 +154,9 @@ def _healthz(runtime: Runtime) -> Callable[[Request], Awaitable[JSONResponse]]:
                 "transports": {"streamable_http": "/mcp", "sse": "/sse"},
                 "workers": runtime.pool.stats(),
                 "sandbox": runtime.pool.lockdown,
+                "upstream": {
+                    name: pack.live.health() for name, pack in runtime.registry.packs.items() if pack.live is not None
+                },
             }
         )
 

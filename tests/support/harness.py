@@ -126,6 +126,16 @@ def serving_http(
             log.close()  # type: ignore[union-attr]
 
 
+def stop_process(process: subprocess.Popen[Any]) -> None:
+    """Terminate a server the tests started, and kill it if it does not exit within 10 s."""
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 def wait_for_health(url: str, process: subprocess.Popen[bytes], timeout: float = 30.0) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
