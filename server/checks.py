@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from attp_server import pyast
 from attp_server.errors import ErrorCode, ErrorInfo, suggest
 from attp_server.sandbox import starlark_engine
+from attp_server.sandbox.namespaces import MODULE_NAMES
 from attp_server.sandbox.policy import bound_names, nodes, scan
 
 _SOLUTIONS = {
@@ -37,6 +38,8 @@ class KnownNames:
     tools: frozenset[str]
     builtins: frozenset[str]
     namespaces: dict[str, frozenset[str]]
+    members: dict[str, str] = field(default_factory=dict)
+    """A module member's bare name -> where it lives (``Counter`` -> ``collections.Counter``)."""
     unavailable: Mapping[str, str] = field(default_factory=dict)
     """Packs whose tools cannot be called now (an upstream server that is down) -> why, and the fix."""
     kept: frozenset[str] = frozenset()
@@ -120,13 +123,18 @@ def _unknown_name(walked: list[ast.AST], code: str, known: KnownNames) -> ErrorI
     available = known.all() | bound
     problems: list[tuple[int, int, ErrorInfo]] = []
     for node in walked:
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        if isinstance(node, ast.Name) and node.id in MODULE_NAMES and node.id not in available:
+            problems.append((node.lineno, node.col_offset, _disabled_module(node, code, known)))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             name = node.func.id
             if name in available:
                 continue
-            suggestion = suggest(name, known.tools) or suggest(name, available)
+            qualified = known.members.get(name)
+            suggestion = qualified or suggest(name, known.tools) or suggest(name, available)
             message = f"{name}() is not a tool or function available here"
-            if suggestion:
+            if qualified:
+                message += f"; it is in a module: call {qualified}(...)"
+            elif suggestion:
                 message += f"; did you mean {suggestion}()?"
             if known.unavailable:
                 message += f" (tools of {', '.join(sorted(known.unavailable))} are unknown while that server is down)"
@@ -155,6 +163,20 @@ def _unknown_name(walked: list[ast.AST], code: str, known: KnownNames) -> ErrorI
         return None
     problems.sort(key=lambda p: (p[0], p[1]))
     return problems[0][2]
+
+
+def _disabled_module(node: ast.Name, code: str, known: KnownNames) -> ErrorInfo:
+    enabled = [name for name in MODULE_NAMES if name in known.namespaces]
+    return ErrorInfo(
+        code=ErrorCode.NAME_NOT_FOUND,
+        message=f"the module {node.id!r} is not enabled on this server (its `modules` setting); the modules are: "
+        + (", ".join(enabled) or "none"),
+        line=node.lineno,
+        column=node.col_offset + 1,
+        source_line=_source_line(code, node.lineno),
+        received=node.id,
+        solution="Do it with the enabled modules and plain Python, or ask the operator to add the module.",
+    )
 
 
 def _unavailable(space: str, node: ast.Attribute, code: str, known: KnownNames) -> ErrorInfo:

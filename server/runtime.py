@@ -11,7 +11,7 @@ import functools
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -28,7 +28,8 @@ from attp_server.envelope import Declined, EnvelopeError, Program, parse_envelop
 from attp_server.errors import ErrorCode, ErrorInfo, short_repr
 from attp_server.results import CallRecord, ExecutionResult, Status
 from attp_server.sandbox import starlark_engine
-from attp_server.sandbox.namespaces import SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS, public_names
+from attp_server.sandbox.modules import public_names
+from attp_server.sandbox.namespaces import MODULE_NAMES, SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS
 from attp_server.sandbox.pool import Job, WorkerPool, run_clock
 from attp_server.sandbox.protocol import text_of
 from attp_server.scopes import NoSession, Scopes
@@ -143,7 +144,7 @@ class Runtime:
         self.registry = registry
         self.pool = pool
         self.catalog = Catalog(registry, settings)
-        self.known = self.known_names(registry)
+        self.known = self.known_names(registry, settings.modules)
         self.listeners: list[Callable[[], Awaitable[None]]] = []
         """Told after `refresh` (the MCP face tells its clients that the tool list changed)."""
         self.sessions = Sessions(settings.session_idle_s, SESSIONS_AT_FULL_STATE * settings.max_state_bytes)
@@ -153,14 +154,20 @@ class Runtime:
         """Work that outlives the call that started it (a run waiting for an approval across calls)."""
 
     @staticmethod
-    def known_names(registry: ToolRegistry) -> KnownNames:
-        """Every name a program may use without defining it: tools, builtins, modules and pack namespaces."""
-        spaces = public_names()
+    def known_names(registry: ToolRegistry, modules: Sequence[str] = MODULE_NAMES) -> KnownNames:
+        """Every name a program may use without defining it: tools, builtins, the enabled modules and pack
+        namespaces."""
+        spaces = public_names(modules)
+        members: dict[str, str] = {}
+        for module, names in spaces.items():
+            if module != "typing":  # typing's names are for annotations: never suggest typing.Counter(...)
+                members.update({name: f"{module}.{name}" for name in names if name not in members})
         spaces.update({pack: frozenset(names) for pack, names in registry.namespaces().items()})
         return KnownNames(
             tools=frozenset([*registry.callable_names(), *META_TOOLS]),
             builtins=frozenset([*SAFE_BUILTIN_FUNCTIONS, *SAFE_EXCEPTIONS, "ToolError", "print", PARALLEL]),
             namespaces=spaces,
+            members=members,
             unavailable=registry.unavailable(),
         )
 
@@ -171,7 +178,7 @@ class Runtime:
         self.registry.refresh()
         self.scopes.refresh()
         self.catalog = Catalog(self.registry, self.settings)
-        self.known = self.known_names(self.registry)
+        self.known = self.known_names(self.registry, self.settings.modules)
         if (self.catalog.description, self.catalog.attp_text()) == before:
             return
         for listener in list(self.listeners):
@@ -341,6 +348,7 @@ class Runtime:
             state=state.message() if state is not None else None,
             keep=keeping,
             max_state_bytes=self.settings.max_state_bytes,
+            modules=self.settings.modules,
         )
         done = await self.pool.run(job, functools.partial(self._traced_call, run))
         result = self._result(done, run, target)
