@@ -15,6 +15,10 @@ Sections (each figure a median over many runs; each ratio two medians measured i
   cold start of ``attp serve`` to a completed initialize.
 - Memory: ``find_page`` over a 100,000-page tree, per kind of query (``bench/memory_search.py``,
   which also runs alone and writes its own detailed JSON).
+- Gateway: characters a model reads for one task on server-filesystem, direct MCP calls against one
+  attp_execute program, and parallel() against a loop of upstream calls (``bench/gateway.py``, which
+  also runs alone and prints the whole comparison).
+- Sessions: W1 without a session, keeping its own variables, and with about 1 MiB kept.
 
 ``--quick`` runs everything at tiny sizes (the test suite's smoke test); its figures mean nothing.
 """
@@ -30,12 +34,14 @@ import anyio
 from bench.callheavy import callheavy
 from bench.containment import containment
 from bench.evaluation import evaluation
+from bench.gateway import gateway
 from bench.memory_search import memory
 from bench.report import Report
+from bench.sessions import sessions
 from bench.transport import transport
 
 RESULTS = Path(__file__).parent / "results.json"
-SECTIONS = ("evaluation", "callheavy", "transport", "containment", "memory")
+SECTIONS = ("evaluation", "callheavy", "transport", "containment", "memory", "gateway", "sessions")
 
 
 async def measure(quick: bool, only: list[str]) -> Report:
@@ -50,6 +56,10 @@ async def measure(quick: bool, only: list[str]) -> Report:
         await containment(report, quick)
     if "memory" in only:
         await anyio.to_thread.run_sync(memory, report, quick)
+    if "gateway" in only:
+        await gateway(report, quick)
+    if "sessions" in only:
+        await sessions(report, quick)
     return report
 
 

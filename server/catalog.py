@@ -13,6 +13,7 @@ Built once at startup (signatures and docstrings never change while serving).
 from __future__ import annotations
 
 import collections.abc
+import functools
 import inspect
 import types
 import typing
@@ -20,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from attp_server.prompt import REFUSED_PYTHON, CodeFacts, system_prompt
-from attp_server.sandbox.namespaces import MODULE_NAMES
+from attp_server.sandbox.modules import public_names
 from attp_server.sandbox.starlark_engine import LANGUAGE_NOTES
 from attp_server.settings import Settings
 from attp_server.toolpack import Tool, ToolRegistry
@@ -37,7 +38,7 @@ STARLARK_MODULES = ("json", "math")
 
 def enabled_modules(settings: Settings) -> tuple[str, ...]:
     """The modules a program can use by name: the one list the description, prompt and help() read."""
-    return STARLARK_MODULES if settings.engine == "starlark" else MODULE_NAMES
+    return STARLARK_MODULES if settings.engine == "starlark" else tuple(settings.modules)
 
 
 def tool_text(tool: Tool) -> str:
@@ -82,7 +83,7 @@ def compact_signature(tool: Tool) -> str:
     params = ", ".join(shown) + (", ..." if len(shown) < len(parts) else "")
     returns = tool.signature.return_annotation
     arrow = "" if returns is inspect.Signature.empty else f" -> {type_text(returns)}"
-    return f"{tool.name}({params}){arrow}"
+    return f"{tool.ref}({params}){arrow}"
 
 
 def type_text(annotation: Any) -> str:
@@ -162,7 +163,7 @@ class Catalog:
 
     def _reaching_out(self) -> list[str]:
         """The tools that reach beyond the workspace (the network, processes, other systems)."""
-        return [tool.name for tool in self.registry.tools.values() if tool.marks.open_world]
+        return [tool.ref for tool in self.registry.tools.values() if tool.marks.open_world]
 
     def _rules(self) -> str:
         s = self.settings
@@ -175,7 +176,7 @@ class Catalog:
             "Rules:",
             "- Tools are plain functions: call them by name (or as pack.tool); they return data (str, list, dict).",
         ]
-        modules = ", ".join(self.modules)
+        modules = ", ".join(self.modules) or "none"
         if s.engine == "starlark":
             lines.append(f"- Modules ready to use: {modules}. Nothing can be imported.")
             lines.append(f"- {LANGUAGE_NOTES}")
@@ -193,6 +194,11 @@ class Catalog:
                 "ends the run with that error."
             )
             lines.append(f"- Not available: {REFUSED_PYTHON}.")
+            lines.append(
+                "- parallel(tool, [kwargs, ...]) runs one tool over many argument dicts at once; results in order."
+            )
+        if state := self._state_rule():
+            lines.append(state)
         lines.append(self._reach_rule())
         lines.append(
             f"- Limits per call: {s.timeout_s:g} s, {s.max_tool_calls} tool calls (help/tools included), "
@@ -223,13 +229,22 @@ class Catalog:
             f"only these go beyond the workspace (network, commands, other systems): {names}."
         )
 
+    def _state_rule(self) -> str:
+        if not self.settings.session_state or self.settings.engine != "python":
+            return ""
+        return (
+            "- Variables and top-level def functions stay for your next call in this session (hint names any not "
+            "kept); reset=true clears them."
+        )
+
     def _description(self) -> str:
         rules = self._rules()
         tools = list(self.registry.tools.values())
         if not tools:
-            return rules + "\nNo tools are enabled: only the modules above are available."
-        lines = {tool.name: f"{compact_signature(tool)} — {shorten(tool.summary, SUMMARY_CHARS)}" for tool in tools}
+            return rules + self._unavailable() + "\nNo tools are enabled: only the modules above are available."
+        lines = {tool.ref: f"{compact_signature(tool)} — {shorten(tool.summary, SUMMARY_CHARS)}" for tool in tools}
         lines = {name: line.removesuffix(" — ") for name, line in lines.items()}
+        rules += self._unavailable()
         shown = _most(len(tools), lambda k: len(rules + self._catalog(tools, lines, k)) <= DESCRIPTION_BUDGET)
         if shown is not None:
             return rules + self._catalog(tools, lines, shown)
@@ -239,6 +254,14 @@ class Catalog:
             return rules + self._names_only(tools, names)
         packs = _most(len(self.registry.packs), lambda k: len(rules + self._packs_only(tools, k)) <= DESCRIPTION_BUDGET)
         return rules + self._packs_only(tools, packs or 0)
+
+    def _unavailable(self) -> str:
+        """The upstream MCP servers that are down, with why and the fix: the model can tell the user."""
+        down = self.registry.unavailable()
+        if not down:
+            return ""
+        listed = "; ".join(f"{name}: {problem}" for name, problem in down.items())
+        return f"\nUnavailable now (MCP servers that are down): {listed}\n"
 
     def _by_pack(self, tools: list[Tool]) -> dict[str, list[Tool]]:
         grouped: dict[str, list[Tool]] = {}
@@ -253,12 +276,12 @@ class Catalog:
 
     def _catalog(self, tools: list[Tool], lines: dict[str, str], shown: int) -> str:
         """The first `shown` tools with their signature line, the others by name under their pack."""
-        with_signature = {tool.name for tool in tools[:shown]}
+        with_signature = {tool.ref for tool in tools[:shown]}
         out = ["\nTools (signature — what it does):"]
         for pack, members in self._by_pack(tools).items():
             out.append(self._pack_line(pack))
-            out.extend(f"  {lines[t.name]}" for t in members if t.name in with_signature)
-            rest = [t.name for t in members if t.name not in with_signature]
+            out.extend(f"  {lines[t.ref]}" for t in members if t.ref in with_signature)
+            rest = [t.ref for t in members if t.ref not in with_signature]
             if rest:
                 out.append("  also: " + ", ".join(rest))
         out.extend(self._aliases())
@@ -274,7 +297,7 @@ class Catalog:
         out = [f"\nToolpacks ({len(tools)} tools; too many to list their signatures here):"]
         for pack, members in self._by_pack(tools).items():
             out.append(self._pack_line(pack))
-            listed = ", ".join(t.name for t in members[:names])
+            listed = ", ".join(t.ref for t in members[:names])
             more = len(members) - min(names, len(members))
             out.append(
                 f"  {len(members)} tools"
@@ -314,17 +337,25 @@ class Catalog:
         """The ATTP system prompt with this server's tools and code rules filled in."""
         return system_prompt(self.attp_text(), language, self.facts())
 
+    @functools.cached_property
+    def module_members(self) -> dict[str, frozenset[str]]:
+        """The enabled curated modules and their members, for ``help('collections')``."""
+        return public_names(self.modules)
+
     def help(self, name: object = None) -> str:
         """``help()`` inside a program: one tool's full description, or an overview."""
         if name is None:
             return self.description
         if not isinstance(name, str):
             return "help(name) takes a tool name as a string, e.g. help('read_file')"
+        if self.settings.engine == "python" and name in self.modules:
+            members = ", ".join(sorted(self.module_members[name], key=str.lower))
+            return f"{name}: a curated module, used by name without import. Members: {members}"
         if name in self.registry.packs:
             pack = self.registry.packs[name]
             tools = [t for t in self.registry.tools.values() if t.pack == name]
             return f"{name}: {pack.description}\n\n" + "\n\n".join(tool_text(t) for t in tools)
-        tool = self.registry.resolve(name.split(".")[-1])
+        tool = self.registry.resolve(name) or self.registry.resolve(name.split(".")[-1])
         if tool is None:
             return f"No tool named {name!r}. " + self.description
         return tool_text(tool)
@@ -334,9 +365,9 @@ class Catalog:
         words = query.lower().split() if isinstance(query, str) else []
         out = []
         for tool in self.registry.tools.values():
-            haystack = f"{tool.name} {tool.pack} {tool.doc}".lower()
+            haystack = f"{tool.ref} {tool.pack} {tool.doc}".lower()
             if all(word in haystack for word in words):
                 out.append(
-                    {"name": tool.name, "pack": tool.pack, "signature": tool.signature_text(), "summary": tool.summary}
+                    {"name": tool.ref, "pack": tool.pack, "signature": tool.signature_text(), "summary": tool.summary}
                 )
         return out

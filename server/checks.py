@@ -9,7 +9,8 @@ before a worker is even involved.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from attp_server import pyast
 from attp_server.errors import ErrorCode, ErrorInfo, suggest
@@ -38,11 +39,17 @@ class KnownNames:
     tools: frozenset[str]
     builtins: frozenset[str]
     namespaces: dict[str, frozenset[str]]
+    members: dict[str, str] = field(default_factory=dict)
+    """A module member's bare name -> where it lives (``Counter`` -> ``collections.Counter``)."""
+    unavailable: Mapping[str, str] = field(default_factory=dict)
+    """Packs whose tools cannot be called now (an upstream server that is down) -> why, and the fix."""
+    kept: frozenset[str] = frozenset()
+    """Names the session kept from its earlier calls (variables and functions)."""
     modules: tuple[str, ...] = MODULE_NAMES
-    """The namespaces that are modules (importable), as opposed to toolpacks."""
+    """The modules the run has (importable by name), as opposed to toolpacks."""
 
     def all(self) -> set[str]:
-        return {*self.tools, *self.builtins, *self.namespaces}
+        return {*self.tools, *self.builtins, *self.namespaces, *self.kept}
 
 
 def _source_line(code: str, line: int | None) -> str | None:
@@ -124,14 +131,21 @@ def _unknown_name(walked: list[ast.AST], code: str, known: KnownNames) -> ErrorI
     for node in walked:
         if isinstance(node, ast.ImportFrom) and node.module in known.modules and node.module in known.namespaces:
             problems.extend(_missing_members(node, known.namespaces[node.module], code))
+        elif isinstance(node, ast.Name) and node.id in MODULE_NAMES and node.id not in available:
+            problems.append((node.lineno, node.col_offset, _disabled_module(node, code, known)))
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             name = node.func.id
             if name in available:
                 continue
-            suggestion = suggest(name, known.tools) or suggest(name, available)
+            qualified = known.members.get(name)
+            suggestion = qualified or suggest(name, known.tools) or suggest(name, available)
             message = f"{name}() is not a tool or function available here"
-            if suggestion:
+            if qualified:
+                message += f"; it is in a module: call {qualified}(...)"
+            elif suggestion:
                 message += f"; did you mean {suggestion}()?"
+            if known.unavailable:
+                message += f" (tools of {', '.join(sorted(known.unavailable))} are unknown while that server is down)"
             problems.append((node.lineno, node.col_offset, _not_found(message, name, suggestion, node, code)))
         elif (
             isinstance(node, ast.Attribute)
@@ -142,6 +156,9 @@ def _unknown_name(walked: list[ast.AST], code: str, known: KnownNames) -> ErrorI
             and not node.attr.startswith("_")
         ):
             space = node.value.id
+            if space in known.unavailable:  # its tools are unknown while it is down: say that, not "no member"
+                problems.append((node.lineno, node.col_offset, _unavailable(space, node, code, known)))
+                continue
             suggestion = suggest(node.attr, known.namespaces[space])
             message = f"{space} has no member {node.attr!r}"
             if suggestion:
@@ -177,6 +194,32 @@ def _missing_members(node: ast.ImportFrom, members: frozenset[str], code: str) -
         )
         found.append((node.lineno, node.col_offset, info))
     return found
+
+
+def _disabled_module(node: ast.Name, code: str, known: KnownNames) -> ErrorInfo:
+    enabled = [name for name in MODULE_NAMES if name in known.namespaces]
+    return ErrorInfo(
+        code=ErrorCode.NAME_NOT_FOUND,
+        message=f"the module {node.id!r} is not enabled on this server (its `modules` setting); the modules are: "
+        + (", ".join(enabled) or "none"),
+        line=node.lineno,
+        column=node.col_offset + 1,
+        source_line=_source_line(code, node.lineno),
+        received=node.id,
+        solution="Do it with the enabled modules and plain Python, or ask the operator to add the module.",
+    )
+
+
+def _unavailable(space: str, node: ast.Attribute, code: str, known: KnownNames) -> ErrorInfo:
+    return ErrorInfo(
+        code=ErrorCode.UPSTREAM_UNAVAILABLE,
+        message=f"the MCP server {space!r} is unavailable: {known.unavailable[space]}",
+        line=node.lineno,
+        column=node.col_offset + 1,
+        source_line=_source_line(code, node.lineno),
+        tool_name=f"{space}.{node.attr}",
+        solution=f"Do the task without {space}'s tools, or ask the user to fix that server; the other tools work.",
+    )
 
 
 def _not_found(message: str, name: str, suggestion: str | None, node: ast.expr, code: str) -> ErrorInfo:

@@ -6,17 +6,21 @@ either. Tools run here, in the server process: the worker only asks for them by 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import anyio
+import anyio.abc
 import pydantic_core
+from attp_server import kept_state
+from attp_server.approvals import Approvals, Ask
 from attp_server.catalog import Catalog
 from attp_server.checks import KnownNames, check_program
 from attp_server.docstrings import docstring_warnings
@@ -24,17 +28,36 @@ from attp_server.envelope import Declined, EnvelopeError, Program, parse_envelop
 from attp_server.errors import ErrorCode, ErrorInfo, short_repr
 from attp_server.results import CallRecord, ExecutionResult, Status
 from attp_server.sandbox import starlark_engine
-from attp_server.sandbox.namespaces import SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS, public_names
-from attp_server.sandbox.pool import Job, WorkerPool
+from attp_server.sandbox.modules import public_names
+from attp_server.sandbox.namespaces import MODULE_NAMES, SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS
+from attp_server.sandbox.pool import Job, WorkerPool, run_clock
 from attp_server.sandbox.protocol import text_of
+from attp_server.scopes import NoSession, Scopes
+from attp_server.sessions import EVICTED, SESSIONS_AT_FULL_STATE, Caller, Session, Sessions
 from attp_server.settings import Settings
 from attp_server.tam import TamError, looks_like_tam, translate_tam
-from attp_server.toolpack import ToolError, ToolpackLoadError, ToolRegistry, load_toolpack
+from attp_server.toolpack import (
+    Tool,
+    ToolCall,
+    ToolError,
+    ToolpackLoadError,
+    ToolRegistry,
+    load_factory,
+    load_toolpack,
+    reset_current_call,
+    set_current_call,
+)
 from pydantic import ValidationError
 
 logger = logging.getLogger(__name__)
 
 META_TOOLS = ("help", "tools")
+
+PARALLEL = "parallel"
+"""The sandbox built-in that runs one tool over many argument dicts at once (`Runtime._parallel`)."""
+
+MAX_PARALLEL = 16
+"""Calls of one ``parallel()`` in flight at once; the rest wait their turn (every one still counts)."""
 
 SOLUTIONS: dict[str, str] = {
     ErrorCode.TIMEOUT: "Do less per call: smaller inputs, fewer iterations, or split the work across several calls.",
@@ -66,10 +89,13 @@ class ExecuteRequest:
     thought: str | None = None
     engine: Engine | None = None
     """The language of the program; None means the `engine` setting. TAM blocks always run as Python."""
+    reset: bool = False
+    """Clear the session's kept variables and functions before the program runs."""
 
 
-Progress = Callable[[int, str], Awaitable[None]]
-"""Told after each tool call of a run: how many calls are done, and the tool's name."""
+Progress = Callable[[float, str], Awaitable[None]]
+"""Told after each tool call of a run (how many calls are done, and a message naming the tool), and while
+a long call reports its own progress (calls done plus the fraction of this one)."""
 
 
 @dataclass(frozen=True)
@@ -79,15 +105,35 @@ class CallContext:
     call_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     session: str = "-"
     progress: Progress | None = None
+    caller: Caller | None = None
+    """Whose session this call belongs to (None: no session, e.g. the CLI)."""
+    ask: Ask | None = None
+    """How to ask the user to approve a tool call (MCP elicitation); None when nobody can be asked."""
 
 
 @dataclass
 class _Run:
-    """State of one run: its trace and call count (the server's count is authoritative)."""
+    """State of one run: its trace and call count (the server's count is authoritative), and its deadline."""
 
     calls: list[CallRecord] = field(default_factory=list)
     count: int = 0
     progress: Progress | None = None
+    deadline: float | None = None
+    """`time.monotonic()` at which the worker's wall clock runs out, not counting the time it was paused
+    (`RunClock.paused_total`: waiting for a person's approval); tool calls are bounded by it."""
+    reported: float = 0.0
+    """The last progress value sent: MCP progress must increase, and parallel calls finish in any order."""
+    session: Session | None = None
+    tools: ToolRegistry | None = None
+    """The tools of the call's scope (isolation); None means the server's own registry."""
+    ask: Ask | None = None
+
+    def current_deadline(self) -> float | None:
+        """`deadline` moved by the time the run's clock has been paused so far."""
+        clock = run_clock()
+        if self.deadline is None or clock is None:
+            return self.deadline
+        return self.deadline + clock.paused_total
 
 
 class Runtime:
@@ -98,31 +144,76 @@ class Runtime:
         self.registry = registry
         self.pool = pool
         self.catalog = Catalog(registry, settings)
-        self.known = self.known_names(registry)
+        self.known = self.known_names(registry, settings.modules)
+        self.listeners: list[Callable[[], Awaitable[None]]] = []
+        """Told after `refresh` (the MCP face tells its clients that the tool list changed)."""
+        self.sessions = Sessions(settings.session_idle_s, SESSIONS_AT_FULL_STATE * settings.max_state_bytes)
+        self.scopes = Scopes(settings, registry)
+        self.approvals = Approvals(settings)
+        self.tasks: anyio.abc.TaskGroup | None = None
+        """Work that outlives the call that started it (a run waiting for an approval across calls)."""
 
     @staticmethod
-    def known_names(registry: ToolRegistry) -> KnownNames:
-        """Every name a program may use without defining it: tools, builtins, modules and pack namespaces."""
-        spaces = public_names()
-        modules = tuple(spaces)
+    def known_names(registry: ToolRegistry, modules: Sequence[str] = MODULE_NAMES) -> KnownNames:
+        """Every name a program may use without defining it: tools, builtins, the enabled modules and pack
+        namespaces."""
+        spaces = public_names(modules)
+        members: dict[str, str] = {}
+        for module, names in spaces.items():
+            if module != "typing":  # typing's names are for annotations: never suggest typing.Counter(...)
+                members.update({name: f"{module}.{name}" for name in names if name not in members})
+        importable = tuple(spaces)
         spaces.update({pack: frozenset(names) for pack, names in registry.namespaces().items()})
         return KnownNames(
             tools=frozenset([*registry.callable_names(), *META_TOOLS]),
-            builtins=frozenset([*SAFE_BUILTIN_FUNCTIONS, *SAFE_EXCEPTIONS, "ToolError", "print"]),
+            builtins=frozenset([*SAFE_BUILTIN_FUNCTIONS, *SAFE_EXCEPTIONS, "ToolError", "print", PARALLEL]),
             namespaces=spaces,
-            modules=modules,
+            members=members,
+            unavailable=registry.unavailable(),
+            modules=importable,
         )
+
+    async def refresh(self) -> None:
+        """A live pack's tools or availability changed: settle the names again, rebuild what is derived from
+        them (catalog and description, known names), and tell the listeners if what a client reads changed."""
+        before = (self.catalog.description, self.catalog.attp_text())
+        self.registry.refresh()
+        self.scopes.refresh()
+        self.catalog = Catalog(self.registry, self.settings)
+        self.known = self.known_names(self.registry, self.settings.modules)
+        if (self.catalog.description, self.catalog.attp_text()) == before:
+            return
+        for listener in list(self.listeners):
+            try:
+                await listener()
+            except Exception:
+                logger.exception("a tool-list listener failed")
 
     async def execute(self, request: ExecuteRequest, context: CallContext | None = None) -> ExecutionResult:
         context = context if context is not None else CallContext()
         started = time.perf_counter()
+        await self.end_idle_sessions()
+        session = self.sessions.open(context.caller) if context.caller is not None else None
+        evicted = session is not None and session.evicted
+        if session is not None and (request.reset or evicted):
+            self.sessions.keep(session, None)
+            session.evicted = False
         try:
-            result = await self._execute(request, _Run(progress=context.progress))
+            with self.sessions.using(session):
+                try:
+                    tools = await self.tools_for(context.caller, session)
+                except NoSession as refused:
+                    result = _error(request.target, refused.info)
+                else:
+                    run = _Run(progress=context.progress, session=session, tools=tools, ask=context.ask)
+                    result = await self._execute(request, run)
         except Exception:
             # A bug of ours must still come back as a result, never a traceback; details go to the log only.
             logger.exception("attp_execute failed inside the server")
             result = _error(request.target, ErrorInfo(code=ErrorCode.INTERNAL_ERROR, message="the server failed"))
         result.elapsed_ms = round((time.perf_counter() - started) * 1000, 2)
+        if evicted and not request.reset:
+            result.hint = _joined(EVICTED, result.hint)
         if result.error is not None and result.error.solution is None:
             starlark = (request.engine or self.settings.engine) == "starlark"
             solution = STARLARK_SOLUTIONS.get(result.error.code) if starlark else None
@@ -214,12 +305,15 @@ class Runtime:
             # No static check: the Python one does not apply, and Starlark is parsed only inside the worker
             # (a pathological program must never reach starlark-rust in the server process).
             return await self._run(program.code, target, run, engine)
+        known = self.known
+        if run.session is not None and run.session.kept is not None:
+            known = dataclasses.replace(known, kept=run.session.kept.names())
         problem = await anyio.to_thread.run_sync(
-            functools.partial(check_program, program.code, self.known, allow_imports=self.settings.allow_imports)
+            functools.partial(check_program, program.code, known, allow_imports=self.settings.allow_imports)
         )
         if problem is not None:
             return _error(target, problem)
-        return await self._run(program.code, target, run, engine)
+        return await self._run(program.code, target, run, engine, keep=True)
 
     async def _execute_tam(self, text: str, target: str | None, run: _Run) -> ExecutionResult:
         """TAM blocks (seed 003), translated to a program so they share the sandbox, limits and trace."""
@@ -237,7 +331,14 @@ class Runtime:
             result.status, result.error = "error", failure
         return result
 
-    async def _run(self, code: str, target: str | None, run: _Run, engine: Engine = "python") -> ExecutionResult:
+    async def _run(
+        self, code: str, target: str | None, run: _Run, engine: Engine = "python", *, keep: bool = False
+    ) -> ExecutionResult:
+        """Run `code` on a worker; with `keep`, the session state goes in and what the program leaves comes back."""
+        run.deadline = time.monotonic() + self.settings.timeout_s
+        session = run.session
+        keeping = keep and engine == "python" and self.settings.session_state and session is not None
+        state = session.kept if keeping and session is not None else None
         job = Job(
             code=code,
             tools=self.registry.callable_names(),
@@ -249,9 +350,31 @@ class Runtime:
             capture_print=self.settings.capture_print,
             engine=engine,
             allow_imports=self.settings.allow_imports,
+            state=state.message() if state is not None else None,
+            keep=keeping,
+            max_state_bytes=self.settings.max_state_bytes,
+            modules=self.settings.modules,
         )
         done = await self.pool.run(job, functools.partial(self._traced_call, run))
-        return self._result(done, run, target)
+        result = self._result(done, run, target)
+        if keeping and session is not None:
+            kept, hint = await kept_state.after_run(session.kept, done, self.settings.max_state_bytes)
+            self.sessions.keep(session, kept)
+            result.hint = _joined(result.hint, hint)
+        return result
+
+    async def tools_for(self, caller: Caller | None, session: Session | None) -> ToolRegistry:
+        """The tools working on the caller's folder and memory (`isolation`). Raises `NoSession`."""
+        return await self.scopes.tools(self.scopes.scope_for(caller, session))
+
+    async def end_idle_sessions(self) -> None:
+        """End the sessions idle past `session_idle_s`: their kept state goes, and their folders if their own."""
+        await self.scopes.end_sessions(self.sessions.expire())
+
+    async def close(self) -> None:
+        """End every session (the server is stopping)."""
+        with anyio.CancelScope(shield=True):
+            await self.scopes.end_sessions(self.sessions.close_all())
 
     def _result(self, done: dict[str, Any], run: _Run, target: str | None) -> ExecutionResult:
         # The worker is sandboxed, not trusted: its report is validated like any other input.
@@ -281,24 +404,49 @@ class Runtime:
     # ------------------------------------------------------------ tool calls from the worker
 
     async def _traced_call(self, run: _Run, name: str, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+        if name == PARALLEL:
+            return await self._parallel(run, args, kwargs)
         started = time.perf_counter()
         reply = await self._call(run, name, args, kwargs)
         tool = self.registry.resolve(name)
         error = reply.get("error") or {}
         run.calls.append(
             CallRecord(
-                tool=tool.name if tool is not None else name,
+                tool=tool.ref if tool is not None else name,
                 ok=bool(reply.get("ok")),
                 ms=round((time.perf_counter() - started) * 1000, 3),
                 error_code=error.get("code"),
             )
         )
-        if run.progress is not None:
-            try:
-                await run.progress(len(run.calls), run.calls[-1].tool)
-            except Exception as exc:  # a client that went away must not fail the run
-                logger.debug("progress notification failed: %s", exc)
+        done = len(run.calls)
+        await _tell(run, done, f"{done} tool call{'s' if done > 1 else ''} done (last: {run.calls[-1].tool})")
         return reply
+
+    async def _parallel(self, run: _Run, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+        """``parallel(tool, items)``: one traced call per item, at most `MAX_PARALLEL` at once, replies in order.
+
+        The worker checked the shapes; they are checked again here, since a worker is not trusted.
+        """
+        name, items = [*args, None, None][:2] if not kwargs else (None, None)
+        if not isinstance(name, str) or not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+            return _reply_error(
+                ErrorInfo(
+                    code=ErrorCode.INVALID_ARGUMENT,
+                    message="call it as parallel(tool, items) with items a list of keyword-argument dicts",
+                    tool_name=PARALLEL,
+                )
+            )
+        replies: list[dict[str, Any]] = [{} for _ in items]
+        slots = anyio.Semaphore(MAX_PARALLEL)
+
+        async def one(index: int, item: dict[str, Any]) -> None:
+            async with slots:
+                replies[index] = await self._traced_call(run, name, [], item)
+
+        async with anyio.create_task_group() as tasks:
+            for index, item in enumerate(items):
+                tasks.start_soon(one, index, item)
+        return {"ok": True, "value": replies}
 
     async def _call(self, run: _Run, name: str, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
         run.count += 1
@@ -320,7 +468,7 @@ class Runtime:
                     ErrorInfo(code=ErrorCode.INVALID_ARGUMENT, message=f"call it as {usage}", tool_name=name)
                 )
             return {"ok": True, "value": meta(*args, *kwargs.values())}
-        tool = self.registry.resolve(name)
+        tool = (run.tools or self.registry).resolve(name)
         if tool is None:
             return _reply_error(
                 ErrorInfo(code=ErrorCode.NAME_NOT_FOUND, message=f"no tool named {name!r}", tool_name=name)
@@ -328,6 +476,11 @@ class Runtime:
         bound = tool.bind(args, kwargs)
         if isinstance(bound, ErrorInfo):
             return _reply_error(bound)
+        refused = await self.approvals.check(tool, bound, run.session, run.ask)
+        if refused is not None:
+            return _reply_error(refused)
+        # The tool may read the run's deadline and report progress through `current_call()`.
+        token = set_current_call(ToolCall(deadline=run.current_deadline(), progress=_forward_progress(run, tool)))
         try:
             if tool.is_async:
                 value = await tool.function(**bound)
@@ -346,6 +499,8 @@ class Runtime:
                     tool_name=tool.name,
                 )
             )
+        finally:
+            reset_current_call(token)
         try:
             return {"ok": True, "value": pydantic_core.to_jsonable_python(value)}
         except pydantic_core.PydanticSerializationError:
@@ -359,6 +514,29 @@ class Runtime:
             )
 
 
+async def _tell(run: _Run, value: float, message: str) -> None:
+    if run.progress is None or value <= run.reported:
+        return
+    run.reported = value
+    try:
+        await run.progress(value, message)
+    except Exception as exc:  # a client that went away must not fail the run
+        logger.debug("progress notification failed: %s", exc)
+
+
+def _forward_progress(run: _Run, tool: Tool) -> Callable[[float | None, str], Awaitable[None]] | None:
+    """Progress a tool reports from inside its call, as the run's progress: the calls done so far plus the
+    fraction of this one (so the value never goes back), and the tool's own message."""
+    if run.progress is None:
+        return None
+
+    async def forward(fraction: float | None, message: str) -> None:
+        share = min(max(fraction, 0.0), 0.99) if fraction is not None else 0.0
+        await _tell(run, len(run.calls) + share, f"{tool.ref}: {message}")
+
+    return forward
+
+
 def _capped(error: Any) -> Any:
     """Cut every text field of a worker's error report to `MAX_TEXT` characters."""
     if not isinstance(error, dict):
@@ -368,6 +546,12 @@ def _capped(error: Any) -> Any:
 
 def _reply_error(info: ErrorInfo) -> dict[str, Any]:
     return {"ok": False, "error": _capped(info.model_dump(exclude_none=True))}
+
+
+def _joined(first: str | None, second: str | None) -> str | None:
+    if first and second:
+        return f"{first if first.endswith(('.', '?', '!')) else first + '.'} {second}"
+    return first or second
 
 
 def _error(target: str | None, info: ErrorInfo) -> ExecutionResult:
@@ -389,6 +573,8 @@ def build_registry(settings: Settings) -> ToolRegistry:
             if explicit:
                 raise
             logger.warning("skipping default toolpack %r: %s", spec, exc)
+    if settings.upstream_servers:  # the MCP gateway: one pack per configured server, made by its factory
+        packs.extend(load_factory("mcp").make(settings, frozenset(p.name for p in packs)))
     registry = ToolRegistry(
         packs,
         settings.workspace.resolve(),
@@ -403,10 +589,72 @@ def build_registry(settings: Settings) -> ToolRegistry:
 
 
 @asynccontextmanager
+async def live_tools(registry: ToolRegistry, changed: Callable[[], Awaitable[None]]) -> AsyncIterator[None]:
+    """Start the packs whose tools are live (upstream MCP servers), all at once; stop them on exit.
+
+    Each reports back within its own startup timeout, connected or not (a server that fails is
+    reported and its pack stays unavailable: it never stops the server). On exit their tasks are
+    cancelled, which closes every connection and ends every child process they started.
+    """
+    lives = [pack.live for pack in registry.packs.values() if pack.live is not None]
+    if not lives:
+        yield
+        return
+    async with anyio.create_task_group() as running:
+        async with anyio.create_task_group() as starting:
+            for live in lives:
+                starting.start_soon(running.start, functools.partial(live.serve, changed))
+        registry.refresh()
+        try:
+            yield
+        finally:
+            running.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def open_registry(settings: Settings) -> AsyncIterator[ToolRegistry]:
+    """The registry with its live packs started (for the CLI's tools, prompt and check)."""
+    registry = build_registry(settings)
+
+    async def unchanged() -> None:
+        registry.refresh()
+
+    async with live_tools(registry, unchanged):
+        yield registry
+
+
+@asynccontextmanager
 async def open_runtime(settings: Settings, *, registry: ToolRegistry | None = None) -> AsyncIterator[Runtime]:
-    """Start the worker pool and yield a ready `Runtime`; stop every worker on exit."""
+    """Start the live packs and the worker pool and yield a ready `Runtime`; stop them all on exit."""
     registry = registry if registry is not None else build_registry(settings)
-    async with WorkerPool(
-        size=settings.workers, max_workers=settings.max_workers, memory_mb=settings.memory_mb
-    ) as pool:
-        yield Runtime(settings, registry, pool)
+    runtime: Runtime | None = None
+
+    async def changed() -> None:
+        if runtime is not None:
+            await runtime.refresh()
+        else:
+            registry.refresh()
+
+    async with (
+        live_tools(registry, changed),
+        WorkerPool(size=settings.workers, max_workers=settings.max_workers, memory_mb=settings.memory_mb) as pool,
+        anyio.create_task_group() as tasks,
+    ):
+        runtime = Runtime(settings, registry, pool)
+        runtime.tasks = tasks
+        if settings.isolation == "session":
+            await anyio.to_thread.run_sync(runtime.scopes.sweep_stale)
+        tasks.start_soon(_end_idle_sessions, runtime)
+        try:
+            yield runtime
+        finally:
+            tasks.cancel_scope.cancel()
+            await runtime.close()
+
+
+async def _end_idle_sessions(runtime: Runtime) -> None:
+    """Sessions end on time even when no call comes to notice it."""
+    period = min(60.0, runtime.settings.session_idle_s / 2)
+    while True:
+        await anyio.sleep(period)
+        await runtime.end_idle_sessions()

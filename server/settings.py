@@ -9,18 +9,26 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from attp_server.errors import ConfigError, suggest
+from attp_server.mcp_config import McpServer, merge_servers
 from attp_server.sandbox import starlark_engine
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from attp_server.sandbox.namespaces import MODULE_NAMES
+from pydantic import Field, PrivateAttr, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 ENV_PREFIX = "ATTP_"
+DEFAULT_TENANT = "default"
+"""The tenant name of whoever presents `auth_token` (and of stdio and unauthenticated callers)."""
+TENANT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
 DEFAULT_CONFIG_FILE = Path("attp.toml")
+_SECRET_BEARING = frozenset({"mcp_servers", "auth_token"})
+"""Settings whose values are never repeated in an error message (env and headers of upstream servers, tokens)."""
 N8N_MCP_CLIENT = "@n8n/n8n-nodes-langchain.mcpClient"  # the clientInfo name of n8n's standalone MCP Client node
 
 
@@ -38,6 +46,12 @@ class Settings(BaseSettings):
         default_factory=dict, description="Per-pack options, the file's [toolpacks.<pack>] tables."
     )
     skills_dirs: list[Path] = Field(default_factory=list, description="Skills library directories.")
+    modules: list[str] = Field(
+        default_factory=lambda: list(MODULE_NAMES),
+        description="Curated modules programs can use by name (an import of one binds the same): "
+        + ", ".join(MODULE_NAMES)
+        + ". Default: all of them.",
+    )
     engine: Literal["python", "starlark"] = Field(
         "python", description="Language of programs: python (asteval), or starlark (extra attp-server[starlark])."
     )
@@ -69,6 +83,11 @@ class Settings(BaseSettings):
     host: str = Field("127.0.0.1", description="HTTP bind address.")
     port: int = Field(8765, ge=0, le=65535, description="HTTP port (0 picks a free one).")
     auth_token: SecretStr | None = Field(None, description="Token every HTTP request must carry.")
+    auth_tokens: dict[str, SecretStr] = Field(
+        default_factory=dict,
+        description="Named tokens {name: token}, each accepted like auth_token; under isolation = tenant each name "
+        "(lower-case letters, digits, - and _) gets its own folder and memory.",
+    )
     allowed_hosts: list[str] = Field(default_factory=list, description="Extra Host values accepted over HTTP.")
     db_path: Path = Field(Path(".attp/memory.sqlite3"), description="SQLite file of the memory toolpack.")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="Log level (stderr).")
@@ -78,6 +97,89 @@ class Settings(BaseSettings):
     )
     workers: int = Field(2, ge=0, le=64, description="Sandbox worker processes kept ready.")
     max_workers: int = Field(16, ge=1, le=256, description="Most programs running at once.")
+    mcp_servers: dict[str, McpServer] = Field(
+        default_factory=dict,
+        description="Upstream MCP servers, the file's [mcp_servers.NAME] tables: each becomes a toolpack named NAME.",
+    )
+    mcp_config: list[Path] = Field(
+        default_factory=list,
+        description='Claude-Desktop-style JSON files ({"mcpServers": {...}}) whose servers become toolpacks too.',
+    )
+    mcp_startup_timeout_s: float = Field(
+        20.0, gt=0, le=600, description="How long startup waits for the upstream MCP servers (all at once)."
+    )
+    _upstream: dict[str, McpServer] = PrivateAttr(default_factory=dict)
+    session_state: bool = Field(
+        True,
+        description="Keep the variables and functions a program leaves for the next call of its MCP session "
+        "(reset = true clears them).",
+    )
+    max_state_bytes: int = Field(
+        1_048_576, ge=0, le=64 * 1024 * 1024, description="Most JSON bytes a session keeps; the rest is named in hint."
+    )
+    session_idle_s: float = Field(
+        1800.0,
+        gt=0,
+        le=7 * 24 * 3600,
+        description="A session idle this long ends: its kept state (and, under isolation = session, its folder and "
+        "memory) is removed, and its Streamable HTTP session closed.",
+    )
+    isolation: Literal["shared", "session", "tenant"] = Field(
+        "shared",
+        description="Whose files and memory a call sees: shared (everyone's the same), session (each MCP session its "
+        "own, removed when it ends), tenant (each token name of auth_tokens its own, kept across its sessions).",
+    )
+    approval: Literal["never", "destructive", "always"] = Field(
+        "never",
+        description="Ask the user (MCP elicitation) before a tool call: never, before destructive tools (writes, "
+        "shell, memory changes), or before every tool call.",
+    )
+    approval_fallback: Literal["deny", "allow"] = Field(
+        "deny",
+        description="What a call that needs approval does when the client cannot ask its user: deny "
+        "(APPROVAL_UNAVAILABLE) or allow.",
+    )
+    approval_timeout_s: float = Field(
+        300.0,
+        gt=0,
+        le=86400,
+        description="How long to wait for the user's answer before the call is denied; this wait does not count "
+        "against timeout_s.",
+    )
+
+    @field_validator("auth_tokens")
+    @classmethod
+    def _token_names(cls, tokens: dict[str, SecretStr], info: ValidationInfo) -> dict[str, SecretStr]:
+        for name, token in tokens.items():
+            if not TENANT_NAME.fullmatch(name):
+                raise ValueError(
+                    f"token name {name!r} must be 1-40 lower-case letters, digits, '-' or '_', starting with a letter "
+                    "or digit (it names the tenant's folder)"
+                )
+            if not token.get_secret_value():
+                raise ValueError(f"token {name!r} is empty")
+        values = [t.get_secret_value() for t in tokens.values()]
+        unnamed = info.data.get("auth_token")
+        if isinstance(unnamed, SecretStr):
+            if DEFAULT_TENANT in tokens:
+                raise ValueError(f"{DEFAULT_TENANT!r} is the name auth_token's holder goes by; choose another name")
+            values.append(unnamed.get_secret_value())
+        if len(set(values)) != len(values):
+            raise ValueError("two tokens have the same value; each holder needs a token of their own")
+        return tokens
+
+    @field_validator("modules")
+    @classmethod
+    def _modules_exist(cls, modules: list[str]) -> list[str]:
+        unknown = [name for name in modules if name not in MODULE_NAMES]
+        if unknown:
+            hint = suggest(unknown[0], MODULE_NAMES)
+            raise ValueError(
+                f"unknown module {unknown[0]!r}"
+                + (f" (did you mean {hint!r}?)" if hint else "")
+                + f"; the modules are {', '.join(MODULE_NAMES)}"
+            )
+        return list(dict.fromkeys(modules))  # each once, in the order given
 
     @field_validator("engine")
     @classmethod
@@ -85,6 +187,19 @@ class Settings(BaseSettings):
         if engine == "starlark" and not starlark_engine.available():
             raise ValueError(starlark_engine.missing_extra_message())
         return engine
+
+    @model_validator(mode="after")
+    def _read_mcp_config(self) -> Settings:
+        try:
+            self._upstream = merge_servers(self.mcp_servers, self.mcp_config)
+        except ValueError as exc:
+            raise ValueError(f"mcp_config: {exc}") from None
+        return self
+
+    @property
+    def upstream_servers(self) -> dict[str, McpServer]:
+        """Every configured upstream MCP server: the [mcp_servers] tables and the mcp_config files' servers."""
+        return dict(self._upstream)
 
     @classmethod
     def settings_customise_sources(
@@ -252,9 +367,17 @@ def load_settings(
         problems = []
         for error in exc.errors():
             field = str(error["loc"][0]) if error["loc"] else "?"
+            if not error["loc"]:  # a check across fields names its field first: "mcp_config: ..."
+                named, _, rest = str(error["msg"]).removeprefix("Value error, ").partition(": ")
+                if named in Settings.model_fields:
+                    field, error["msg"] = named, rest
             source = origin.get(field, "defaults")
             if source == "environment":
                 source = f"environment variable {ENV_PREFIX}{field.upper()}"
+            if field in _SECRET_BEARING:  # never echo a value that may hold a token; name where it is instead
+                where = ".".join(str(part) for part in error["loc"])
+                problems.append(f"{where}: {error['msg']} (from {source})")
+                continue
             received = merged.get(field, "<default>")
             problems.append(f"{field}: {error['msg']} (got {received!r} from {source})")
         raise ConfigError("invalid settings: " + "; ".join(problems)) from None

@@ -21,6 +21,8 @@ REQUIRED = [
     "throughput_1_clients", "throughput_4_clients", "throughput_16_clients",
     "errors_16_clients", "server_rss_before_mb", "server_rss_growth_pct", "cold_start_to_initialize_ms",
     "find_page.single_word_median_ms", "find_page.short_term_median_ms",
+    "attp_over_direct", "parallel_5x0.5s_s", "direct_batched_chars", "attp_chars",
+    "sessions.w1_without_session_ms", "sessions.w1_keeping_its_variables_ms", "sessions.1mib_vs_none",
 ]  # fmt: skip
 """Figures every run has; smolagents, Monty and Starlark rows appear only where those are installed."""
 

@@ -50,18 +50,14 @@ CORPUS = Path(__file__).parent / "corpus"
 WORKSPACE = CORPUS / "workspace"
 README = Path(__file__).parent.parent / "README.md"
 
-FEATURES = {
-    "modules": "the curated collections/itertools/functools/operator/csv/string/textwrap/copy/heapq/bisect/"
-    "base64/hashlib/difflib/uuid/typing modules, issue 13 item 4 (branch modules)",
-    "io": "io.StringIO, which issue 13 does not plan",
-}
+FEATURES: dict[str, str] = {}
 """What a program may need that main does not offer yet, and why it is expected to fail until then."""
 
 ORACLE_MODULES = (
     "math", "json", "datetime", "re", "random", "statistics", "collections", "itertools", "functools", "operator",
-    "csv", "string", "textwrap", "copy", "heapq", "bisect", "base64", "hashlib", "difflib", "uuid", "typing",
+    "csv", "io", "string", "textwrap", "copy", "heapq", "bisect", "base64", "hashlib", "difflib", "uuid", "typing",
 )  # fmt: skip
-"""What the oracle's CPython has by name, as the sandbox will once the modules land (SPEC §3)."""
+"""What the oracle's CPython has by name, as the sandbox has (the `modules` setting's default)."""
 
 TIMEOUT_S = 5.0
 

@@ -3,9 +3,9 @@
 While a program runs in the main thread, ``SIGALRM`` fires at the deadline (and every 10 ms after, in
 case one is lost) and its handler raises `Timeout`, the uncatchable abort: CPython runs signal handlers
 between bytecodes, so a runaway loop or recursion ends on time without the evaluator checking the clock
-on every call. A long C-level call (a regex, a huge sort) still returns first; the server's kill covers
-that. A tool call holds the alarm (`hold`, `release`) so a reply is never left half read on the protocol
-pipe; a deadline that passed meanwhile ends the run as soon as the reply is in.
+on every call; the regex engine looks for signals too. A long C-level call that does not (a huge sum,
+a sort) returns first; the server's kill covers that. A tool call holds the alarm (`hold`, `release`) so a reply is never left half read on the protocol
+pipe; a deadline that passed meanwhile ends the run at the next tick (10 ms) after the reply is in.
 
 Where no timer is possible (another thread, another platform) `armed` reports it and the evaluator
 checks the clock itself on every call as well as every loop iteration.
@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Iterator
 from types import FrameType
+from typing import Protocol
 
 from attp_server.sandbox.limits import Timeout
 
@@ -30,16 +31,21 @@ def available() -> bool:
     return hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
 
 
+class Clock(Protocol):
+    """What has the deadline: its ``deadline`` may move later while the run waits (an approval)."""
+
+    deadline: float
+
+
 class _State:
-    """Whether a tool call is in flight, and whether the deadline passed during it."""
+    """Whether a tool call is in flight (the alarm then waits for the next tick, 10 ms later)."""
 
     holding = False
-    due = False
 
 
 @contextlib.contextmanager
-def armed(deadline: float) -> Iterator[bool]:
-    """Raise `Timeout` in this thread at `deadline` (a ``time.monotonic()`` value) while the block runs.
+def armed(clock: Clock) -> Iterator[bool]:
+    """Raise `Timeout` in this thread once ``time.monotonic()`` passes ``clock.deadline``, while the block runs.
 
     Yields False, doing nothing, where a timer signal is not available.
     """
@@ -48,23 +54,22 @@ def armed(deadline: float) -> Iterator[bool]:
         return
 
     def expire(signum: int, frame: FrameType | None) -> None:
-        if time.monotonic() < deadline:
+        if time.monotonic() < clock.deadline:  # too early, or the deadline moved: the next alarm looks again
             return
-        if _State.holding:  # mid tool call: the reply is read first, then `release` raises
-            _State.due = True
+        if _State.holding:  # mid tool call: the reply is read first; the next tick ends the run
             return
         raise Timeout("the program ran past its time limit")
 
     previous = signal.signal(signal.SIGALRM, expire)
     started = time.monotonic()
-    _State.holding = _State.due = False
-    pending, interval = signal.setitimer(signal.ITIMER_REAL, max(deadline - started, 0.001), REPEAT_S)
+    _State.holding = False
+    pending, interval = signal.setitimer(signal.ITIMER_REAL, max(clock.deadline - started, 0.001), REPEAT_S)
     try:
         yield True
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
-        _State.holding = _State.due = False
+        _State.holding = False
         if pending:  # someone else's alarm (a test runner's timeout): put it back, minus the time spent here
             signal.setitimer(signal.ITIMER_REAL, max(pending - (time.monotonic() - started), 0.001), interval)
 
@@ -75,8 +80,6 @@ def hold() -> None:
 
 
 def release() -> None:
-    """The tool call's reply is in: if the deadline passed meanwhile, the run ends now."""
+    """The tool call's reply is in. A deadline that passed meanwhile (and was not moved by a pause) ends the
+    run at the alarm's next tick, after the call's own outcome (a value, or the tool's error) is taken."""
     _State.holding = False
-    if _State.due:
-        _State.due = False
-        raise Timeout("the program ran past its time limit")

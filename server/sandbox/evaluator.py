@@ -258,7 +258,7 @@ class Evaluator(Interpreter):  # type: ignore[misc]
         context = Context(self, scopes[tree], scopes)
         symbols = self.symtable
         last: tuple[Any, int] | None = None
-        with alarm.armed(self.deadline):
+        with alarm.armed(self):
             for statement in tree.body:
                 if statement.__class__ is ast.Expr:
                     value = _compiled(context, statement.value, compile_expr)(symbols)

@@ -10,14 +10,17 @@ own worker, so concurrent runs never share one.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
+import math
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,23 +62,86 @@ class Job:
     capture_print: bool = True
     engine: str = "python"
     allow_imports: bool = True
+    state: dict[str, Any] | None = None
+    """A session's kept state to restore before the program runs (`attp_server.sandbox.keep`)."""
+    keep: bool = False
+    """Report the state the program leaves (``done["state"]``), at most `max_state_bytes` of it."""
+    max_state_bytes: int = 0
+    modules: list[str] | None = None
+    """The curated modules the program may use; None: all of them."""
 
     def message(self) -> dict[str, Any]:
-        return {
+        modules = {} if self.modules is None else {"modules": self.modules}
+        message: dict[str, Any] = {
             "op": "run",
             "engine": self.engine,
             "code": self.code,
             "tools": self.tools,
             "namespaces": self.namespaces,
             "allow_imports": self.allow_imports,
+            **modules,
             "limits": {
                 "timeout_s": self.timeout_s,
                 "max_output_bytes": self.max_output_bytes,
                 "max_result_bytes": self.max_result_bytes,
                 "max_tool_calls": self.max_tool_calls,
                 "capture_print": self.capture_print,
+                "max_state_bytes": self.max_state_bytes,
             },
         }
+        if self.keep:
+            message["keep"] = True
+        if self.state is not None:
+            message["state"] = self.state
+        return message
+
+
+class RunClock:
+    """The wall clock of one run, which stops while the server waits for a person (`paused`).
+
+    Holds the pool's cancel scope for the run: a pause lifts its deadline and puts it back, moved by
+    the length of the pause, when the last of the overlapping pauses ends. The worker is told of
+    each pause with the tool's reply, and moves its own deadline the same way.
+    """
+
+    def __init__(self, scope: anyio.CancelScope) -> None:
+        self._scope = scope
+        self._waiting = 0
+        self._since = 0.0
+        self._left = 0.0
+        self._unreported = 0.0
+        self.paused_total = 0.0
+        """Seconds the clock has been stopped so far in this run."""
+
+    @contextlib.asynccontextmanager
+    async def paused(self) -> AsyncIterator[None]:
+        if self._waiting == 0:
+            self._since = anyio.current_time()
+            self._left = self._scope.deadline - self._since
+            self._scope.deadline = math.inf
+        self._waiting += 1
+        try:
+            yield
+        finally:
+            self._waiting -= 1
+            if self._waiting == 0:
+                now = anyio.current_time()
+                self._unreported += now - self._since
+                self.paused_total += now - self._since
+                self._scope.deadline = now + self._left
+
+    def take_paused(self) -> float:
+        """Seconds paused since the last call (what to tell the worker with the next reply)."""
+        paused, self._unreported = self._unreported, 0.0
+        return paused
+
+
+_CLOCK: contextvars.ContextVar[RunClock | None] = contextvars.ContextVar("attp_run_clock", default=None)
+
+
+def run_clock() -> RunClock | None:
+    """The clock of the run whose tool call is being served, or None outside a run."""
+    return _CLOCK.get()
 
 
 class WorkerStartError(Exception):
@@ -167,14 +233,14 @@ def sweep_stale_directories(root: str | None = None) -> int:
     base = Path(root or tempfile.gettempdir())
     for path in base.glob(f"{_DIRECTORY_PREFIX}*-*"):
         owner = path.name[len(_DIRECTORY_PREFIX) :].split("-", 1)[0]
-        if not owner.isdigit() or _alive(int(owner)) or not path.is_dir() or path.is_symlink():
+        if not owner.isdigit() or process_alive(int(owner)) or not path.is_dir() or path.is_symlink():
             continue
         shutil.rmtree(path, ignore_errors=True)
         removed += not path.exists()
     return removed
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -227,13 +293,15 @@ class WorkerPool:
             await worker.kill()
 
     def kill_now(self) -> None:
-        """Kill every worker, idle or running, and remove their directories, without waiting for
-        anything: for a process that exits right after (a stop signal in stdio mode)."""
-        for worker in [*self._idle, *self._running]:
+        """Kill every worker, idle or running, and remove their directories, without waiting for the
+        event loop: for a process that exits right after (a stop signal in stdio mode)."""
+        workers = [*self._idle, *self._running]
+        for worker in workers:
             worker.killed = True
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(worker.pid, signal.SIGKILL)
             shutil.rmtree(worker.directory, ignore_errors=True)
+        _reap([worker.pid for worker in workers], REAP_TIMEOUT_S)
 
     def stats(self) -> dict[str, Any]:
         return {
@@ -263,8 +331,11 @@ class WorkerPool:
             worker = await self._acquire()
             self._running.add(worker)
             reusable = False
+            token: contextvars.Token[RunClock | None] | None = None
             try:
-                with anyio.move_on_after(job.timeout_s + KILL_GRACE_S):
+                with anyio.move_on_after(job.timeout_s + KILL_GRACE_S) as scope:
+                    clock = RunClock(scope)
+                    token = _CLOCK.set(clock)  # for the tool calls served below (approvals pause it)
                     await worker.send(job.message())
                     while True:
                         message = await worker.receive()
@@ -274,7 +345,8 @@ class WorkerPool:
                                 list(message.get("args", [])),
                                 dict(message.get("kwargs", {})),
                             )
-                            await worker.send({"op": "reply", **reply})
+                            paused = clock.take_paused()
+                            await worker.send({"op": "reply", **reply, **({"paused_s": paused} if paused else {})})
                         elif message["op"] == "done":
                             reusable = not message.get("retire", True)
                             return message
@@ -292,6 +364,8 @@ class WorkerPool:
                 self.cancelled += 1  # the client cancelled the call: the worker is killed below, at once
                 raise
             finally:
+                if token is not None:
+                    _CLOCK.reset(token)
                 self._running.discard(worker)
                 self.runs += 1
                 if reusable and worker.alive:
@@ -373,6 +447,27 @@ class WorkerPool:
         worker.lockdown = dict(ready.get("lockdown") or {})
         self.lockdown = worker.lockdown
         return worker
+
+
+REAP_TIMEOUT_S = 1.0
+"""How long `WorkerPool.kill_now` waits for killed workers to be gone (a SIGKILL takes effect in milliseconds)."""
+
+
+def _reap(pids: list[int], timeout: float) -> None:
+    """Wait until the killed children `pids` have exited, so that none outlives a server exiting right after:
+    SIGKILL is asynchronous, and tearing down a worker's memory takes a few milliseconds."""
+    waiting = set(pids)
+    deadline = time.monotonic() + timeout
+    while waiting and time.monotonic() < deadline:
+        for pid in list(waiting):
+            try:
+                finished, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:  # already reaped (by the event loop's child watcher)
+                finished = pid
+            if finished:
+                waiting.discard(pid)
+        if waiting:
+            time.sleep(0.002)
 
 
 async def _drain_stderr(stream: anyio.abc.ByteReceiveStream, pid: int) -> None:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from attp_server.sandbox.jsonify import to_json
-from attp_server.sandbox.limits import Abort, SizeLimitError, Timeout
+from attp_server.sandbox.limits import Abort, Pauses, SizeLimitError, Timeout
 from attp_server.sandbox.namespaces import SAFE_BUILTIN_FUNCTIONS, static_namespaces
 from attp_server.sandbox.starlark_source import (
     INSTALL,
@@ -143,6 +143,9 @@ class _Run:
         self.deadline = deadline
         self.failure: BaseException | None = None
 
+    def extend(self, seconds: float) -> None:
+        self.deadline += seconds
+
     def check_cancelled(self) -> bool:
         if time.monotonic() > self.deadline:
             raise Timeout("the program ran past its time limit")
@@ -191,6 +194,8 @@ class StarlarkEngine:
         invoke: Callable[[str, tuple[Any, ...], dict[str, Any]], Any],
         output: Any,
         deadline: float,
+        *,
+        pauses: Pauses | None = None,
     ) -> tuple[dict[str, Any], tuple[Any, int | None] | None]:
         """Evaluate `code`; return ``({"__result__": value} or {}, (last expression value, line) or None)``.
 
@@ -200,6 +205,8 @@ class StarlarkEngine:
         source = Source(code)
         program = source.parse(self.dialect)
         run = _Run(deadline)
+        if pauses is not None:
+            pauses.listen(run.extend)
         module = self.starlark.Module()
         tools = [name for name in [*job.get("tools", []), "help", "tools"] if _identifier(name)]
         for name in tools:
@@ -258,11 +265,10 @@ class StarlarkEngine:
             "_attp_json_loads": (_json_loads, "json.loads()"),
         }
         helpers.update({f"_attp_math_{name}": (f, f"math.{name}()") for name, f in self.math_functions.items()})
-        flat = set(job.get("tools", []))
         for pack, names in job.get("namespaces", {}).items():
             for name in names:
-                if name not in flat and _identifier(pack) and _identifier(name):
-                    helpers[f"_attp_tool_{pack}__{name}"] = (_tool(invoke, name), f"{pack}.{name}()")
+                if _identifier(pack) and _identifier(name):  # qualified: a bare name may be another pack's tool
+                    helpers[f"_attp_tool_{pack}__{name}"] = (_tool(invoke, f"{pack}.{name}"), f"{pack}.{name}()")
         return helpers
 
     def _prelude_text(self, job: Mapping[str, Any], tools: set[str], output: Any) -> str:
@@ -295,10 +301,9 @@ class StarlarkEngine:
             "math": f"math = struct({', '.join(math_fields)})\n",
         }
         text = "".join(source for name, source in definitions.items() if name not in tools)
-        flat = set(job.get("tools", []))
         for pack, names in job.get("namespaces", {}).items():
             if _identifier(pack):
-                fields = [f"{n} = {n if n in flat else f'_attp_tool_{pack}__{n}'}" for n in names if _identifier(n)]
+                fields = [f"{n} = _attp_tool_{pack}__{n}" for n in names if _identifier(n)]
                 text += f"{pack} = struct({', '.join(fields)})\n"
         return text
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import functools
 import gc
 import json
 import os
@@ -22,12 +23,12 @@ import time
 from collections.abc import Callable, Mapping
 from typing import IO, Any
 
-from attp_server.sandbox import alarm, lockdown
+from attp_server.sandbox import alarm, keep, lockdown
 from attp_server.sandbox.evaluator import Evaluator, OutputBuffer, ToolError
 from attp_server.sandbox.jsonify import NotJSON, to_json
-from attp_server.sandbox.limits import Abort, SizeLimitError, Timeout, ToolCallLimit
-from attp_server.sandbox.namespaces import SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS, Namespace, random_namespace
-from attp_server.sandbox.namespaces import static_namespaces as build_static_namespaces
+from attp_server.sandbox.limits import Abort, Pauses, SizeLimitError, Timeout, ToolCallLimit
+from attp_server.sandbox.modules import build_namespaces, run_namespaces
+from attp_server.sandbox.namespaces import MODULE_NAMES, SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS, Namespace
 from attp_server.sandbox.policy import RESULT_NAME, scan
 from attp_server.sandbox.protocol import ENGINES, MAX_MESSAGE_BYTES, decode, encode, text_of
 from attp_server.sandbox.starlark_engine import EngineUnavailable, StarlarkEngine, missing_extra_message
@@ -122,6 +123,7 @@ class ToolBridge:
         self.channel = channel
         self.max_calls = max_calls
         self.count = 0
+        self.pauses = Pauses()
 
     def __call__(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         self.count += 1  # help() and tools() count too: every call crosses to the server
@@ -149,8 +151,11 @@ class ToolBridge:
             self.channel.writer.write(frame)
             self.channel.writer.flush()
             reply = self.channel.receive()
+            paused = reply.get("paused_s") if reply is not None else None
+            if isinstance(paused, int | float) and 0 < paused < float("inf"):
+                self.pauses.paused(float(paused))  # the server waited for a person: that time is not the program's
         finally:
-            alarm.release()
+            alarm.release()  # after any pause moved the deadline: only a deadline still passed ends the run
         if reply is None:
             raise ServerGone("the server closed the connection")
         if reply.get("ok"):
@@ -161,27 +166,85 @@ class ToolBridge:
         raise ToolError.from_reply(error)
 
 
+class Parallel:
+    """``parallel(tool, items, return_errors=False)``: one tool over many keyword-argument dicts, run at once
+    by the server. Results come back in the order of `items`; every item counts as one tool call."""
+
+    __slots__ = ("_bridge",)
+
+    def __init__(self, bridge: ToolBridge) -> None:
+        self._bridge = bridge
+
+    def __call__(self, tool: Any, items: Any, return_errors: bool = False) -> list[Any]:
+        name = tool.name if isinstance(tool, ToolStub) else tool if isinstance(tool, str) else None
+        if name is None or name in (*META_TOOLS, "parallel"):
+            raise _usage(f"parallel() runs a tool such as read_file or pack.tool, not {_kind(tool)}", "tool")
+        if not isinstance(items, list | tuple):
+            raise _usage(f"parallel() takes a list of keyword-argument dicts as items, not {_kind(items)}", "items")
+        for index, item in enumerate(items):
+            if not isinstance(item, dict):
+                raise _usage(f"parallel() items[{index}] is {_kind(item)}; each item is a dict of keyword arguments, "
+                             f'e.g. {{"path": "a.txt"}}', "items")  # fmt: skip
+        if not items:
+            return []
+        bridge = self._bridge
+        bridge.count += len(items) - 1  # the bridge counts the one crossing below as the last of them
+        replies = bridge("parallel", (name, list(items)), {})
+        results: list[Any] = []
+        first: ToolError | None = None
+        for reply in replies if isinstance(replies, list) else []:
+            if isinstance(reply, dict) and reply.get("ok"):
+                results.append(reply.get("value"))
+                continue
+            error = ToolError.from_reply(dict(reply.get("error") or {}) if isinstance(reply, dict) else {})
+            if error.code == "TOOL_CALL_LIMIT":
+                raise ToolCallLimit(error.message)
+            first = first or error
+            results.append(error)
+        if first is not None and not return_errors:
+            raise first
+        return results
+
+
+def _usage(message: str, parameter: str) -> ToolError:
+    return ToolError.from_reply(
+        {
+            "code": "INVALID_ARGUMENT",
+            "message": message,
+            "tool_name": "parallel",
+            "parameter_name": parameter,
+            "solution": 'Call it as parallel(read_file, [{"path": "a.txt"}, {"path": "b.txt"}]).',
+        }
+    )
+
+
+def _kind(value: object) -> str:
+    return "None" if value is None else f"a {type(value).__name__}"
+
+
 class Runner:
     """Evaluates `run` messages. Built once per worker; every run gets fresh symbols and a fresh evaluator."""
 
     def __init__(self, channel: Channel) -> None:
         self.channel = channel
-        self.static_namespaces = build_static_namespaces()
+        self.namespaces = build_namespaces()  # before lockdown: some load pieces of the standard library
         self.base_symbols: dict[str, Any] = {**SAFE_BUILTIN_FUNCTIONS, **SAFE_EXCEPTIONS, "ToolError": ToolError}
         # Built before lockdown, while the extra can still be found on disk.
         self.starlark = StarlarkEngine() if starlark_available() else None
 
-    def modules(self) -> dict[str, Namespace]:
-        """The curated modules of a run (fresh `random` state each time): what its names and imports reach."""
-        return {**self.static_namespaces, "random": random_namespace(random.Random(os.urandom(16)))}
+    def modules(self, job: dict[str, Any]) -> dict[str, Namespace]:
+        """The curated modules this run may use: the job's list (every module when it names none)."""
+        return run_namespaces(self.namespaces, job.get("modules", MODULE_NAMES), random.Random(os.urandom(16)))
 
-    def symbols(self, job: dict[str, Any], bridge: ToolBridge, modules: Mapping[str, Namespace]) -> dict[str, Any]:
+    def symbols(self, job: dict[str, Any], bridge: ToolBridge, modules: dict[str, Namespace]) -> dict[str, Any]:
         symbols = dict(self.base_symbols)
         symbols.update(modules)
         stubs = {name: ToolStub(name, bridge) for name in [*job.get("tools", []), *META_TOOLS]}
         symbols.update(stubs)
         for pack, names in job.get("namespaces", {}).items():
-            symbols[pack] = Namespace(pack, {name: stubs.get(name) or ToolStub(name, bridge) for name in names})
+            # Always the qualified name: a bare name may belong to another pack's tool.
+            symbols[pack] = Namespace(pack, {name: ToolStub(f"{pack}.{name}", bridge) for name in names})
+        symbols["parallel"] = Parallel(bridge)
         return symbols
 
     def run(self, job: dict[str, Any]) -> dict[str, Any]:
@@ -192,8 +255,11 @@ class Runner:
         bridge = ToolBridge(self.channel, int(limits["max_tool_calls"]))
         deadline = time.monotonic() + float(limits["timeout_s"])
         done: dict[str, Any] = {"op": "done", "status": "ok", "result": None, "hint": None, "error": None}
-        retire = False
+        retire = stopped = False
         evaluator: Evaluator | None = None
+        base: dict[str, Any] = {}
+        tree = ast.Module(body=[], type_ignores=[])
+        restored: keep.Restored | None = None
         known: list[str] = []
         engine = job.get("engine", "python")
         try:
@@ -201,12 +267,16 @@ class Runner:
                 if self.starlark is None:
                     raise EngineUnavailable(missing_extra_message())
                 known = self.starlark.known_names(job)
-                found, last_value = self.starlark.run(code, job, bridge, output, deadline)
+                found, last_value = self.starlark.run(code, job, bridge, output, deadline, pauses=bridge.pauses)
                 done.update(self._result(found, last_value, int(limits["max_result_bytes"])))
             elif engine == "python":
                 tree = ast.parse(code)
                 allow_imports = bool(job.get("allow_imports", True))
-                modules = self.modules()
+                modules = self.modules(job)
+                symbols = self.symbols(job, bridge, modules)
+                restored = keep.restore(job["state"], symbols) if isinstance(job.get("state"), dict) else None
+                if restored is not None:
+                    tree.body[:0] = restored.definitions  # kept functions are defined again, checked like the program
                 violations = scan(tree, modules=modules, allow_imports=allow_imports)
                 if violations:
                     first = violations[0]
@@ -214,13 +284,17 @@ class Runner:
                     done.update(status="error", error=_error(first.code, first.message, code, (first.line, column)))
                 else:
                     evaluator = Evaluator(
-                        self.symbols(job, bridge, modules),
+                        symbols,
                         deadline=deadline,
                         max_steps=MAX_STEPS,
                         output=output,
                         modules=modules,
                         allow_imports=allow_imports,
                     )
+                    bridge.pauses.listen(functools.partial(_extend_deadline, evaluator))
+                    base = dict(evaluator.symtable)
+                    if restored is not None:
+                        evaluator.symtable.update(restored.values)
                     last = evaluator.execute(tree)
                     done.update(self._result(evaluator.symtable, last, int(limits["max_result_bytes"])))
                     if done["status"] == "ok" and evaluator.imported:
@@ -232,6 +306,7 @@ class Runner:
         except ServerGone:
             raise
         except Abort as exc:
+            stopped = True
             retire = isinstance(exc, Timeout | SizeLimitError) or bool(getattr(exc, "retire", False))
             done.update(status="error", error=_error(exc.code, text_of(exc), code, _where(exc)))
         except UnboundLocalError as exc:
@@ -258,13 +333,17 @@ class Runner:
             message = "RecursionError: too many nested calls; rewrite the recursion as a loop"
             done.update(status="error", error=_error("RUNTIME_ERROR", message, code, (None, None)))
         except MemoryError:
-            retire = True
+            stopped = retire = True
             done.update(
                 status="error", error=_error("MEMORY_LIMIT", "the program ran out of memory", code, (None, None))
             )
         except Exception as exc:
             message = f"{type(exc).__name__}: {_explained(exc)}"
             done.update(status="error", error=_error("RUNTIME_ERROR", message, code, _where(exc)))
+        if job.get("keep"):
+            # None: the state stays as it was (the program did not run, or was stopped midway).
+            kept = None if evaluator is None or stopped else _kept(evaluator.symtable, base, tree, limits, restored)
+            done["state"] = kept
         done["stdout"] = output.text()
         done["truncated"] = output.truncated
         done["retire"] = retire
@@ -309,6 +388,28 @@ def _joined(first: str | None, second: str) -> str:
     return second if not first else f"{first}; {second}"
 
 
+def _extend_deadline(evaluator: Evaluator, seconds: float) -> None:
+    evaluator.deadline += seconds
+
+
+def _kept(
+    symbols: Mapping[str, Any],
+    base: Mapping[str, Any],
+    tree: ast.Module,
+    limits: Mapping[str, Any],
+    restored: keep.Restored | None,
+) -> dict[str, Any] | None:
+    """The session state the run leaves, as the server's ``done`` message carries it."""
+    try:
+        collected = keep.collect(symbols, base, tree, max_bytes=int(limits.get("max_state_bytes", 0)))
+    except (MemoryError, RecursionError):
+        return None
+    if restored is not None:
+        for name, reason in restored.dropped.items():
+            collected.dropped.setdefault(name, reason)
+    return collected.as_message()
+
+
 def _where(exc: BaseException) -> tuple[int | None, int | None]:
     where = getattr(exc, "attp_line", None)
     if not where:
@@ -318,6 +419,8 @@ def _where(exc: BaseException) -> tuple[int | None, int | None]:
 
 def _location(code: str, line: int | None, column: int | None) -> dict[str, Any]:
     out: dict[str, Any] = {}
+    if line is not None and line >= keep.FIRST_LINE:
+        return out  # inside a function kept from an earlier call: no line of this program to show
     if line is not None:
         out["line"] = line
         lines = code.splitlines()

@@ -1,5 +1,4 @@
 # expect: ok
-# needs: modules
 from typing import List, Dict, Optional
 
 def top_scores(scores: Dict[str, int], n: int = 2) -> List[str]:

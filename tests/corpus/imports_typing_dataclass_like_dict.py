@@ -1,5 +1,4 @@
 # expect: ok
-# needs: modules
 from typing import Any
 
 def make_record(**fields: Any) -> dict:

@@ -1,5 +1,4 @@
 # expect: ok
-# needs: modules
 import base64
 
 token = base64.b64encode("user:secret ✓".encode("utf-8")).decode("ascii")

@@ -1,5 +1,4 @@
 # expect: ok
-# needs: modules
 import bisect
 
 breakpoints = [60, 70, 80, 90]

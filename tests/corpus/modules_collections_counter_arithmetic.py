@@ -1,5 +1,4 @@
 # expect: ok
-# needs: modules
 from collections import Counter
 
 a = Counter(apples=3, pears=1)

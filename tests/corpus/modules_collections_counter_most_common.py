@@ -1,5 +1,4 @@
 # expect: ok
-# needs: modules
 from collections import Counter
 
 words = "red blue red green blue red yellow".split()

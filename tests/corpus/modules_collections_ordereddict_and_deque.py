@@ -1,5 +1,4 @@
 # expect: ok
-# needs: modules
 from collections import OrderedDict, deque
 
 recent = deque(maxlen=3)

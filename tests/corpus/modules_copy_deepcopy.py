@@ -1,5 +1,4 @@
 # expect: ok
-# needs: modules
 import copy
 
 original = {"a": [1, 2], "b": {"c": 3}}

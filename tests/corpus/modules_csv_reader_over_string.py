@@ -1,5 +1,4 @@
 # expect: ok
-# needs: modules
 import csv
 
 text = 'name,city,note\nAna,Lisbon,"likes, commas"\nBo,Oslo,"says ""hi"""\n'

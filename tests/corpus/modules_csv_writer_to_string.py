@@ -1,5 +1,4 @@
 # expect: ok
-# needs: modules, io
 import csv
 import io
 

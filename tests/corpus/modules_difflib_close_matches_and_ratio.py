@@ -1,5 +1,4 @@
 # expect: ok
-# needs: modules
 import difflib
 
 commands = ["status", "commit", "checkout", "branch", "merge"]

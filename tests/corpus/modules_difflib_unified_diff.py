@@ -1,5 +1,4 @@
 # expect: ok
-# needs: modules
 import difflib
 
 old = ["a\n", "b\n", "c\n"]

@@ -1,5 +1,4 @@
 # expect: ok
-# needs: modules
 from functools import cmp_to_key
 
 def compare(a, b):

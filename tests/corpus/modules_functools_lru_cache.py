@@ -1,5 +1,4 @@
 # expect: ok
-# needs: modules
 from functools import lru_cache
 
 @lru_cache(maxsize=None)

@@ -1,5 +1,4 @@
 # expect: ok
-# needs: modules
 from functools import reduce, partial
 
 product = reduce(lambda a, b: a * b, [1, 2, 3, 4, 5], 1)

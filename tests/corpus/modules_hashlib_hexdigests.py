@@ -1,5 +1,4 @@
 # expect: ok
-# needs: modules
 import hashlib
 
 text = "the quick brown fox"

@@ -1,5 +1,4 @@
 # expect: ok
-# needs: modules
 import heapq
 
 scores = [88, 42, 97, 63, 75, 91]

@@ -1,5 +1,4 @@
 # expect: ok
-# needs: modules
 from itertools import chain, islice, accumulate, count
 
 merged = list(chain([1, 2], [3], [4, 5]))

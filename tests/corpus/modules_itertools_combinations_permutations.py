@@ -1,5 +1,4 @@
 # expect: ok
-# needs: modules
 import itertools
 
 items = ["a", "b", "c"]

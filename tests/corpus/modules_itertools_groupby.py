@@ -1,5 +1,4 @@
 # expect: ok
-# needs: modules
 from itertools import groupby
 
 rows = [("2024-01", 10), ("2024-01", 5), ("2024-02", 7), ("2024-03", 1), ("2024-03", 2)]

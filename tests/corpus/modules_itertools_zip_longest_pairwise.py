@@ -1,5 +1,4 @@
 # expect: ok
-# needs: modules
 from itertools import zip_longest, pairwise
 
 a = [1, 2, 3]

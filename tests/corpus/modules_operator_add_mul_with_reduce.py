@@ -1,5 +1,4 @@
 # expect: ok
-# needs: modules
 import functools
 import operator
 

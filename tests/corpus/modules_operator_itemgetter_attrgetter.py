@@ -1,5 +1,4 @@
 # expect: ok
-# needs: modules
 from operator import itemgetter
 
 rows = [{"name": "b", "score": 3}, {"name": "a", "score": 9}, {"name": "c", "score": 5}]

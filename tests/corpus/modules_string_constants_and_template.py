@@ -1,5 +1,4 @@
 # expect: ok
-# needs: modules
 import string
 
 t = string.Template("Dear $name, your order $order is ready")

@@ -1,5 +1,4 @@
 # expect: ok
-# needs: modules
 import textwrap
 
 para = "Models write short programs that call tools in a loop, and the server runs them safely in a sandbox."

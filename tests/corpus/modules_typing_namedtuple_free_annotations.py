@@ -1,5 +1,4 @@
 # expect: ok
-# needs: modules
 from typing import Iterable, Tuple
 
 def minmax(values: Iterable[float]) -> Tuple[float, float]:

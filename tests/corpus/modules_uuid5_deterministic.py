@@ -1,5 +1,4 @@
 # expect: ok
-# needs: modules
 import uuid
 
 __result__ = str(uuid.uuid5(uuid.NAMESPACE_DNS, "example.com"))

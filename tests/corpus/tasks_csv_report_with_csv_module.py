@@ -1,5 +1,4 @@
 # expect: ok
-# needs: modules
 import csv
 from collections import defaultdict
 

@@ -1,5 +1,4 @@
 # expect: ok
-# needs: modules
 import hashlib
 
 write_file("dupes/a.txt", "same text\n")

@@ -1,5 +1,4 @@
 # expect: ok
-# needs: modules
 from collections import Counter, defaultdict
 import json
 import statistics

@@ -1,5 +1,4 @@
 # expect: ok
-# needs: modules
 from collections import defaultdict
 
 index = defaultdict(set)

@@ -1,5 +1,4 @@
 # expect: ok
-# needs: modules
 from collections import Counter
 import re
 

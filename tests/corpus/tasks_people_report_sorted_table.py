@@ -1,5 +1,4 @@
 # expect: ok
-# needs: modules
 import json
 from operator import itemgetter
 
