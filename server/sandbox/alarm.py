@@ -4,8 +4,9 @@ While a program runs in the main thread, ``SIGALRM`` fires at the deadline (and 
 case one is lost) and its handler raises `Timeout`, the uncatchable abort: CPython runs signal handlers
 between bytecodes, so a runaway loop or recursion ends on time without the evaluator checking the clock
 on every call; the regex engine looks for signals too. A long C-level call that does not (a huge sum,
-a sort) returns first; the server's kill covers that. A tool call holds the alarm (`hold`, `release`) so a reply is never left half read on the protocol
-pipe; a deadline that passed meanwhile ends the run at the next tick (10 ms) after the reply is in.
+a sort) returns first; the server's kill covers that. A tool call holds the alarm (`hold`, `release`)
+so a reply is never left half read on the protocol pipe; a deadline that passed meanwhile ends the run
+at the next tick (10 ms) after the reply is in.
 
 Where no timer is possible (another thread, another platform) `armed` reports it and the evaluator
 checks the clock itself on every call as well as every loop iteration.
