@@ -18,23 +18,20 @@ from typing import Any, Literal
 import anyio
 import pydantic_core
 from attp_server.catalog import Catalog
-from attp_server.checks import KnownNames, check_program
 from attp_server.docstrings import docstring_warnings
 from attp_server.envelope import Declined, EnvelopeError, Program, parse_envelope
 from attp_server.errors import ErrorCode, ErrorInfo, short_repr
 from attp_server.results import CallRecord, ExecutionResult, Status
 from attp_server.sandbox import starlark_engine
-from attp_server.sandbox.namespaces import SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS, public_names
 from attp_server.sandbox.pool import Job, WorkerPool
 from attp_server.sandbox.protocol import text_of
+from attp_server.sandbox.static_check import META_TOOLS, KnownNames, known_names
 from attp_server.settings import Settings
 from attp_server.tam import TamError, looks_like_tam, translate_tam
 from attp_server.toolpack import ToolError, ToolpackLoadError, ToolRegistry, load_toolpack
 from pydantic import ValidationError
 
 logger = logging.getLogger(__name__)
-
-META_TOOLS = ("help", "tools")
 
 SOLUTIONS: dict[str, str] = {
     ErrorCode.TIMEOUT: "Do less per call: smaller inputs, fewer iterations, or split the work across several calls.",
@@ -103,13 +100,8 @@ class Runtime:
     @staticmethod
     def known_names(registry: ToolRegistry) -> KnownNames:
         """Every name a program may use without defining it: tools, builtins, modules and pack namespaces."""
-        spaces = public_names()
-        spaces.update({pack: frozenset(names) for pack, names in registry.namespaces().items()})
-        return KnownNames(
-            tools=frozenset([*registry.callable_names(), *META_TOOLS]),
-            builtins=frozenset([*SAFE_BUILTIN_FUNCTIONS, *SAFE_EXCEPTIONS, "ToolError", "print"]),
-            namespaces=spaces,
-        )
+        packs = tuple((pack, tuple(names)) for pack, names in registry.namespaces().items())
+        return known_names(tuple(registry.callable_names()), packs)
 
     async def execute(self, request: ExecuteRequest, context: CallContext | None = None) -> ExecutionResult:
         context = context if context is not None else CallContext()
@@ -212,9 +204,7 @@ class Runtime:
             # No static check: the Python one does not apply, and Starlark is parsed only inside the worker
             # (a pathological program must never reach starlark-rust in the server process).
             return await self._run(program.code, target, run, engine)
-        problem = await anyio.to_thread.run_sync(check_program, program.code, self.known)
-        if problem is not None:
-            return _error(target, problem)
+        # The static check happens in the worker, under the run's deadline (attp_server.sandbox.static_check).
         return await self._run(program.code, target, run, engine)
 
     async def _execute_tam(self, text: str, target: str | None, run: _Run) -> ExecutionResult:

@@ -11,7 +11,6 @@ Imports nothing from the rest of ``server`` (only ``attp_server.sandbox``).
 from __future__ import annotations
 
 import ast
-import difflib
 import json
 import os
 import random
@@ -27,18 +26,18 @@ from attp_server.sandbox.jsonify import NotJSON, to_json
 from attp_server.sandbox.limits import Abort, SizeLimitError, Timeout, ToolCallLimit
 from attp_server.sandbox.namespaces import SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS, Namespace, random_namespace
 from attp_server.sandbox.namespaces import static_namespaces as build_static_namespaces
-from attp_server.sandbox.policy import RESULT_NAME, scan
+from attp_server.sandbox.policy import RESULT_NAME
 from attp_server.sandbox.protocol import ENGINES, MAX_MESSAGE_BYTES, decode, encode, text_of
 from attp_server.sandbox.starlark_engine import EngineUnavailable, StarlarkEngine, missing_extra_message
 from attp_server.sandbox.starlark_engine import available as starlark_available
+from attp_server.sandbox.static_check import CHECK_BUDGET_S, META_TOOLS, KnownNames, check, known_names
+from attp_server.sandbox.suggestions import closest
 
 MAX_STEPS = 50_000_000
 """Evaluation steps (AST nodes) one run may take; the wall clock usually ends a runaway first."""
 
 MAX_RUNS_PER_WORKER = 1000
 """A worker retires after this many runs, so slow leaks in C extensions cannot accumulate."""
-
-META_TOOLS = ("help", "tools")
 
 _TOOL_ERROR_FIELDS = frozenset(
     {"code", "message", "tool_name", "parameter_name", "received", "expected", "suggested_value", "solution"}
@@ -160,6 +159,15 @@ class Runner:
         self.base_symbols: dict[str, Any] = {**SAFE_BUILTIN_FUNCTIONS, **SAFE_EXCEPTIONS, "ToolError": ToolError}
         # Built before lockdown, while the extra can still be found on disk.
         self.starlark = StarlarkEngine() if starlark_available() else None
+        self._known: tuple[Any, KnownNames] | None = None
+        known_names((), ())  # the module members, read once before lockdown
+
+    def known_names(self, job: dict[str, Any]) -> KnownNames:
+        """The names the static check accepts: the same tools and packs in every run, so built once."""
+        key = (tuple(job.get("tools", [])), tuple((p, tuple(n)) for p, n in job.get("namespaces", {}).items()))
+        if self._known is None or self._known[0] != key:
+            self._known = (key, known_names(*key))
+        return self._known[1]
 
     def symbols(self, job: dict[str, Any], bridge: ToolBridge) -> dict[str, Any]:
         symbols = dict(self.base_symbols)
@@ -191,13 +199,12 @@ class Runner:
                 found, last_value = self.starlark.run(code, job, bridge, output, deadline)
                 done.update(self._result(found, last_value, int(limits["max_result_bytes"])))
             elif engine == "python":
-                tree = ast.parse(code)
-                violations = scan(tree)
-                if violations:
-                    first = violations[0]
-                    column = None if first.column is None else first.column + 1
-                    done.update(status="error", error=_error(first.code, first.message, code, (first.line, column)))
+                budget = min(CHECK_BUDGET_S, max(0.0, deadline - time.monotonic()))
+                tree, problem = check(code, self.known_names(job), budget_s=budget)
+                if problem is not None:
+                    done.update(status="error", error=problem)
                 else:
+                    assert tree is not None  # a program that does not parse is a problem
                     evaluator = Evaluator(
                         self.symbols(job, bridge), deadline=deadline, max_steps=MAX_STEPS, output=output
                     )
@@ -306,11 +313,11 @@ def _error(code: str, message: str, source: str, where: tuple[int | None, int | 
 
 def _name_error(exc: NameError, known: list[str], code: str) -> dict[str, Any]:
     name = getattr(exc, "name", None) or ""
-    close = difflib.get_close_matches(name, [k for k in known if not k.startswith("_")], n=1)
+    close = closest(name, [k for k in known if not k.startswith("_")])
     error = _error("NAME_NOT_FOUND", f"name {name!r} is not defined", code, _where(exc))
     if close:
-        error["suggested_value"] = close[0]
-        error["message"] += f"; did you mean {close[0]!r}?"
+        error["suggested_value"] = close
+        error["message"] += f"; did you mean {close!r}?"
     error["solution"] = "Use a tool or name that exists; help() lists the tools, tools('word') searches them."
     return error
 

@@ -1,0 +1,212 @@
+"""The static check of a Python program: syntax, the sandbox's refusals and unknown names; nothing runs.
+
+A run's check happens in its worker, under the run's deadline and the worker's limits, so a program
+built to make the check expensive costs its own run's time and never the server's: the server
+process does not parse programs at all. ``attp check`` and the tests call it in the server process
+through `attp_server.checks`, which serialises the parse and compile (see `attp_server.pyast`).
+
+What only the server knows (the enabled tools and pack namespaces) arrives in the job, so that
+``reed_file(...)`` is answered with ``suggested_value = "read_file"`` before anything is evaluated.
+The work is bounded: one pass over the tree, a suggestion for the first unknown name only (at the
+bounded cost of `closest`), and a deadline checked as the tree is walked.
+
+Imported by the worker and by the server; imports nothing from the rest of ``server``.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from attp_server.sandbox.namespaces import SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS, public_names
+from attp_server.sandbox.policy import bound_names, nodes, scan
+from attp_server.sandbox.suggestions import closest
+
+CHECK_BUDGET_S = 2.0
+"""Longest a check may take (it takes milliseconds unless built to be slow); past it the run ends with TIMEOUT."""
+
+CHECK_EVERY = 512
+"""Tree nodes between two looks at the clock."""
+
+Problem = dict[str, Any]
+"""An error report: code, message, line, column, source_line, received, suggested_value, solution."""
+
+SOLUTIONS = {
+    "IMPORT_FORBIDDEN": "Delete the import: the pre-injected modules and the tools are already available by name.",
+    "FORBIDDEN": "Rewrite that part with plain data (lists, dicts, str methods) and the available tools.",
+}
+
+_COMPILE_ADVICE = {
+    "'return' outside function": "At the top level, assign the answer instead: __result__ = <value>",
+    "'break' outside loop": "Use break only inside a for or while loop.",
+    "'continue' not properly in loop": "Use continue only inside a for or while loop.",
+}
+
+_TOO_DEEP: Problem = {
+    "code": "SYNTAX_ERROR",
+    "message": "the program is nested too deeply to parse",
+    "solution": "Simplify the program: fewer nested lambdas, brackets and expressions.",
+}
+
+
+class CheckTimeout(Exception):
+    """The check ran past its budget."""
+
+
+@dataclass(frozen=True)
+class KnownNames:
+    """Every name a program can use without defining it, by kind (for suggestions, tools come first)."""
+
+    tools: frozenset[str]
+    builtins: frozenset[str]
+    namespaces: dict[str, frozenset[str]]
+    everything: frozenset[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "everything", frozenset({*self.tools, *self.builtins, *self.namespaces}))
+
+    def all(self) -> set[str]:
+        return set(self.everything)
+
+
+META_TOOLS = ("help", "tools")
+"""What every program may call besides the tools: the catalog's own lookups."""
+
+
+@functools.cache
+def _module_members() -> dict[str, frozenset[str]]:
+    return public_names()
+
+
+def known_names(tools: tuple[str, ...], packs: tuple[tuple[str, tuple[str, ...]], ...]) -> KnownNames:
+    """Every name a program may use without defining it: `tools`, builtins, modules and the `packs` namespaces."""
+    spaces = dict(_module_members())
+    spaces.update({pack: frozenset(names) for pack, names in packs})
+    return KnownNames(
+        tools=frozenset([*tools, *META_TOOLS]),
+        builtins=frozenset([*SAFE_BUILTIN_FUNCTIONS, *SAFE_EXCEPTIONS, "ToolError", "print"]),
+        namespaces=spaces,
+    )
+
+
+def _compile(tree: ast.Module, filename: str) -> None:
+    compile(tree, filename, "exec", dont_inherit=True)
+
+
+def check(
+    code: str,
+    known: KnownNames,
+    *,
+    parse: Callable[[str], ast.Module] = ast.parse,
+    compile_tree: Callable[[ast.Module, str], None] = _compile,
+    budget_s: float = CHECK_BUDGET_S,
+) -> tuple[ast.Module | None, Problem | None]:
+    """Parse and check `code`: its tree (None if it does not parse) and its first problem, or None if it may run."""
+    deadline = time.monotonic() + budget_s
+    try:
+        tree = parse(code)
+    except SyntaxError as exc:
+        return None, _syntax_error(code, exc)
+    except (RecursionError, MemoryError):
+        return None, dict(_TOO_DEEP)
+    except ValueError as exc:  # e.g. source with NUL bytes
+        return None, {"code": "SYNTAX_ERROR", "message": f"the program cannot be parsed: {exc}"}
+    try:
+        # Compiling (never executing) adds the compiler's own checks: 'return'/'break' outside their
+        # block, duplicate parameter names, and so on.
+        compile_tree(tree, "<program>")
+        walked = nodes(tree)
+        violations = scan(tree, walked)
+    except SyntaxError as exc:
+        return tree, _syntax_error(code, exc)
+    except (RecursionError, MemoryError):
+        return tree, dict(_TOO_DEEP)
+    if violations:
+        first = violations[0]
+        return tree, _located(
+            {"code": first.code, "message": first.message, "solution": SOLUTIONS.get(first.code)},
+            code,
+            first.line,
+            None if first.column is None else first.column + 1,
+        )
+    try:
+        return tree, _unknown_name(walked, code, known, deadline)
+    except CheckTimeout:
+        return tree, {
+            "code": "TIMEOUT",
+            "message": f"checking the program took more than {budget_s:g} s, so it was not run",
+            "solution": "Send a shorter program: fewer names and statements, or split the work across several calls.",
+        }
+
+
+def source_line(code: str, line: int | None) -> str | None:
+    lines = code.splitlines()
+    return lines[line - 1].rstrip() if line and 0 < line <= len(lines) else None
+
+
+def _located(problem: Problem, code: str, line: int | None, column: int | None) -> Problem:
+    problem.update(line=line, column=column, source_line=source_line(code, line))
+    return {key: value for key, value in problem.items() if value is not None}
+
+
+def _syntax_error(code: str, exc: SyntaxError) -> Problem:
+    problem = {
+        "code": "SYNTAX_ERROR",
+        "message": f"invalid Python syntax: {exc.msg}",
+        "solution": _COMPILE_ADVICE.get(exc.msg, "Fix the code at that line; it must be plain Python 3 statements."),
+    }
+    return _located(problem, code, exc.lineno, exc.offset)
+
+
+def _unknown_name(walked: list[ast.AST], code: str, known: KnownNames, deadline: float) -> Problem | None:
+    """The first (in source order) call of an unknown name or use of an unknown namespace member."""
+    bound = bound_names(walked)
+    first: tuple[int, int, ast.expr, str, str | None] | None = None  # line, column, node, name, namespace
+    for count, node in enumerate(walked):
+        if not count % CHECK_EVERY and time.monotonic() > deadline:
+            raise CheckTimeout
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            name, space = node.func.id, None
+            if name in known.everything or name in bound:
+                continue
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in known.namespaces
+            and node.value.id not in bound
+            and node.attr not in known.namespaces[node.value.id]
+            and not node.attr.startswith("_")
+        ):
+            name, space = node.attr, node.value.id
+        else:
+            continue
+        where = (node.lineno, node.col_offset)
+        if first is None or where < first[:2]:
+            first = (*where, node, name, space)
+    if first is None:
+        return None
+    line, column, node, name, space = first
+    if space is None:
+        suggestion = closest(name, known.tools) or closest(name, known.everything | bound)
+        message = f"{name}() is not a tool or function available here"
+        if suggestion:
+            message += f"; did you mean {suggestion}()?"
+        received, suggested = name, suggestion
+    else:
+        suggestion = closest(name, known.namespaces[space])
+        message = f"{space} has no member {name!r}"
+        if suggestion:
+            message += f"; did you mean {space}.{suggestion}?"
+        received, suggested = f"{space}.{name}", f"{space}.{suggestion}" if suggestion else None
+    problem = {
+        "code": "NAME_NOT_FOUND",
+        "message": message,
+        "received": received,
+        "suggested_value": suggested,
+        "solution": "Call only the tools listed in the tool description; help() and tools('word') list them.",
+    }
+    return _located(problem, code, line, column + 1)

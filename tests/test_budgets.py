@@ -1,0 +1,140 @@
+"""Server-side budgets (issue 12): what a program makes the server do is bounded, and no work outlives its run.
+
+Every test runs the real server process (workers and all) and asserts functional properties: the
+answer a call gets, what ``/healthz`` reports, how many threads the server has and how much CPU the
+server process itself spends. No test asserts a latency.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from harness import Served, serving_http
+from mcp import Client
+
+pytestmark = pytest.mark.anyio
+
+NAME_LENGTH = 150
+
+
+def static_check_bomb() -> str:
+    """Issue 12's finding 1: 19,890 characters, 65 long names bound and 65 near-identical ones called."""
+    stem = "x" * (NAME_LENGTH - 5)
+    lines = [f"b{stem}{i:04d}=0" for i in range(65)] + [f"u{stem}{i:04d}()" for i in range(65)]
+    return "\n".join(lines)
+
+
+MANY_TERMS = 'q = " ".join(["t%06d" % i for i in range(60000)])\n__result__ = len(find_page(q))'
+"""Issue 12's finding 2: a find_page query of 60,000 terms."""
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) the process itself has used, its children not included."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def thread_count(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/task"))
+
+
+async def settled_cpu(pid: int, window: float = 1.0, patience: float = 20.0) -> float:
+    """The server's CPU use (CPU seconds per second) over the first quiet `window`, waiting up to `patience`."""
+    give_up = time.monotonic() + patience
+    while True:
+        before, started = cpu_seconds(pid), time.monotonic()
+        await anyio.sleep(window)
+        rate = (cpu_seconds(pid) - before) / (time.monotonic() - started)
+        if rate < 0.1 or time.monotonic() > give_up:
+            return rate
+
+
+async def execute(client: Client, code: str) -> dict[str, Any]:
+    result = await client.call_tool("attp_execute", {"code": code})
+    assert result.structured_content is not None
+    return dict(result.structured_content)
+
+
+async def healthz(url: str) -> dict[str, Any]:
+    async with httpx.AsyncClient(timeout=60) as http:
+        response = await http.get(url + "/healthz")
+    return dict(response.json())
+
+
+@asynccontextmanager
+async def sessions(served: Served, count: int) -> AsyncIterator[list[Client]]:
+    async with AsyncExitStack() as stack:
+        yield [await stack.enter_async_context(served.client()) for _ in range(count)]
+
+
+def pid_of(served: Served) -> int:
+    assert served.process is not None
+    return served.process.pid
+
+
+# ---------------------------------------------------------------- finding 1: the static check
+
+
+async def test_static_check_bomb_costs_the_server_process_little_cpu(workspace: Path) -> None:
+    """Before: about 5-10 s of the server's own CPU (difflib against every bound name, in a server thread)."""
+    with serving_http(workspace, "--toolpack", "files") as served:
+        async with served.client() as client:
+            await execute(client, "__result__ = 1")
+            before = cpu_seconds(pid_of(served))
+            data = await execute(client, static_check_bomb())
+            spent = cpu_seconds(pid_of(served)) - before
+    assert data["error"]["code"] == "NAME_NOT_FOUND", data["error"]
+    assert data["error"]["line"] == 66
+    assert spent < 1.0, f"the server process spent {spent:.2f} CPU-s on one program's static check"
+
+
+async def test_forty_static_check_bombs_at_once_leave_a_normal_call_and_healthz_answering(workspace: Path) -> None:
+    """Before: the forty checks held the GIL and every thread of the limiter; nothing else answered for minutes."""
+    outcomes: list[str] = []
+
+    async def bomb(client: Client) -> None:
+        data = await execute(client, static_check_bomb())
+        outcomes.append(data["error"]["code"])
+
+    with serving_http(workspace, "--toolpack", "files") as served:
+        assert served.url is not None
+        async with sessions(served, 9) as clients:
+            hostile, normal = clients[:8], clients[8]
+            with anyio.fail_after(90):  # a safety net, not a latency target: before the fix this fires
+                async with anyio.create_task_group() as tasks:
+                    for i in range(40):
+                        tasks.start_soon(bomb, hostile[i % len(hostile)])
+                    await anyio.sleep(0.5)  # the bombs are in
+                    data = await execute(normal, "__result__ = 1 + 1")
+                    health = await healthz(served.url)
+    assert data["status"] == "ok" and data["result"] == 2, data
+    assert health["status"] == "ok"
+    assert len(outcomes) == 40
+    assert set(outcomes) <= {"NAME_NOT_FOUND", "SERVER_BUSY"}, outcomes
+
+
+# ---------------------------------------------------------------- finding 2: a tool call that outlives its run
+
+
+async def test_find_page_with_60000_terms_leaves_no_thread_burning(workspace: Path, tmp_path: Path) -> None:
+    """Before: TIMEOUT, then the abandoned thread kept the server at ~0.7 CPU-s per second for over a minute."""
+    flags = ["--toolpack", "memory", "--db-path", str(tmp_path / "memory.sqlite3"), "--timeout-s", "2"]
+    with serving_http(workspace, *flags) as served:
+        assert served.url is not None
+        async with served.client() as client:
+            data = await execute(client, MANY_TERMS)
+            assert data["status"] == "error"
+            rate = await settled_cpu(pid_of(served), patience=10)
+            health = await healthz(served.url)
+            after = await execute(client, '__result__ = len(find_page("hello"))')
+    assert rate < 0.1, f"the server still burns {rate:.2f} CPU-s per second after the run ended"
+    assert health["tools"]["abandoned"] == 0, health["tools"]
+    assert after["status"] == "ok", after
