@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -17,6 +18,7 @@ from typing import Any, Literal
 
 import anyio
 import pydantic_core
+from attp_server.admission import Admission
 from attp_server.catalog import Catalog
 from attp_server.docstrings import docstring_warnings
 from attp_server.envelope import Declined, EnvelopeError, Program, parse_envelope
@@ -28,6 +30,7 @@ from attp_server.sandbox.protocol import text_of
 from attp_server.sandbox.static_check import META_TOOLS, KnownNames, known_names
 from attp_server.settings import Settings
 from attp_server.tam import TamError, looks_like_tam, translate_tam
+from attp_server.tool_executor import NoThread, ToolExecutor, run_deadline
 from attp_server.toolpack import ToolError, ToolpackLoadError, ToolRegistry, load_toolpack
 from pydantic import ValidationError
 
@@ -80,11 +83,14 @@ class CallContext:
 
 @dataclass
 class _Run:
-    """State of one run: its trace and call count (the server's count is authoritative)."""
+    """State of one run: its trace and call count (the server's count is authoritative), who runs it, and until when."""
 
     calls: list[CallRecord] = field(default_factory=list)
     count: int = 0
     progress: Progress | None = None
+    session: str = "-"
+    deadline: float = math.inf
+    """When the run ends at the latest (``time.monotonic()``): tool calls, upstream calls included, read it."""
 
 
 class Runtime:
@@ -96,6 +102,8 @@ class Runtime:
         self.pool = pool
         self.catalog = Catalog(registry, settings)
         self.known = self.known_names(registry)
+        self.admission = Admission(settings)
+        self.tools = ToolExecutor(settings.tool_threads, settings.max_runs_per_session)
 
     @staticmethod
     def known_names(registry: ToolRegistry) -> KnownNames:
@@ -106,12 +114,19 @@ class Runtime:
     async def execute(self, request: ExecuteRequest, context: CallContext | None = None) -> ExecutionResult:
         context = context if context is not None else CallContext()
         started = time.perf_counter()
+        ticket = await self.admission.enter(context.session)
         try:
-            result = await self._execute(request, _Run(progress=context.progress))
+            if isinstance(ticket, ErrorInfo):
+                result = _error(request.target, ticket)
+            else:
+                result = await self._execute(request, _Run(progress=context.progress, session=context.session))
         except Exception:
             # A bug of ours must still come back as a result, never a traceback; details go to the log only.
             logger.exception("attp_execute failed inside the server")
             result = _error(request.target, ErrorInfo(code=ErrorCode.INTERNAL_ERROR, message="the server failed"))
+        finally:
+            if not isinstance(ticket, ErrorInfo):
+                self.admission.leave(ticket)
         result.elapsed_ms = round((time.perf_counter() - started) * 1000, 2)
         if result.error is not None and result.error.solution is None:
             starlark = (request.engine or self.settings.engine) == "starlark"
@@ -235,6 +250,7 @@ class Runtime:
             capture_print=self.settings.capture_print,
             engine=engine,
         )
+        run.deadline = time.monotonic() + self.settings.timeout_s
         done = await self.pool.run(job, functools.partial(self._traced_call, run))
         return self._result(done, run, target)
 
@@ -314,12 +330,13 @@ class Runtime:
         if isinstance(bound, ErrorInfo):
             return _reply_error(bound)
         try:
-            if tool.is_async:
-                value = await tool.function(**bound)
+            if tool.is_async:  # cancelled with the run: the pool's deadline cancels this task
+                with run_deadline(run.deadline):
+                    value = await tool.function(**bound)
             else:
-                value = await anyio.to_thread.run_sync(
-                    functools.partial(tool.function, **bound), abandon_on_cancel=True
-                )
+                value = await self.tools.call(tool.function, bound, session=run.session, deadline=run.deadline)
+        except NoThread as exc:
+            return _reply_error(_no_thread(tool.name, exc, self.settings.tool_threads))
         except ToolError as exc:
             return _reply_error(
                 ErrorInfo(
@@ -353,6 +370,20 @@ class Runtime:
                     tool_name=tool.name,
                 )
             )
+
+
+def _no_thread(tool: str, exc: NoThread, threads: int) -> ErrorInfo:
+    why = (
+        f"{exc.abandoned} tool call(s) of runs that already ended are still running"
+        if exc.abandoned
+        else f"all {threads} tool threads (tool_threads) are busy"
+    )
+    return ErrorInfo(
+        code=ErrorCode.SERVER_BUSY,
+        message=f"{tool}() could not start before the run's time limit: {why}",
+        tool_name=tool,
+        solution="Retry in a few seconds, with smaller inputs so that each tool call ends within the run's time limit.",
+    )
 
 
 def _capped(error: Any) -> Any:
@@ -405,4 +436,8 @@ async def open_runtime(settings: Settings, *, registry: ToolRegistry | None = No
     async with WorkerPool(
         size=settings.workers, max_workers=settings.max_workers, memory_mb=settings.memory_mb
     ) as pool:
-        yield Runtime(settings, registry, pool)
+        runtime = Runtime(settings, registry, pool)
+        try:
+            yield runtime
+        finally:
+            runtime.tools.close()

@@ -70,9 +70,12 @@ async def healthz(url: str) -> dict[str, Any]:
 
 
 @asynccontextmanager
-async def sessions(served: Served, count: int) -> AsyncIterator[list[Client]]:
+async def sessions(served: Served, count: int, transport: str = "streamable-http") -> AsyncIterator[list[Client]]:
+    """`count` clients of `served`. Over SSE each is one MCP session; the sessionless Streamable HTTP wire
+    knows a client only by its connection, and concurrent calls of one client take several connections."""
+    view = Served(transport, served.workspace, url=served.url)
     async with AsyncExitStack() as stack:
-        yield [await stack.enter_async_context(served.client()) for _ in range(count)]
+        yield [await stack.enter_async_context(view.client()) for _ in range(count)]
 
 
 def pid_of(served: Served) -> int:
@@ -138,3 +141,71 @@ async def test_find_page_with_60000_terms_leaves_no_thread_burning(workspace: Pa
     assert rate < 0.1, f"the server still burns {rate:.2f} CPU-s per second after the run ended"
     assert health["tools"]["abandoned"] == 0, health["tools"]
     assert after["status"] == "ok", after
+
+
+# ---------------------------------------------------------------- tool threads, async tools, admission
+
+
+BUDGET_FLAGS = ["--toolpack", "budget_pack:toolpack", "--timeout-s", "1"]
+
+
+async def test_abandoned_tool_calls_are_counted_and_cannot_take_other_sessions_threads(workspace: Path) -> None:
+    """A sync tool that outlives its run keeps its thread; one session keeps at most its share of them."""
+    env = {"ATTP_TOOL_THREADS": "4", "ATTP_MAX_RUNS_PER_SESSION": "2"}
+    with serving_http(workspace, *BUDGET_FLAGS, env=env) as served:
+        assert served.url is not None
+        async with sessions(served, 2, "sse") as (hostile, normal):
+            codes = [(await execute(hostile, "__result__ = nap(30)"))["error"]["code"] for _ in range(5)]
+            health = await healthz(served.url)
+            data = await execute(normal, "__result__ = nap(0)")
+            threads = thread_count(pid_of(served))
+    assert codes[:2] == ["TIMEOUT", "TIMEOUT"]
+    assert codes[2:] == ["SERVER_BUSY"] * 3, codes  # its share (2 threads) is held by its own abandoned calls
+    assert health["tools"]["abandoned"] == 2 and health["tools"]["started"] <= 4, health["tools"]
+    assert data["status"] == "ok" and data["result"] == 0, data
+    assert threads < 40, f"{threads} threads in the server"
+
+
+async def test_server_busy_names_the_session_share_and_when_to_retry(workspace: Path) -> None:
+    env = {"ATTP_MAX_RUNS_PER_SESSION": "1", "ATTP_QUEUE_TIMEOUT_S": "0.2"}
+    outcomes: list[dict[str, Any]] = []
+
+    async def runaway(client: Client) -> None:
+        outcomes.append(await execute(client, "while True:\n    pass"))
+
+    with serving_http(workspace, *BUDGET_FLAGS, env=env) as served:
+        async with sessions(served, 2, "sse") as (greedy, other), anyio.create_task_group() as tasks:
+            for _ in range(3):
+                tasks.start_soon(runaway, greedy)
+            await anyio.sleep(0.5)
+            data = await execute(other, "__result__ = 6 * 7")
+    codes = sorted(o["error"]["code"] for o in outcomes)
+    assert codes == ["SERVER_BUSY", "SERVER_BUSY", "TIMEOUT"], codes
+    busy = next(o["error"] for o in outcomes if o["error"]["code"] == "SERVER_BUSY")
+    assert "max_runs_per_session" in busy["message"]
+    assert "retry in" in busy["solution"].lower()
+    assert data["result"] == 42  # another session is not held back by the greedy one
+
+
+async def test_server_busy_when_every_slot_is_taken(workspace: Path) -> None:
+    env = {"ATTP_MAX_WORKERS": "2", "ATTP_QUEUE_TIMEOUT_S": "0.2"}
+    with serving_http(workspace, *BUDGET_FLAGS, env=env) as served:
+        async with sessions(served, 3) as (first, second, third):
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(execute, first, "while True:\n    pass")
+                tasks.start_soon(execute, second, "while True:\n    pass")
+                await anyio.sleep(0.3)
+                data = await execute(third, "__result__ = 1")
+            after = await execute(third, "__result__ = 1")
+    assert data["error"]["code"] == "SERVER_BUSY", data
+    assert "max_workers" in data["error"]["message"]
+    assert after["result"] == 1
+
+
+async def test_async_tool_is_cancelled_with_its_run(workspace: Path, tmp_path: Path) -> None:
+    marker = tmp_path / "wait"
+    with serving_http(workspace, *BUDGET_FLAGS) as served:
+        async with served.client() as client:
+            data = await execute(client, f"__result__ = wait_and_mark(30, {str(marker)!r})")
+    assert data["error"]["code"] == "TIMEOUT"
+    assert (tmp_path / "wait.cancelled").exists()

@@ -33,16 +33,22 @@ def closest(name: str, candidates: Iterable[str], cutoff: float = 0.6) -> str | 
     names, whenever the bounds above are not reached.
     """
     key = name.lower()
+    size = len(key)
+    # ratio = 2 * matches / (len(a) + len(b)) <= 2 * min / (len(a) + len(b)): lengths too far apart never
+    # match, and a case-insensitive equal has the same length.
+    shortest, longest = size * cutoff / (2 - cutoff), size * (2 - cutoff) / max(cutoff, 1e-9)
     lowered: dict[str, str] = {}
-    for candidate in sorted(set(candidates)):
-        lowered[candidate.lower()] = candidate  # as before: the last spelling (sorted) wins a case-only clash
+    for candidate in candidates:
+        if shortest <= len(candidate) <= longest:
+            folded = candidate.lower()
+            known = lowered.get(folded)
+            if known is None or candidate > known:  # a case-only clash goes to the greatest spelling, every time
+                lowered[folded] = candidate
     if key in lowered:
         return lowered[key]
-    size = len(key)
     if not size or size > MAX_NAME_CHARS:
         return None
-    # ratio = 2 * matches / (len(a) + len(b)) <= 2 * min / (len(a) + len(b)): lengths too far apart never match.
-    near = [c for c in lowered if len(c) <= MAX_NAME_CHARS and 2 * min(size, len(c)) >= cutoff * (size + len(c))]
+    near = [c for c in lowered if len(c) <= MAX_NAME_CHARS]
     if len(near) > MAX_CANDIDATES:
         near = heapq.nsmallest(MAX_CANDIDATES, near, key=lambda c: (abs(len(c) - size), c))
     matcher = SequenceMatcher()
@@ -50,8 +56,7 @@ def closest(name: str, candidates: Iterable[str], cutoff: float = 0.6) -> str | 
     bounds: list[tuple[float, str]] = []
     for candidate in near:
         matcher.set_seq1(candidate)
-        bound = matcher.quick_ratio()
-        if bound >= cutoff:
+        if matcher.real_quick_ratio() >= cutoff and (bound := matcher.quick_ratio()) >= cutoff:
             bounds.append((bound, candidate))
     best: tuple[float, str] | None = None
     for _bound, candidate in heapq.nlargest(MAX_COMPARED, bounds):

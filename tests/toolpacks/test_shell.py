@@ -349,6 +349,16 @@ async def test_bash_through_the_runtime(workspace: Path) -> None:
         assert denied["error"]["code"] == "COMMAND_DENIED"
 
 
+@pytest.mark.anyio
+async def test_command_ends_with_its_program_not_at_its_own_timeout(workspace: Path) -> None:
+    """Issue 12: a command outliving its run kept a tool thread (and itself) for up to its 120 s timeout."""
+    async with running(workspace, toolpacks=["files", "shell"], timeout_s=1.0) as runtime:
+        result = await run_code(runtime, '__result__ = bash("sleep 300 & echo $! > pid; sleep 300")["timed_out"]')
+        assert result["result"] is True or result["error"]["code"] == "TIMEOUT", result  # killed at the time limit
+        assert wait_dead(int((workspace / "pid").read_text()), within=10), "the command outlived its program"
+        assert runtime.tools.stats()["abandoned"] == 0
+
+
 def test_pid_helper_sees_live_processes() -> None:
     assert is_alive(os.getpid())
 

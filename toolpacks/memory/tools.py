@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from attp_server.errors import short_repr
+from attp_server.tool_executor import time_left
 from attp_server.toolpack import ToolError, ToolFunction
 from attp_server.toolpacks.memory.access import (
     Located,
@@ -24,8 +25,8 @@ from attp_server.toolpacks.memory.access import (
 )
 from attp_server.toolpacks.memory.options import MemoryOptions
 from attp_server.toolpacks.memory.render import render
-from attp_server.toolpacks.memory.search import search
-from attp_server.toolpacks.memory.store import Page, Segment, Store
+from attp_server.toolpacks.memory.search import MAX_QUERY_CHARS, MAX_TERMS, SearchStopped, search, terms_of
+from attp_server.toolpacks.memory.store import Page, Segment, Store, stopped
 
 MAX_FIND_RESULTS = 100
 
@@ -477,7 +478,7 @@ class MemoryTools:
         description, then in the text.
 
         Args:
-            query: Words to look for, e.g. "deadline Apollo" or '"release notes"'.
+            query: Words to look for, e.g. "deadline Apollo" or '"release notes"' (at most 20 words).
             limit: Most results to return, 1 to 100.
             segment: Only search this segment id, e.g. "usr"; None searches all.
 
@@ -486,7 +487,8 @@ class MemoryTools:
             characters around the first hit (from the detail text when it matches there).
 
         Raises:
-            ToolError: INVALID_ARGUMENT (empty query, limit out of range), SEGMENT_NOT_FOUND.
+            ToolError: INVALID_ARGUMENT (empty query, over 1,000 characters or 20 words, limit out of range),
+                SEGMENT_NOT_FOUND.
 
         Example:
             hits = find_page("deadline Apollo", limit=5)
@@ -501,6 +503,25 @@ class MemoryTools:
                 expected='words to search for, e.g. "deadline"',
                 solution="Call view() to browse the whole tree instead.",
             )
+        if len(query) > MAX_QUERY_CHARS:
+            raise ToolError(
+                "INVALID_ARGUMENT",
+                f"find_page() takes a query of at most {MAX_QUERY_CHARS:,} characters; this one has {len(query):,}.",
+                parameter_name="query",
+                received=short_repr(query),
+                expected=f"a few words, at most {MAX_QUERY_CHARS:,} characters",
+                solution="Search for the few most distinctive words; call find_page again for other words.",
+            )
+        terms = len(terms_of(query))
+        if terms > MAX_TERMS:
+            raise ToolError(
+                "INVALID_ARGUMENT",
+                f"find_page() takes at most {MAX_TERMS} distinct words per query; this one has {terms}.",
+                parameter_name="query",
+                received=short_repr(query),
+                expected=f"at most {MAX_TERMS} words",
+                solution="Search for the few most distinctive words; call find_page again for other words.",
+            )
         if not 1 <= limit <= MAX_FIND_RESULTS:
             raise ToolError(
                 "INVALID_ARGUMENT",
@@ -512,7 +533,10 @@ class MemoryTools:
             )
         with self.store.transaction(write=False) as tx:
             segments = [visible_segment(tx, segment, "segment")] if segment is not None else visible_segments(tx)
-            hits = search(tx, query, [s.id for s in segments], limit)
+            try:
+                hits = search(tx, query, [s.id for s in segments], limit, time_left)
+            except SearchStopped:
+                raise stopped() from None
             return [{**page_summary(hit.page), "snippet": hit.snippet} for hit in hits]
 
     def view(self, segment: str | None = None) -> str:
