@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from attp_server.tool_executor import run_deadline
 from attp_server.toolpack import ToolError, ToolpackContext, ToolRegistry, load_toolpack
 from attp_server.toolpacks.files import FilesOptions, toolpack
 from attp_server.toolpacks.files import tools as files_tools
@@ -404,6 +406,12 @@ def test_list_files_refused(tree: SimpleNamespace, kwargs: dict[str, Any], code:
 def test_list_files_suggests_folder(tree: SimpleNamespace) -> None:
     assert raises_code("FILE_NOT_FOUND", tree.list_files, "srcc").suggested_value == "src"
     assert raises_code("INVALID_PATTERN", tree.list_files, pattern="src/*.py").suggested_value == "*.py"
+
+
+def test_recursive_listing_stops_at_its_programs_time_limit(tree: SimpleNamespace) -> None:
+    with run_deadline(time.monotonic() - 1):
+        assert raises_code("TIMEOUT", tree.list_files, recursive=True).parameter_name == "directory"
+    assert tree.list_files(recursive=True)  # outside a run: no time limit
 
 
 def test_list_files_too_many(files: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> None:

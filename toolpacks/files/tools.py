@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from fnmatch import fnmatchcase
 from pathlib import Path, PurePosixPath
 
+from attp_server.tool_executor import time_left
 from attp_server.toolpack import ToolError, ToolFunction
 from attp_server.toolpacks.files.workspace import Resolved, Workspace, os_errors
 from pydantic import BaseModel, ConfigDict, Field
@@ -288,6 +289,13 @@ class FileTools:
             return
         # followlinks=False: linked folders are neither escaped through nor listed twice.
         for dirpath, _dirnames, filenames in os.walk(top, followlinks=False):
+            if time_left() == 0.0:  # the program's time is up: nobody waits for the rest of a huge tree
+                raise ToolError(
+                    "TIMEOUT",
+                    "list_files() was stopped at the program's time limit, still walking the folders.",
+                    parameter_name="directory",
+                    solution="List a smaller folder, or use recursive=False and go down one folder at a time.",
+                )
             base = PurePosixPath(Path(dirpath).relative_to(top).as_posix())
             yield from ((base / name, False) for name in filenames if self._kind(Path(dirpath, name)) == "file")
 
