@@ -503,6 +503,14 @@ def test_terms_are_distinct_in_linear_time() -> None:
     assert terms_of(" ".join(words + [w.upper() for w in words])) == words
 
 
+def test_create_contents_page_refuses_more_than_1000_children(library: Memory) -> None:
+    """A list of 100,000 children cost a quadratic duplicate check (list.count per child) before any move."""
+    before = library.rows()
+    error = raises_code("INVALID_ARGUMENT", library.create_contents_page, "G", "", "usr-0", ["usr-1"] * 100_000)
+    assert error.parameter_name == "children" and "1,000" in error.message
+    assert library.rows() == before
+
+
 def test_memory_call_past_its_runs_deadline_is_stopped(library: Memory) -> None:
     """Within a run, a memory call never outlives the run's deadline: SQLite is interrupted there."""
     with run_deadline(time.monotonic() - 1):

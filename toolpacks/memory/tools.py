@@ -29,6 +29,8 @@ from attp_server.toolpacks.memory.search import MAX_QUERY_CHARS, MAX_TERMS, Sear
 from attp_server.toolpacks.memory.store import Page, Segment, Store, stopped
 
 MAX_FIND_RESULTS = 100
+MAX_CHILDREN = 1_000
+"""Most pages one create_contents_page call moves (each move shifts its siblings' positions)."""
 
 
 def segment_info(segment: Segment) -> dict[str, Any]:
@@ -338,7 +340,8 @@ class MemoryTools:
             name: Short title, e.g. "Project Apollo".
             description: One-line summary of what the group holds; shown even when it is hidden.
             parent_index: Index of the contents page to put it in, e.g. "usr-0".
-            children: Indexes of existing pages (same segment) to move into it, in this order; [] or None for none.
+            children: Indexes of existing pages (same segment) to move into it, in this order (at most 1,000);
+                [] or None for none.
 
         Returns:
             The new page's index, e.g. "usr-13". New pages start expanded.
@@ -347,7 +350,8 @@ class MemoryTools:
             ToolError: PAGE_NOT_FOUND (suggested_value holds the closest index), PERMISSION_DENIED (a read-only
                 segment), NOT_A_CONTENTS_PAGE (parent_index is a detail page), INVALID_MOVE (a child is a root, the
                 parent itself or one of its ancestors, in another segment, or listed twice), INVALID_ARGUMENT (empty
-                name, text too long), MEMORY_BUSY (another server process held the database too long: call again).
+                name, text too long, over 1,000 children), MEMORY_BUSY (another server process held the database
+                too long: call again).
 
         Example:
             group = create_contents_page("Project Apollo", "Everything about Apollo", "usr-0", ["usr-4", "usr-7"])
@@ -355,13 +359,26 @@ class MemoryTools:
         check_text(self.options, "name", name)
         check_text(self.options, "description", description)
         wanted = list(children or [])
+        if len(wanted) > MAX_CHILDREN:
+            raise ToolError(
+                "INVALID_ARGUMENT",
+                f"create_contents_page() moves at most {MAX_CHILDREN:,} pages at once; children lists {len(wanted):,}.",
+                parameter_name="children",
+                received=f"{len(wanted):,} page indexes",
+                expected=f"at most {MAX_CHILDREN:,} page indexes",
+                solution="Create the page with some of them, then move the others with move_page(source, target).",
+            )
         with self.store.transaction(write=True) as tx:
             parent = writable(tx, parent_index, "create a page under", "parent_index")
             contents_page(parent, "create a page under", "parent_index")
             moving: list[Located] = []
+            seen: set[str] = set()
             for child in wanted:
-                if wanted.count(child) > 1:
+                if child in seen:
                     raise invalid_move(f"{child!r} is listed twice in children.", "children", child)
+                seen.add(child)
+                if time_left() == 0.0:
+                    raise stopped()
                 found = writable(tx, child, "move", "children")
                 check_move(tx, found, parent, "children")
                 moving.append(found)
