@@ -16,7 +16,7 @@ from attp_server import __version__
 from attp_server.atdf import atdf_descriptor
 from attp_server.catalog import tool_text
 from attp_server.errors import suggest
-from attp_server.results import ExecutionResult, render
+from attp_server.results import ExecutionResult, render, structured
 from attp_server.runtime import CallContext, ExecuteRequest, Runtime
 from attp_server.signals import on_stop_signal
 from attp_server.skills import SkillError, SkillLibrary, default_skills_dirs
@@ -68,9 +68,10 @@ def create_server(runtime: Runtime) -> MCPServer:
         context = CallContext(session=session_of(ctx), progress=progress)
         request = ExecuteRequest(code=code, envelope=envelope, target=target, thought=thought, engine=engine)
         result = await runtime.execute(request, context)
+        data = structured(result)
         return CallToolResult(
-            content=[TextContent(type="text", text=render(result, settings.result_format))],
-            structured_content=result.model_dump(mode="json"),
+            content=[TextContent(type="text", text=render(result, settings.result_format, data))],
+            structured_content=data,
             is_error=result.is_error,
         )
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import tomllib
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from attp_server.errors import ErrorInfo
-from attp_server.results import CallRecord, ExecutionResult, render, render_toml
+from attp_server.results import CallRecord, ExecutionResult, render, render_toml, structured
 
 SPEC_FIELDS = {"status", "target", "result", "stdout", "truncated", "hint", "calls", "error", "elapsed_ms"}
 SPEC_ERROR_FIELDS = {
@@ -265,3 +265,34 @@ def test_schema_calls_have_tool_ok_ms_error_code() -> None:
 def test_schema_is_json_serialisable() -> None:
     schema = ExecutionResult.model_json_schema()
     assert json.loads(json.dumps(schema)) == schema
+
+
+# ---------------------------------------------------------------- the rendering budget (issue 12)
+
+
+@pytest.mark.parametrize("result_format", ["toml", "json"])
+def test_a_large_result_is_written_by_pydantic_core_not_by_a_python_writer(
+    result_format: Literal["toml", "json"], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 1 MB result took about a second of the event loop in tomli_w (or json's indenting encoder)."""
+
+    def refuse(*_args: Any, **_kwargs: Any) -> str:
+        raise AssertionError("a Python-level writer rendered a large result")
+
+    monkeypatch.setattr("attp_server.results.tomli_w.dumps", refuse)
+    monkeypatch.setattr("attp_server.results.json.dumps", refuse)
+    big = ExecutionResult(status="ok", result=[[i, "x"] for i in range(20_000)], stdout="done\n")
+    text = render(big, result_format)
+    assert json.loads(text) == big.model_dump(mode="json")
+
+
+def test_structured_content_is_the_whole_result() -> None:
+    for result in (OK, ERROR):
+        data = structured(result)
+        assert data == result.model_dump(mode="json")
+        assert list(data) == list(result.model_dump(mode="json"))
+
+
+def test_small_results_keep_their_format() -> None:
+    assert tomllib.loads(render(OK, "toml"))["result"] == OK.result
+    assert render(OK, "json").startswith("{\n  ")
