@@ -20,6 +20,8 @@ import pytest
 from harness import Served, serving_http
 from mcp import Client
 
+from bench.load import run_load
+
 pytestmark = pytest.mark.anyio
 
 NAME_LENGTH = 150
@@ -209,3 +211,31 @@ async def test_async_tool_is_cancelled_with_its_run(workspace: Path, tmp_path: P
             data = await execute(client, f"__result__ = wait_and_mark(30, {str(marker)!r})")
     assert data["error"]["code"] == "TIMEOUT"
     assert (tmp_path / "wait.cancelled").exists()
+
+
+# ---------------------------------------------------------------- the load test, short form
+
+
+EXPECTED = {
+    "static_check_bomb": {"NAME_NOT_FOUND", "SERVER_BUSY"},
+    "find_page_60000_terms": {"INVALID_ARGUMENT", "SERVER_BUSY"},
+    "bytearray_width": {"MEMORY_LIMIT", "SERVER_BUSY"},
+    "bytearray_join": {"MEMORY_LIMIT", "SERVER_BUSY"},
+    "runaway_loop": {"TIMEOUT", "SERVER_BUSY"},
+    "runaway_regex": {"TIMEOUT", "SERVER_BUSY"},
+}
+
+
+async def test_hostile_load_leaves_a_normal_session_answered_and_the_server_settles(tmp_path: Path) -> None:
+    """`python -m bench --only load` in short: its functional properties, never its timings."""
+    result = await run_load(tmp_path, hostile=3, duration=4.0)
+    assert result.latencies, "the normal client made no call"
+    assert result.errors == []
+    assert result.health_latencies
+    assert result.max_threads < 60 and result.threads_after < 30, (result.max_threads, result.threads_after)
+    assert result.settle_s is not None, "the server did not go idle after the hostile load"
+    assert result.abandoned_after == 0
+    assert result.hostile, "the hostile clients made no call"
+    for outcome in result.hostile:
+        shape, code = outcome.split(":")
+        assert code in EXPECTED[shape], outcome

@@ -9,6 +9,7 @@ own worker, so concurrent runs never share one.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -31,6 +32,12 @@ logger = logging.getLogger(__name__)
 
 KILL_GRACE_S = 0.1
 """How long past its own deadline a worker may take to report TIMEOUT before it is killed."""
+
+LONG_RUN_S = 0.5
+LONG_RUN_NICE = 19
+"""A run still going after LONG_RUN_S drops to the lowest CPU priority, so that on a busy CPU short runs (most
+calls) go first and runaways share what is left. Its worker retires afterwards: raising a priority back
+needs a privilege the server may not have."""
 
 _BOOT = "from attp_server.sandbox.worker import main; main()"
 """The worker's whole program: the installed package (a wheel, or an editable checkout) is importable as is."""
@@ -95,6 +102,7 @@ class WorkerProcess:
     directory: str
     lockdown: dict[str, Any] = field(default_factory=dict)
     killed: bool = False
+    demoted: bool = False
     _buffer: bytearray = field(default_factory=bytearray)
 
     @property
@@ -261,6 +269,7 @@ class WorkerPool:
             worker = await self._acquire()
             self._running.add(worker)
             reusable = False
+            demotion = asyncio.get_running_loop().call_later(LONG_RUN_S, _demote, worker)
             try:
                 with anyio.move_on_after(job.timeout_s + KILL_GRACE_S):
                     await worker.send(job.message())
@@ -290,9 +299,10 @@ class WorkerPool:
                 self.cancelled += 1  # the client cancelled the call: the worker is killed below, at once
                 raise
             finally:
+                demotion.cancel()
                 self._running.discard(worker)
                 self.runs += 1
-                if reusable and worker.alive:
+                if reusable and worker.alive and not worker.demoted:
                     self._idle.append(worker)
                 else:
                     await worker.kill()
@@ -371,6 +381,18 @@ class WorkerPool:
         worker.lockdown = dict(ready.get("lockdown") or {})
         self.lockdown = worker.lockdown
         return worker
+
+
+def _set_nice(pid: int, nice: int) -> None:
+    """Set the CPU priority of a worker's process group (its own session); best effort."""
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PGRP, pid, min(nice, LONG_RUN_NICE))
+
+
+def _demote(worker: WorkerProcess) -> None:
+    if not worker.killed and worker.alive:
+        worker.demoted = True
+        _set_nice(worker.pid, LONG_RUN_NICE)
 
 
 async def _drain_stderr(stream: anyio.abc.ByteReceiveStream, pid: int) -> None:
