@@ -11,6 +11,7 @@ import logging
 import math
 import time
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ from attp_server.sandbox.static_check import META_TOOLS, KnownNames, known_names
 from attp_server.settings import Settings
 from attp_server.tam import TamError, looks_like_tam, translate_tam
 from attp_server.tool_executor import NoThread, ToolExecutor, run_deadline
-from attp_server.toolpack import ToolError, ToolpackLoadError, ToolRegistry, load_toolpack
+from attp_server.toolpack import Tool, ToolError, ToolpackLoadError, ToolRegistry, load_toolpack
 from pydantic import ValidationError
 
 logger = logging.getLogger(__name__)
@@ -54,6 +55,11 @@ STARLARK_SOLUTIONS: dict[str, str] = {
 }
 
 Engine = Literal["python", "starlark"]
+
+INLINE_BUDGET_S = 0.002
+INLINE_STRIKES = 3
+"""A tool declared inline (`Toolpack.inline`) that holds the event loop longer than INLINE_BUDGET_S (CPU time, so
+that a garbage collection or a preemption is not held against it) INLINE_STRIKES times runs on tool threads after."""
 
 
 @dataclass(frozen=True)
@@ -104,6 +110,9 @@ class Runtime:
         self.known = self.known_names(registry)
         self.admission = Admission(settings)
         self.tools = ToolExecutor(settings.tool_threads, settings.max_runs_per_session)
+        self.slow_inline: set[str] = set()
+        """Tools declared inline that took longer than INLINE_BUDGET_S INLINE_STRIKES times: they run on threads."""
+        self._inline_strikes: Counter[str] = Counter()
 
     @staticmethod
     def known_names(registry: ToolRegistry) -> KnownNames:
@@ -281,6 +290,24 @@ class Runtime:
 
     # ------------------------------------------------------------ tool calls from the worker
 
+    def _inline(self, tool: Tool, bound: dict[str, Any], deadline: float) -> Any:
+        """Call a tool its pack declares cheap on the event loop; one that is not cheap goes to the threads."""
+        started = time.thread_time()  # CPU time: a preemption of the server on a busy machine is not the tool's
+        try:
+            with run_deadline(deadline):
+                return tool.function(**bound)
+        finally:
+            spent = time.thread_time() - started
+            if spent > INLINE_BUDGET_S:
+                self._inline_strikes[tool.name] += 1
+                if self._inline_strikes[tool.name] >= INLINE_STRIKES:
+                    self.slow_inline.add(tool.name)
+                    logger.warning(
+                        "tool %s is declared inline but held the event loop %.1f ms; it runs on tool threads now",
+                        tool.name,
+                        spent * 1000,
+                    )
+
     async def _traced_call(self, run: _Run, name: str, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
         started = time.perf_counter()
         reply = await self._call(run, name, args, kwargs)
@@ -333,6 +360,8 @@ class Runtime:
             if tool.is_async:  # cancelled with the run: the pool's deadline cancels this task
                 with run_deadline(run.deadline):
                     value = await tool.function(**bound)
+            elif tool.inline and tool.name not in self.slow_inline:
+                value = self._inline(tool, bound, run.deadline)
             else:
                 value = await self.tools.call(tool.function, bound, session=run.session, deadline=run.deadline)
         except NoThread as exc:

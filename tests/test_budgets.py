@@ -8,6 +8,7 @@ server process itself spends. No test asserts a latency.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -17,6 +18,9 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from attp_server.runtime import ExecuteRequest, open_runtime
+from attp_server.settings import Settings
+from attp_server.toolpack import Toolpack, ToolpackLoadError, ToolRegistry
 from harness import Served, serving_http
 from mcp import Client
 
@@ -239,3 +243,62 @@ async def test_hostile_load_leaves_a_normal_session_answered_and_the_server_sett
     for outcome in result.hostile:
         shape, code = outcome.split(":")
         assert code in EXPECTED[shape], outcome
+
+
+# ---------------------------------------------------------------- inline tools (issue 16: no thread hop for cheap tools)
+
+
+def where() -> str:
+    """Name the thread the tool runs on."""
+    return threading.current_thread().name
+
+
+async def async_where() -> str:
+    """Name the thread the tool runs on."""
+    return threading.current_thread().name
+
+
+def spin(ms: float) -> str:
+    """Burn `ms` milliseconds of CPU, then name the thread the tool ran on.
+
+    Args:
+        ms: Milliseconds of CPU to burn.
+    """
+    started = time.thread_time()
+    while time.thread_time() - started < ms / 1000:
+        pass
+    return threading.current_thread().name
+
+
+INLINE_PACK = Toolpack(name="probe", description="Where tools run.", tools=[where, spin], inline=["where", "spin"])
+
+
+async def test_inline_tools_run_on_the_event_loop_until_they_prove_slow(workspace: Path) -> None:
+    registry = ToolRegistry([INLINE_PACK], workspace, {})
+    async with open_runtime(Settings(workspace=workspace, toolpacks=[], workers=1), registry=registry) as runtime:
+        loop_thread = threading.current_thread().name
+        cheap = await runtime.execute(ExecuteRequest(code="__result__ = [where(), spin(0)]"))
+        assert cheap.result == [loop_thread, loop_thread]
+        slow = await runtime.execute(ExecuteRequest(code="__result__ = [spin(5) for i in range(4)]"))
+        assert slow.result is not None
+        assert slow.result[:3] == [loop_thread] * 3  # three strikes over INLINE_BUDGET_S ...
+        assert slow.result[3].startswith("attp-tool-")  # ... and it runs on a tool thread
+        assert runtime.slow_inline == {"spin"}
+        again = await runtime.execute(ExecuteRequest(code="__result__ = where()"))
+        assert again.result == loop_thread
+
+
+@pytest.mark.parametrize(
+    ("pack", "says"),
+    [
+        pytest.param(
+            Toolpack(name="p", description="d", tools=[where], inline=["wher"]), "inline names unknown", id="unknown"
+        ),
+        pytest.param(
+            Toolpack(name="p", description="d", tools=[async_where], inline=["async_where"]), "is async", id="async"
+        ),
+    ],
+)
+def test_a_wrong_inline_declaration_is_a_load_error(pack: Toolpack, says: str, workspace: Path) -> None:
+    with pytest.raises(ToolpackLoadError, match=says):
+        ToolRegistry([pack], workspace, {})
