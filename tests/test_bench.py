@@ -46,5 +46,9 @@ def test_bench_quick_run_prints_and_writes_every_figure(tmp_path: Path) -> None:
 def test_breakdown_runs_and_reports_each_piece() -> None:
     """``python -m bench.breakdown`` at a few rounds: its figures exist and are positive, never their values."""
     figures = anyio.run(breakdown, 3)
-    assert set(figures) == {"w1_runtime_execute_ms", "static_check_ms", "thread_hop_ms"}
+    assert set(figures) == {
+        "stdio_noop_ms", "stdio_shape_ms", "stdio_attp_w1_ms", "stdio_shape_vs_noop", "stdio_attp_vs_noop",
+        "w1_runtime_execute_ms", "w1_runtime_execute_threaded_ms", "trivial_runtime_execute_ms",
+        "w1_server_cpu_per_run_ms",
+    }  # fmt: skip
     assert all(value > 0 for value in figures.values())

@@ -19,6 +19,7 @@ import anyio
 import httpx
 import pytest
 from attp_server.runtime import ExecuteRequest, open_runtime
+from attp_server.sandbox.pool import LONG_RUN_NICE
 from attp_server.settings import Settings
 from attp_server.toolpack import Toolpack, ToolpackLoadError, ToolRegistry
 from harness import Served, serving_http
@@ -302,3 +303,34 @@ async def test_inline_tools_run_on_the_event_loop_until_they_prove_slow(workspac
 def test_a_wrong_inline_declaration_is_a_load_error(pack: Toolpack, says: str, workspace: Path) -> None:
     with pytest.raises(ToolpackLoadError, match=says):
         ToolRegistry([pack], workspace, {})
+
+
+# ---------------------------------------------------------------- CPU priority of long runs
+
+
+def nice_of(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16])
+
+
+async def test_a_long_run_drops_to_the_lowest_cpu_priority_and_its_worker_retires(workspace: Path) -> None:
+    """On a busy CPU short runs go first: a run past LONG_RUN_S is niced to 19, and its worker is not reused."""
+    settings = Settings(workspace=workspace, toolpacks=[], workers=1, timeout_s=3.0)
+    async with open_runtime(settings, registry=ToolRegistry([], workspace, {})) as runtime:
+        niced: list[int] = []
+
+        async def watch() -> None:
+            while not runtime.pool.running_pids():
+                await anyio.sleep(0.01)
+            pid = runtime.pool.running_pids()[0]
+            assert nice_of(pid) == nice_of(os.getpid())
+            while nice_of(pid) != LONG_RUN_NICE:
+                await anyio.sleep(0.05)
+            niced.append(pid)
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(watch)
+            result = await runtime.execute(ExecuteRequest(code="x = 0\nfor i in range(10**9):\n    x += 1"))
+        assert result.error is not None and result.error.code == "TIMEOUT"
+        assert niced and niced[0] not in runtime.pool.worker_pids()
+        quick = await runtime.execute(ExecuteRequest(code="__result__ = 1"))
+        assert quick.result == 1
