@@ -18,6 +18,7 @@ from attp_server.catalog import tool_text
 from attp_server.errors import suggest
 from attp_server.results import ExecutionResult, render, structured
 from attp_server.runtime import CallContext, ExecuteRequest, Runtime
+from attp_server.settings import Settings
 from attp_server.signals import on_stop_signal
 from attp_server.skills import SkillError, SkillLibrary, default_skills_dirs
 from attp_server.toolpack import Tool
@@ -68,10 +69,9 @@ def create_server(runtime: Runtime) -> MCPServer:
         context = CallContext(session=session_of(ctx), progress=progress)
         request = ExecuteRequest(code=code, envelope=envelope, target=target, thought=thought, engine=engine)
         result = await runtime.execute(request, context)
-        data = structured(result)
         return CallToolResult(
-            content=[TextContent(type="text", text=render(result, settings.result_format, data))],
-            structured_content=data,
+            content=[TextContent(type="text", text=render(result, text_format(settings, ctx)))],
+            structured_content=structured(result),
             is_error=result.is_error,
         )
 
@@ -93,6 +93,22 @@ def create_server(runtime: Runtime) -> MCPServer:
         structured_output=True,
     )
     return server
+
+
+def text_format(settings: Settings, ctx: Context) -> Literal["toml", "json"]:
+    """The text block's format for this caller: JSON for the clients `json_clients` names, else `result_format`.
+
+    The name is the ``clientInfo.name`` the client sent. n8n's standalone MCP Client node (version 1)
+    ignores ``structuredContent`` and hands the workflow the text, JSON-parsed when it parses: JSON
+    gives the workflow an object whose ``status`` an IF node can test, TOML only a string. A client
+    that claims another's name merely gets the same result in the other format.
+    """
+    try:
+        params = ctx.session.client_params
+    except ValueError:  # no request context: not a call from a client
+        return settings.result_format
+    name = params.client_info.name if params is not None else None
+    return "json" if name in settings.json_clients else settings.result_format
 
 
 def session_of(ctx: Context) -> str:

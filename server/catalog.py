@@ -1,20 +1,43 @@
-"""Tool descriptions as the model reads them: the compact catalog, ``help(name)`` and ``tools(query)``.
+"""Tool descriptions as the model reads them: the tool description, ``help(name)`` and ``tools(query)``.
 
-Built once from the registry at startup (signatures and docstrings never change while serving).
+The description of ``attp_execute`` is all most models ever read (Claude Desktop and n8n never open
+resources on their own), so it must be enough to write a first program that works: the rules in a
+few lines, then one compact line per tool, ``read_file(path, max_lines=1000, offset=0) -> str — Read
+a UTF-8 text file…``, grouped by pack, within `DESCRIPTION_BUDGET` characters. Past the budget the
+first tools keep their signatures and the rest are named, with the count and how to look further.
+Everything is read from the registry, so built-in, third-party and upstream packs are described alike.
+
+Built once at startup (signatures and docstrings never change while serving).
 """
 
 from __future__ import annotations
 
+import collections.abc
+import inspect
+import types
+import typing
+from collections.abc import Callable
 from typing import Any
 
-from attp_server.prompt import system_prompt
+from attp_server.prompt import REFUSED_PYTHON, CodeFacts, system_prompt
 from attp_server.sandbox.namespaces import MODULE_NAMES
 from attp_server.sandbox.starlark_engine import LANGUAGE_NOTES
 from attp_server.settings import Settings
 from attp_server.toolpack import Tool, ToolRegistry
 
-DESCRIPTION_BUDGET = 4000
-"""Characters of catalog in the tool description; past it only toolpack names are listed."""
+DESCRIPTION_BUDGET = 8000
+"""Characters of the whole tool description; past it, tools are named instead of shown with signatures."""
+SUMMARY_CHARS = 110
+"""A tool's summary (its docstring's first line) is cut at a word near this length."""
+PACK_DESCRIPTION_CHARS = 160
+PARAMETERS_CHARS = 120
+"""A signature longer than this keeps its required parameters and ends in ``...`` (upstream tools can have dozens)."""
+STARLARK_MODULES = ("json", "math")
+
+
+def enabled_modules(settings: Settings) -> tuple[str, ...]:
+    """The modules a program can use by name: the one list the description, prompt and help() read."""
+    return STARLARK_MODULES if settings.engine == "starlark" else MODULE_NAMES
 
 
 def tool_text(tool: Tool) -> str:
@@ -24,70 +47,262 @@ def tool_text(tool: Tool) -> str:
     return f'def {tool.signature_text()}:\n    """\n{body}\n    """' if doc else f"def {tool.signature_text()}: ..."
 
 
+def compact_signature(tool: Tool) -> str:
+    """``read_file(path, max_lines=1000, offset=0) -> str``: what a call looks like, in few characters.
+
+    A parameter shows its type only when neither ``str`` nor its default tells it
+    (``children: list[str] = None``); return types drop what is inside dicts (``list[dict]``).
+    """
+    parts: list[str] = []
+    required = 0
+    for parameter in tool.signature.parameters.values():
+        text = parameter.name
+        annotation = type_text(parameter.annotation)
+        default = parameter.default
+        if default is inspect.Parameter.empty or default is None:
+            if annotation not in ("str", "str | None", "any", "any | None"):
+                text += f": {annotation.removesuffix(' | None')}"
+            if default is None:
+                text += "=None" if ":" not in text else " = None"
+        else:
+            text += f"={default!r}"
+        if parameter.kind is inspect.Parameter.VAR_POSITIONAL:
+            text = "*" + text
+        elif parameter.kind is inspect.Parameter.VAR_KEYWORD:
+            text = "**" + text
+        if default is inspect.Parameter.empty and parameter.kind not in (
+            inspect.Parameter.VAR_POSITIONAL,
+            inspect.Parameter.VAR_KEYWORD,
+        ):
+            required = len(parts) + 1
+        parts.append(text)
+    shown = parts
+    while len(", ".join(shown)) > PARAMETERS_CHARS and len(shown) > max(required, 1):
+        shown = shown[:-1]
+    params = ", ".join(shown) + (", ..." if len(shown) < len(parts) else "")
+    returns = tool.signature.return_annotation
+    arrow = "" if returns is inspect.Signature.empty else f" -> {type_text(returns)}"
+    return f"{tool.name}({params}){arrow}"
+
+
+def type_text(annotation: Any) -> str:
+    """A short spelling of a type: ``list[dict]``, ``dict | None``, ``'a' | 'b'``; ``any`` when unknown."""
+    if annotation is inspect.Parameter.empty or annotation is Any:
+        return "any"
+    if annotation is None or annotation is type(None):
+        return "None"
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return type_text(args[0])
+    if origin is typing.Union or origin is types.UnionType:
+        return " | ".join(dict.fromkeys(type_text(arg) for arg in args))
+    if origin is typing.Literal:
+        return " | ".join(repr(arg) for arg in args)
+    if origin in (dict, collections.abc.Mapping):
+        return "dict"
+    if origin in (list, set, frozenset, collections.abc.Sequence, collections.abc.Iterable) and len(args) == 1:
+        name = "list" if origin is not set and origin is not frozenset else origin.__name__
+        return f"{name}[{type_text(args[0])}]"
+    if origin is tuple:
+        return "list"  # tuples arrive as lists
+    if isinstance(annotation, type):
+        return annotation.__name__
+    text = str(annotation).replace("typing.", "")
+    return text if len(text) <= 40 else "any"
+
+
+def shorten(text: str, limit: int) -> str:
+    """`text` on one line, cut at a word before `limit` characters (with an ellipsis)."""
+    line = " ".join(text.split())
+    if len(line) <= limit:
+        return line
+    cut = line[: limit - 1].rsplit(" ", 1)[0].rstrip(",;:")
+    return cut + "…"
+
+
+def _most(top: int, fits: Callable[[int], bool]) -> int | None:
+    """The largest k in 0..top with fits(k), or None; fits is (nearly) monotonic, so bisect, then step up."""
+    if not fits(0):
+        return None
+    low, high = 0, top
+    while low < high:
+        middle = (low + high + 1) // 2
+        if fits(middle):
+            low = middle
+        else:
+            high = middle - 1
+    while low < top and fits(low + 1):
+        low += 1
+    return low
+
+
 class Catalog:
     """What the model can read about the enabled tools, prepared once."""
 
     def __init__(self, registry: ToolRegistry, settings: Settings) -> None:
         self.registry = registry
         self.settings = settings
+        self.modules = enabled_modules(settings)
         self.description = self._description()
+
+    # ------------------------------------------------------------ the tool description
+
+    def facts(self) -> CodeFacts:
+        """What a program may use, for the prompt (the description states the same)."""
+        return CodeFacts(
+            engine=self.settings.engine,
+            modules=self.modules,
+            timeout_s=self.settings.timeout_s,
+            max_tool_calls=self.settings.max_tool_calls,
+            max_code_chars=self.settings.max_code_chars,
+            max_result_bytes=self.settings.max_result_bytes,
+            result_format=self.settings.result_format,
+            reaching_out=self._reaching_out(),
+        )
+
+    def _reaching_out(self) -> list[str]:
+        """The tools that reach beyond the workspace (the network, processes, other systems)."""
+        return [tool.name for tool in self.registry.tools.values() if tool.marks.open_world]
 
     def _rules(self) -> str:
         s = self.settings
+        engine = s.engine.capitalize()
+        lines = [
+            f"Run a short {engine} program that calls the tools listed below, and get back its result. One program "
+            "can make many tool calls: loop, filter and combine their results in code instead of calling one tool "
+            "per round trip.",
+            "",
+            "Rules:",
+            "- Tools are plain functions: call them by name (or as pack.tool); they return data (str, list, dict).",
+        ]
+        modules = ", ".join(self.modules)
         if s.engine == "starlark":
-            modules = "json and math are pre-injected, no import.\n"
-            language = f"- {LANGUAGE_NOTES}\n"
+            lines.append(f"- Modules ready to use: {modules}. Nothing can be imported.")
+            lines.append(f"- {LANGUAGE_NOTES}")
         else:
-            modules = f"Pre-injected modules, no import: {', '.join(MODULE_NAMES)}.\n"
-            language = (
-                "- A failed tool call raises ToolError: try: ... except ToolError as e: use e.code, e.message.\n"
-                "- Not available: import, names or attributes starting with _, class, with, yield, open, eval, exec, "
-                "getattr, type, dir, globals.\n"
-            )
-        return (
-            f"Run a short {s.engine.capitalize()} program that calls the tools below, and get back its result. One "
-            "call can do many tool calls: loop, filter and combine their results in code instead of calling tools "
-            "one at a time.\n"
-            "\n"
-            "Rules:\n"
-            f"- Call tools directly by name (also as pack.tool); no import. {modules}"
+            lines.append(f"- Modules ready to use, without import (import statements are refused): {modules}.")
+        lines.append(
             "- Put the answer in __result__ (JSON data: dict, list, str, number, bool, None); without it the last "
-            "expression's value is returned. print() output comes back as stdout.\n"
-            f"{language}"
+            "expression's value is returned. print() output comes back as stdout."
+        )
+        if s.engine != "starlark":
+            lines.append(
+                "- A failed tool call raises ToolError; catch it with `except ToolError as e:` and read e.code "
+                "(e.g. FILE_NOT_FOUND), e.message, e.suggested_value, e.parameter_name, e.solution. Uncaught, it "
+                "ends the run with that error."
+            )
+            lines.append(f"- Not available: {REFUSED_PYTHON}.")
+        lines.append(self._reach_rule())
+        lines.append(
             f"- Limits per call: {s.timeout_s:g} s, {s.max_tool_calls} tool calls (help/tools included), "
-            f"{s.max_code_chars} characters of "
-            f"code, {s.max_result_bytes:,} bytes of result.\n"
-            '- help("tool_name") returns a tool\'s full description; tools("word") searches the tools.\n'
-            "- Send `code` (the program) or `envelope` (a whole ATTP TOML envelope), not both.\n"
+            f"{s.max_code_chars:,} characters of code, {s.max_result_bytes:,} bytes of result."
+        )
+        shape = "a JSON object" if s.result_format == "json" else "TOML"
+        lines.append(
+            f"- The reply is {shape}: status (ok/error/fail), result, stdout, hint, error (code, message, line, "
+            "suggested_value, solution, ...), tool_calls (calls per tool, failures with their codes)."
+        )
+        lines.append(
+            '- help("name") returns a tool\'s full description (Args, Returns, Raises, Example); tools("word") '
+            "searches the tools."
+        )
+        lines.append("- Send `code` (the program) or `envelope` (a whole ATTP TOML envelope), not both.")
+        return "\n".join(lines) + "\n"
+
+    def _reach_rule(self) -> str:
+        outside = self._reaching_out()
+        if not outside:
+            return (
+                "- The program has no network, file or process access of its own, and no enabled tool reaches the "
+                "network or runs commands: work with the tools below."
+            )
+        names = ", ".join(outside[:8]) + (f" and {len(outside) - 8} more" if len(outside) > 8 else "")
+        return (
+            "- The program has no network, file or process access of its own; only the tools reach outside it, and "
+            f"only these go beyond the workspace (network, commands, other systems): {names}."
         )
 
     def _description(self) -> str:
         rules = self._rules()
-        lines = [f"- {tool.signature_text()}: {tool.summary}" for tool in self.registry.tools.values()]
-        aliases = [f"{alias} = {target}" for alias, target in self.registry.aliases.items()]
-        catalog = "\nTools:\n" + "\n".join(lines)
-        if aliases:
-            catalog += "\nAliases: " + ", ".join(aliases)
-        if len(rules) + len(catalog) > DESCRIPTION_BUDGET:
-            catalog = self._packs_only(with_names=True)
-            if len(rules) + len(catalog) > DESCRIPTION_BUDGET:
-                catalog = self._packs_only(with_names=False)
-        if not self.registry.tools:
-            catalog = "\nNo tools are enabled: only the pre-injected modules are available."
-        return rules + catalog
+        tools = list(self.registry.tools.values())
+        if not tools:
+            return rules + "\nNo tools are enabled: only the modules above are available."
+        lines = {tool.name: f"{compact_signature(tool)} — {shorten(tool.summary, SUMMARY_CHARS)}" for tool in tools}
+        lines = {name: line.removesuffix(" — ") for name, line in lines.items()}
+        shown = _most(len(tools), lambda k: len(rules + self._catalog(tools, lines, k)) <= DESCRIPTION_BUDGET)
+        if shown is not None:
+            return rules + self._catalog(tools, lines, shown)
+        longest = max(len(members) for members in self._by_pack(tools).values())
+        names = _most(longest, lambda k: len(rules + self._names_only(tools, k)) <= DESCRIPTION_BUDGET)
+        if names is not None:
+            return rules + self._names_only(tools, names)
+        packs = _most(len(self.registry.packs), lambda k: len(rules + self._packs_only(tools, k)) <= DESCRIPTION_BUDGET)
+        return rules + self._packs_only(tools, packs or 0)
 
-    def _packs_only(self, *, with_names: bool) -> str:
-        """Past the budget: each pack with its description (and its tool names while they still fit)."""
-        lines = []
-        for name, pack in self.registry.packs.items():
-            line = f"- {name}: {pack.description}"
-            if with_names:
-                line += " Tools: " + ", ".join(t.name for t in self.registry.tools.values() if t.pack == name)
-            lines.append(line)
-        return (
-            "\nToolpacks (the full catalog is too long to list here: call tools() or tools('word') inside your "
-            "code to list tools with their signatures, and help('name') to read one):\n" + "\n".join(lines)
+    def _by_pack(self, tools: list[Tool]) -> dict[str, list[Tool]]:
+        grouped: dict[str, list[Tool]] = {}
+        for tool in tools:
+            grouped.setdefault(tool.pack, []).append(tool)
+        return grouped
+
+    def _pack_line(self, name: str) -> str:
+        pack = self.registry.packs.get(name)
+        description = shorten(pack.description, PACK_DESCRIPTION_CHARS) if pack is not None else ""
+        return f"\n{name}" + (f" — {description}" if description else "")
+
+    def _catalog(self, tools: list[Tool], lines: dict[str, str], shown: int) -> str:
+        """The first `shown` tools with their signature line, the others by name under their pack."""
+        with_signature = {tool.name for tool in tools[:shown]}
+        out = ["\nTools (signature — what it does):"]
+        for pack, members in self._by_pack(tools).items():
+            out.append(self._pack_line(pack))
+            out.extend(f"  {lines[t.name]}" for t in members if t.name in with_signature)
+            rest = [t.name for t in members if t.name not in with_signature]
+            if rest:
+                out.append("  also: " + ", ".join(rest))
+        out.extend(self._aliases())
+        if shown < len(tools):
+            out.append(
+                f"\n{shown} of {len(tools)} tools are shown with their signature (the list is too long for "
+                "more); for the others call help('name') inside your program, or tools('word') to search."
+            )
+        return "\n".join(out)
+
+    def _names_only(self, tools: list[Tool], names: int) -> str:
+        """Past the budget even without signatures: each pack with its first `names` tool names and a count."""
+        out = [f"\nToolpacks ({len(tools)} tools; too many to list their signatures here):"]
+        for pack, members in self._by_pack(tools).items():
+            out.append(self._pack_line(pack))
+            listed = ", ".join(t.name for t in members[:names])
+            more = len(members) - min(names, len(members))
+            out.append(
+                f"  {len(members)} tools"
+                + (f": {listed}" if listed else "")
+                + (f" and {more} more" if listed and more else "")
+            )
+        out.append(
+            "\nInside your program, tools('word') lists matching tools with their signatures and help('name') "
+            "returns one tool's full description."
         )
+        return "\n".join(out)
+
+    def _packs_only(self, tools: list[Tool], packs: int) -> str:
+        """Past the budget even with one line per pack: the first `packs` packs with their tool counts."""
+        grouped = list(self._by_pack(tools).items())
+        listed = ", ".join(f"{name} ({len(members)})" for name, members in grouped[:packs])
+        more = len(grouped) - packs
+        return (
+            f"\nToolpacks ({len(tools)} tools in {len(grouped)} packs; tool count in brackets): {listed}"
+            + (f" and {more} more packs" if more else "")
+            + ".\nInside your program, tools('word') lists matching tools with their signatures, help('pack') one "
+            "pack's tools and help('name') one tool's full description."
+        )
+
+    def _aliases(self) -> list[str]:
+        aliases = [f"{alias} = {target}" for alias, target in self.registry.aliases.items()]
+        return ["\nAliases: " + ", ".join(aliases)] if aliases else []
+
+    # ------------------------------------------------------------ the other views
 
     def attp_text(self) -> str:
         """Every enabled tool in the ATTP format (seed 000): what ``attp://tools`` and the prompt show."""
@@ -95,8 +310,8 @@ class Catalog:
         return header + "\n\n\n".join(tool_text(tool) for tool in self.registry.tools.values())
 
     def prompt(self, language: str = "en") -> str:
-        """The ATTP system prompt with this server's tools filled in, for the server's engine."""
-        return system_prompt(self.attp_text(), language, engine=self.settings.engine)
+        """The ATTP system prompt with this server's tools and code rules filled in."""
+        return system_prompt(self.attp_text(), language, self.facts())
 
     def help(self, name: object = None) -> str:
         """``help()`` inside a program: one tool's full description, or an overview."""

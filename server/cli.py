@@ -11,18 +11,19 @@ import json
 import logging
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 from attp_server import __version__
-from attp_server.app import create_server, serve_stdio
+from attp_server.app import LANGUAGES, create_server, serve_stdio
 from attp_server.atdf import atdf_descriptor
 from attp_server.catalog import Catalog, tool_text
 from attp_server.checks import check_program, check_starlark
 from attp_server.client_config import CLAUDE_CONFIG_LOCATIONS, claude_config, n8n_config
-from attp_server.envelope import Declined, EnvelopeError, parse_envelope
-from attp_server.errors import AttpError, ErrorInfo
+from attp_server.envelope import Declined, EnvelopeError, looks_like_envelope, parse_envelope
+from attp_server.errors import AttpError, ErrorCode, ErrorInfo
 from attp_server.http import check_exposure, serve_http
 from attp_server.logs import configure_logging
 from attp_server.manifest import build_manifest, differences
@@ -35,6 +36,7 @@ from attp_server.tam import TamError, looks_like_tam, translate_tam
 logger = logging.getLogger("attp_server")
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+PARSE_ERRORS = (ErrorCode.SYNTAX_ERROR, ErrorCode.INVALID_ENVELOPE)
 EXIT_BROKEN_PIPE = 128 + 13
 """What a shell reports for a process ended by SIGPIPE; `attp tools | head -1` ends with it, silently."""
 
@@ -84,15 +86,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _settings_flags(serve)
 
-    run = commands.add_parser("exec", help="run one envelope or program and print the result")
-    run.add_argument("file", nargs="?", help="envelope file, or - for standard input")
-    run.add_argument("--code", help="a program (in the engine's language) instead of an envelope")
-    run.add_argument("--json", action="store_true", help="print the result as JSON instead of TOML")
+    run = commands.add_parser("exec", help="run one program or envelope and print the result")
+    _input_arguments(run)
+    run.add_argument(
+        "--json",
+        action="store_true",
+        help="print the whole result object (every tool call, timings) as JSON, not the text the model reads",
+    )
     _settings_flags(run)
 
-    check = commands.add_parser("check", help="validate an envelope and check its code statically; runs nothing")
-    check.add_argument("file", nargs="?", default="-", help="envelope file, or - for standard input")
-    check.add_argument("--code", help="a program (in the engine's language) instead of an envelope")
+    check = commands.add_parser("check", help="check a program or envelope statically; runs nothing")
+    _input_arguments(check)
     _settings_flags(check)
 
     tools = commands.add_parser("tools", help="print the catalog of enabled tools")
@@ -116,6 +120,23 @@ def build_parser() -> argparse.ArgumentParser:
     manifest.add_argument("--check", action="store_true", help="exit 1 if the file differs from what would be written")
     manifest.add_argument("--toolpack", dest="toolpacks", action="append", metavar="PACK", help=argparse.SUPPRESS)
     return parser
+
+
+def _input_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "file",
+        nargs="?",
+        default="-",
+        help="a program (.py; .star for Starlark), an envelope or TAM blocks (.toml), or - for standard input; "
+        "other files are read as an envelope when they have a [tool_call] table or TAM blocks, else as code",
+    )
+    parser.add_argument("--code", help="a program (in the engine's language) given inline")
+    parser.add_argument(
+        "--as",
+        dest="read_as",
+        choices=["code", "envelope"],
+        help="read FILE as code or as an envelope (TAM included), whatever its name or content",
+    )
 
 
 def _cli_values(args: argparse.Namespace) -> dict[str, Any]:
@@ -189,32 +210,80 @@ def _serve(settings: Settings) -> int:
     return EXIT_OK
 
 
-def _request(args: argparse.Namespace) -> ExecuteRequest:
+CODE_SUFFIXES: dict[str, Literal["python", "starlark"]] = {".py": "python", ".star": "starlark"}
+ENVELOPE_SUFFIXES = (".toml",)
 
+
+@dataclass(frozen=True)
+class Input:
+    """What `exec` and `check` were given, and how it was read (said when parsing fails)."""
+
+    request: ExecuteRequest
+    reading: str | None = None
+    """``"Python code (the .py extension)"``; None for --code and --as, which leave no doubt."""
+
+
+def _input(args: argparse.Namespace, settings: Settings) -> Input:
     if args.code is not None:
-        if args.file not in (None, "-"):
-            raise AttpError("give either FILE or --code, not both")
-        return ExecuteRequest(code=args.code)
-    return ExecuteRequest(envelope=_read_input(args.file))
+        if args.file not in (None, "-") or args.read_as is not None:
+            raise AttpError("give either FILE or --code, not both (--as applies to FILE)")
+        return Input(ExecuteRequest(code=args.code))
+    text = _read_input(args.file)
+    suffix = "" if args.file in (None, "-") else Path(args.file).suffix.lower()
+    engine = CODE_SUFFIXES.get(suffix)
+    if args.read_as is not None:
+        as_code, why = args.read_as == "code", f"--as {args.read_as}"
+    elif engine is not None:
+        as_code, why = True, f"the {suffix} extension"
+    elif suffix in ENVELOPE_SUFFIXES:
+        as_code, why = False, f"the {suffix} extension"
+    elif looks_like_tam(text):
+        as_code, why = False, "it has TAM blocks"
+    elif looks_like_envelope(text):
+        as_code, why = False, "it has a [tool_call] table"
+    else:
+        as_code, why = True, "it has no [tool_call] table"
+    language = LANGUAGES[engine or settings.engine]
+    reading = None if args.read_as is not None else f"{language} code ({why})" if as_code else f"an envelope ({why})"
+    if not as_code:
+        return Input(ExecuteRequest(envelope=text), reading)
+    return Input(ExecuteRequest(code=text, engine=engine), reading)
+
+
+def _say_how_it_was_read(source: str, given: Input, error: ErrorInfo | None) -> None:
+    """When the input did not parse, say on stderr how it was read and how to choose otherwise."""
+    if given.reading is None or error is None or error.code not in PARSE_ERRORS:
+        return
+    name = "standard input" if source in (None, "-") else source
+    print(
+        f"attp: read {name} as {given.reading}; to choose, name the file .py, .star or .toml, or give "
+        "--as code / --as envelope",
+        file=sys.stderr,
+    )
 
 
 def _exec(settings: Settings, args: argparse.Namespace) -> int:
 
-    request = _request(args)
+    given = _input(args, settings)
     settings = settings.model_copy(update={"workers": 0})
 
     async def run() -> Any:
         async with open_runtime(settings) as runtime:
-            return await runtime.execute(request)
+            return await runtime.execute(given.request)
 
     result = anyio.run(run)
-    print(render(result, "json" if args.json else settings.result_format))
+    if args.json:
+        print(json.dumps(result.model_dump(mode="json"), ensure_ascii=False, indent=2))
+    else:
+        print(render(result, settings.result_format))
+    _say_how_it_was_read(args.file, given, result.error)
     return EXIT_OK if result.status == "ok" else EXIT_FAILED
 
 
 def _check(settings: Settings, args: argparse.Namespace) -> int:
 
-    request = _request(args)
+    given = _input(args, settings)
+    request = given.request
     registry = build_registry(settings)
     known = Runtime.known_names(registry)
     problem: ErrorInfo | None = None
@@ -239,9 +308,11 @@ def _check(settings: Settings, args: argparse.Namespace) -> int:
             else:
                 code = parsed.code
     if problem is None and code is not None:
-        problem = check_starlark(code) if settings.engine == "starlark" else check_program(code, known)
+        starlark = (request.engine or settings.engine) == "starlark"
+        problem = check_starlark(code) if starlark else check_program(code, known)
     result = ExecutionResult(status="error" if problem else "ok", error=problem, hint=None if problem else hint)
     print(render(result, settings.result_format))
+    _say_how_it_was_read(args.file, given, problem)
     return EXIT_FAILED if problem else EXIT_OK
 
 

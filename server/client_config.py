@@ -1,8 +1,9 @@
 """``attp config claude|n8n``: ready-to-paste client configurations for this installation.
 
 Claude Desktop starts the server itself over stdio, so its entry needs absolute paths: the `attp`
-script of this environment, the workspace, and the config file when a profile is used. n8n's MCP
-Client Tool node connects over HTTP; it needs the endpoint URLs and how to send the token.
+script of this environment, the workspace, and the config file when a profile is used. n8n's two MCP
+nodes connect over HTTP: they need the endpoint URLs, how to send the token, and (the standalone MCP
+Client node, which reports a failed program as a successful step) how to check the result's status.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from attp_server.http import is_loopback
-from attp_server.settings import DEFAULT_CONFIG_FILE, Settings
+from attp_server.settings import DEFAULT_CONFIG_FILE, N8N_MCP_CLIENT, Settings
 
 CLAUDE_CONFIG_LOCATIONS = (
     "macOS: ~/Library/Application Support/Claude/claude_desktop_config.json",
@@ -52,22 +53,22 @@ def claude_config(
 
 
 def n8n_config(settings: Settings, *, docker: bool = False) -> str:
-    """The MCP Client Tool node's settings for a server started with these settings, as text to follow."""
+    """How to set up n8n's two MCP nodes for a server started with these settings, as text to follow."""
     token = settings.auth_token is not None or docker  # from Docker the server listens beyond loopback
     wildcard = settings.host in ("0.0.0.0", "::")  # noqa: S104 - recognising it, not binding it
     host = "host.docker.internal" if docker else ("127.0.0.1" if wildcard else settings.host)
     base = f"http://{host}:{settings.port}"
     lines = [
-        "n8n: MCP Client Tool node",
+        "n8n has two MCP nodes; both connect the same way:",
         "",
-        f"  Server Transport: HTTP Streamable      Endpoint: {base}/mcp",
-        f"  Server Transport: Server Sent Events   Endpoint: {base}/sse   (older n8n versions)",
-        "",
+        f"  Server Transport: HTTP Streamable      MCP Endpoint URL: {base}/mcp",
+        f"               or: Server Sent Events   MCP Endpoint URL: {base}/sse   (deprecated in n8n)",
     ]
     if token:
         lines += [
-            "  Authentication: Bearer Auth   Token: the value of ATTP_AUTH_TOKEN",
-            "    or Header Auth              Name: X-API-Key   Value: the value of ATTP_AUTH_TOKEN",
+            "  Authentication: Bearer Auth   credential Bearer Token: the value of ATTP_AUTH_TOKEN",
+            "              or: Header Auth   credential Name: X-API-Key   Value: the value of ATTP_AUTH_TOKEN",
+            '  (without a credential n8n sends no header; the server\'s 401 shows as "Authentication failed")',
         ]
     else:
         lines += [
@@ -76,7 +77,7 @@ def n8n_config(settings: Settings, *, docker: bool = False) -> str:
             "'import secrets; print(secrets.token_urlsafe(32))')",
             "    then choose Bearer Auth with that token, or Header Auth with Name X-API-Key.)",
         ]
-    lines += ["", "  Tools to Include: All (the server has one tool, attp_execute)", ""]
+    lines += ["", *_mcp_client_lines(settings), "", *_mcp_client_tool_lines(), ""]
     serve = f"attp serve --transport http --port {settings.port}"
     if docker:
         lines += [
@@ -94,3 +95,38 @@ def n8n_config(settings: Settings, *, docker: bool = False) -> str:
         )
         lines.append("For n8n in Docker, run:  attp config n8n --docker")
     return "\n".join(lines)
+
+
+def _mcp_client_lines(settings: Settings) -> list[str]:
+    """The standalone MCP Client node: a workflow step, no agent; it hands the workflow the text block."""
+    text = "$json.content[0].text"
+    lines = [
+        "MCP Client node (runs a program as a workflow step, no agent):",
+        "  Tool: attp_execute (From List, or By ID)",
+        "  Input Mode: JSON   JSON: {\"code\": \"write_file('out.txt', 'hi')\\n__result__ = read_file('out.txt')\"}",
+        f"  Output: {{{{ {text} }}}} is the result object: status, result, and where they apply stdout, hint,",
+        "    error, tool_calls (a summary line)",
+        "    (this server answers this node in JSON, which n8n parses into that object)",
+        "  Check status: n8n shows a failed program (an error, a timeout, an unknown tool) as a successful",
+        "    step, because this node ignores isError. Follow it with an IF node:",
+        f"      {{{{ {text}.status }}}}  is equal to  ok",
+        f"    and on the false branch read {{{{ {text}.error.message }}}}.",
+    ]
+    if settings.result_format != "json" and N8N_MCP_CLIENT not in settings.json_clients:
+        lines += [
+            "  note: json_clients does not name this node and result_format is not json in the current",
+            f'    settings, so {{{{ {text} }}}} is the result text as one string; set result_format = "json"',
+            f'    or restore json_clients (default ["{N8N_MCP_CLIENT}"]).',
+        ]
+    return lines
+
+
+def _mcp_client_tool_lines() -> list[str]:
+    """The agent sub-node: the model reads the text block and sees isError."""
+    return [
+        "MCP Client Tool node (gives an AI Agent the tool):",
+        "  Tools to Include: All (the server has one tool, attp_execute; from n8n 2.40 the agent sees it",
+        "    as MCP_Client_Tool_attp_execute, so a prompt naming the tool should use that name)",
+        "  The agent reads the result text; a failed program reaches it as the tool's answer (isError),",
+        "    with what went wrong and how to fix it, so the model corrects its next call.",
+    ]

@@ -35,6 +35,7 @@ message = "why the task cannot be done, and what to do instead\""""
 
 _FENCE = re.compile(r"```[ \t]*(?:toml|TOML)?[ \t]*\n(.*?)```", re.DOTALL)
 _START = re.compile(r"^[ \t]*(?:thought[ \t]*=|\[tool_call\])", re.MULTILINE)
+_TABLE = re.compile(r"^[ \t]*\[[ \t]*tool_call[ \t]*\]", re.MULTILINE)
 _TOML_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
 MAX_SUFFIX_TRIES = 200
 
@@ -151,6 +152,11 @@ def _load(text: str, strict: bool, example: str) -> dict[str, Any]:
         column=column,
         example=example,
     )
+
+
+def looks_like_envelope(text: str) -> bool:
+    """Whether `text` is meant as an ATTP envelope rather than bare code: it has a ``[tool_call]`` table line."""
+    return _TABLE.search(text) is not None
 
 
 def parse_envelope(text: str, *, strict: bool = False) -> Program | Declined:

@@ -14,8 +14,8 @@ from typing import Any
 
 from attp_server import __version__
 from attp_server.app import create_server
+from attp_server.catalog import enabled_modules
 from attp_server.runtime import Runtime
-from attp_server.sandbox.namespaces import MODULE_NAMES
 from attp_server.sandbox.pool import WorkerPool
 from attp_server.settings import ENV_PREFIX, Settings
 from attp_server.toolpack import ToolRegistry
@@ -69,7 +69,7 @@ async def build_manifest(settings: Settings, registry: ToolRegistry) -> dict[str
             }
             for name, pack in registry.packs.items()
         },
-        "whitelistedModules": list(MODULE_NAMES),
+        "whitelistedModules": list(enabled_modules(settings)),
         "defaultLimits": {key: getattr(settings, key) for key in LIMITS},
     }
     return {

@@ -1,8 +1,16 @@
-"""The result object of `attp_execute` (SPEC §4) and its TOML / JSON text renderings."""
+"""The result object of `attp_execute` (SPEC §4) and the text the model reads beside it.
+
+Two views of one run. ``structuredContent`` is the whole `ExecutionResult` (every tool call with its
+time, ``elapsed_ms``, ``target``). The text block is what most models read, so it is lean: the
+status, the answer, stdout, the hint, the error, and ONE line summing up the tool calls; fields at
+their defaults are left out. JSON by default (measured cheaper than TOML on typical results, and
+n8n's MCP Client node parses it into an object: see README "Result text"); TOML on request.
+"""
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from typing import Any, Literal
 
 import pydantic_core
@@ -11,6 +19,7 @@ from attp_server.errors import ErrorInfo
 from pydantic import BaseModel, ConfigDict, Field
 
 Status = Literal["ok", "error", "fail"]
+TextFormat = Literal["toml", "json"]
 
 _INT64 = 2**63
 
@@ -46,67 +55,93 @@ class ExecutionResult(BaseModel):
         return self.status == "error"
 
 
-LARGE_TEXT_BYTES = 65_536
-"""Past this much JSON in the result and stdout, the text block is compact JSON written by pydantic-core.
+def render(result: ExecutionResult, result_format: TextFormat) -> str:
+    """The text block beside ``structuredContent``: the lean view, as JSON or TOML.
 
-TOML (tomli_w) and json's indenting encoder are written in Python: a result of 1 MB took about a
-second of the server's event loop, during which no other session was answered. pydantic-core writes
-the same data in milliseconds; the model reads JSON as well as TOML.
+    The one place the text's format is chosen. TOML has no null: in TOML a null field is left out,
+    and a view holding a value TOML cannot carry exactly (a null inside the result, an integer past
+    64 bits, a carriage return) is written as JSON instead, never as an escaped string.
+    """
+    view = lean_view(result)
+    if result_format == "toml" and not _large(result):
+        fields = {key: value for key, value in view.items() if value is not None}
+        if _toml_exact(fields):
+            return tomli_w.dumps(fields, multiline_strings=True)
+    return render_json(view)
+
+
+LARGE_TEXT_BYTES = 65_536
+"""Past this much JSON in the result and stdout, the text is JSON even where TOML was asked for.
+
+tomli_w is written in Python: a result of 1 MB took about a second of the server's event loop, during
+which no other session was answered. JSON is written by C code in milliseconds; the model reads it as well.
 """
 
 
+def _large(result: ExecutionResult) -> bool:
+    if len(result.stdout) > LARGE_TEXT_BYTES:
+        return True
+    try:
+        return len(pydantic_core.to_json(result.result)) + len(result.stdout) > LARGE_TEXT_BYTES
+    except (pydantic_core.PydanticSerializationError, ValueError):  # e.g. a lone surrogate: measured the slow way
+        return len(json.dumps(result.result, ensure_ascii=False)) + len(result.stdout) > LARGE_TEXT_BYTES
+
+
 def structured(result: ExecutionResult) -> dict[str, Any]:
-    """``structuredContent``: the result as JSON data. The value of ``__result__`` is JSON data already
+    """``structuredContent``: the whole result as JSON data. The value of ``__result__`` is JSON data already
     (decoded from the worker's report), so it is passed on as it is, not copied item by item."""
     data = result.model_dump(mode="json", exclude={"result"})
     data["result"] = result.result
     return {key: data[key] for key in ExecutionResult.model_fields}
 
 
-def render(result: ExecutionResult, result_format: Literal["toml", "json"], data: dict[str, Any] | None = None) -> str:
-    """The text block beside ``structuredContent`` (`data`, if already built): TOML by default, JSON on request."""
-    data = structured(result) if data is None else data
-    if len(result.stdout) + _json_size(result.result) > LARGE_TEXT_BYTES:
-        try:
-            return pydantic_core.to_json(data).decode("utf-8")
-        except (pydantic_core.PydanticSerializationError, UnicodeError, ValueError):
-            pass  # e.g. a lone surrogate, which only Python's writers pass through
-    if result_format == "json":
-        return json.dumps(data, ensure_ascii=False, indent=2)
-    return render_toml(data)
+def lean_view(result: ExecutionResult) -> dict[str, Any]:
+    """What the model needs from a run, in reading order; defaults (empty stdout, no calls, ...) left out."""
+    view: dict[str, Any] = {"status": result.status}
+    if result.status == "ok":
+        view["result"] = result.result
+    if result.stdout:
+        view["stdout"] = result.stdout
+    if result.truncated:
+        view["truncated"] = True
+    if result.hint is not None:
+        view["hint"] = result.hint
+    if result.error is not None:
+        view["error"] = result.error.model_dump(mode="json", exclude_none=True)
+    if result.calls:
+        view["tool_calls"] = call_summary(result.calls)
+    return view
 
 
-def _json_size(value: Any) -> int:
-    """The length of `value` as compact JSON (pydantic-core: microseconds for small values)."""
-    try:
-        return len(pydantic_core.to_json(value))
-    except (pydantic_core.PydanticSerializationError, ValueError):
-        return 0
+def call_summary(calls: list[CallRecord]) -> str:
+    """One line for the whole trace: ``read_file: 60 (2 failed: FILE_NOT_FOUND), write_file: 1``."""
+    counts = Counter(call.tool for call in calls)
+    failures: dict[str, Counter[str]] = {}
+    for call in calls:
+        if not call.ok:
+            failures.setdefault(call.tool, Counter())[call.error_code or "ERROR"] += 1
+    parts = []
+    for tool, count in counts.items():
+        part = f"{tool}: {count}"
+        failed = failures.get(tool)
+        if failed:
+            codes = ", ".join(code if n == 1 else f"{n} {code}" for code, n in failed.items())
+            part += f" ({failed.total()} failed: {codes})"
+        parts.append(part)
+    return ", ".join(parts)
 
 
-def render_toml(data: dict[str, Any]) -> str:
-    """TOML has no null: null fields are left out. A result TOML cannot hold exactly goes in ``result_json``."""
-    ordered: dict[str, Any] = {}
-    for key in ("status", "target", "result", "hint", "stdout", "truncated", "elapsed_ms", "error", "calls"):
-        value = data.get(key)
-        if value is None:
-            continue
-        if key == "result" and not _toml_exact(value):
-            ordered["result_json"] = json.dumps(value, ensure_ascii=False)
-            continue
-        if key == "error":
-            value = {k: v for k, v in value.items() if v is not None}
-        if key == "calls":
-            value = [{k: v for k, v in call.items() if v is not None} for call in value]
-            if not value:
-                continue
-        ordered[key] = value
-    # Multi-line strings read well, but TOML normalizes their \r\n; keep exact strings when \r occurs.
-    return tomli_w.dumps(ordered, multiline_strings="\\r" not in json.dumps(ordered))
+def render_json(view: dict[str, Any]) -> str:
+    """One JSON object, a top-level field per line, values compact (the cheapest form that still reads well)."""
+    lines = [
+        f"{json.dumps(key)}:{json.dumps(value, ensure_ascii=False, separators=(',', ':'))}"
+        for key, value in view.items()
+    ]
+    return "{" + ",\n".join(lines) + "}"
 
 
 def _toml_exact(value: Any) -> bool:
-    """Whether TOML can hold `value` without loss (no nulls, 64-bit integers, table keys only in dicts)."""
+    """Whether TOML can hold `value` without loss (no nulls, 64-bit integers, no carriage returns)."""
     if value is None:
         return False
     if isinstance(value, bool | float):
@@ -118,5 +153,5 @@ def _toml_exact(value: Any) -> bool:
     if isinstance(value, list):
         return all(_toml_exact(item) for item in value)
     if isinstance(value, dict):
-        return all(_toml_exact(item) for item in value.values())
+        return all("\r" not in key and _toml_exact(item) for key, item in value.items())
     return False

@@ -367,18 +367,7 @@ class Runtime:
         except NoThread as exc:
             return _reply_error(_no_thread(tool.name, exc, self.settings.tool_threads))
         except ToolError as exc:
-            return _reply_error(
-                ErrorInfo(
-                    code=exc.code,
-                    message=exc.message,
-                    tool_name=tool.name,
-                    parameter_name=exc.parameter_name,
-                    received=exc.received,
-                    expected=exc.expected,
-                    suggested_value=exc.suggested_value,
-                    solution=exc.solution,
-                )
-            )
+            return _reply_error(exc.info(tool.name))
         except Exception as exc:
             logger.exception("tool %s raised", tool.name)
             return _reply_error(

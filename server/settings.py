@@ -21,6 +21,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 ENV_PREFIX = "ATTP_"
 DEFAULT_CONFIG_FILE = Path("attp.toml")
+N8N_MCP_CLIENT = "@n8n/n8n-nodes-langchain.mcpClient"  # the clientInfo name of n8n's standalone MCP Client node
 
 
 class Settings(BaseSettings):
@@ -47,7 +48,17 @@ class Settings(BaseSettings):
     max_output_bytes: int = Field(65_536, ge=0, description="Captured print output kept per run (then truncated).")
     max_result_bytes: int = Field(1_048_576, ge=1, description="Largest __result__, as JSON bytes.")
     capture_print: bool = Field(True, description="Return print output as stdout (false discards it).")
-    result_format: Literal["toml", "json"] = Field("toml", description="Format of the result's text rendering.")
+    result_format: Literal["toml", "json"] = Field(
+        "json",
+        description="Format of the result's text block (the lean view the model reads): json, or toml. "
+        "structuredContent always carries the whole result.",
+    )
+    json_clients: list[str] = Field(
+        default_factory=lambda: [N8N_MCP_CLIENT],
+        description="MCP clients, by the clientInfo name they send, whose text rendering is JSON whatever "
+        "result_format says. The default names n8n's MCP Client node, which JSON-parses the text into the "
+        "workflow's data; [] turns this off.",
+    )
     envelope_strict: bool = Field(False, description="Demand a bare ATTP envelope with a thought.")
     transport: Literal["stdio", "http"] = Field("stdio", description="stdio, or http (Streamable HTTP + SSE).")
     host: str = Field("127.0.0.1", description="HTTP bind address.")

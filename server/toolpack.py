@@ -79,6 +79,19 @@ class ToolError(Exception):
         self.suggested_value = suggested_value
         self.solution = solution
 
+    def info(self, tool_name: str) -> ErrorInfo:
+        """This error as the model reads it, raised by the tool `tool_name`."""
+        return ErrorInfo(
+            code=self.code,
+            message=self.message,
+            tool_name=tool_name,
+            parameter_name=self.parameter_name,
+            received=self.received,
+            expected=self.expected,
+            suggested_value=self.suggested_value,
+            solution=self.solution,
+        )
+
 
 @dataclass(frozen=True)
 class ToolpackContext:

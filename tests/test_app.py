@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import tomllib
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from attp_server.app import create_server
@@ -13,7 +15,7 @@ from attp_server.results import ExecutionResult
 from attp_server.runtime import open_runtime
 from attp_server.settings import Settings
 from harness import running
-from mcp import Client
+from mcp import Client, Implementation
 from mcp.server.mcpserver import MCPServer
 
 pytestmark = pytest.mark.anyio
@@ -41,9 +43,15 @@ async def test_description_has_rules_and_catalog_within_budget(server: MCPServer
     async with Client(server) as client:
         description = (await client.list_tools()).tools[0].description or ""
     assert len(description) <= DESCRIPTION_BUDGET
-    for needle in ("__result__", "no import", "ToolError", "help(", "math, json, datetime, re, random, statistics"):
+    for needle in (
+        "__result__",
+        "without import",
+        "ToolError",
+        "help(",
+        "math, json, datetime, re, random, statistics",
+    ):
         assert needle in description
-    for signature in ("write_file(path: str, content: str)", "slow_echo(text: str, delay: float = 0.0) -> str"):
+    for signature in ("write_file(path, content) -> dict — ", "slow_echo(text, delay=0.0) -> str"):
         assert signature in description
     assert "file_reader = read_file" in description
 
@@ -64,34 +72,58 @@ async def test_is_error_exactly_for_status_error(
         result = await client.call_tool("attp_execute", arguments)
     assert result.structured_content is not None
     assert (result.structured_content["status"], result.is_error) == (status, is_error)
-    rendered = tomllib.loads(result.content[0].text)  # type: ignore[union-attr]
+    rendered = json.loads(result.content[0].text)  # type: ignore[union-attr]
     assert rendered["status"] == status
 
 
-async def test_json_result_format(workspace: Path) -> None:
-    async with running(workspace, result_format="json") as runtime, Client(create_server(runtime)) as client:
-        result = await client.call_tool("attp_execute", {"code": "__result__ = [1, None]"})
-    assert result.content[0].text.lstrip().startswith("{")  # type: ignore[union-attr]
-    assert result.structured_content == {**result.structured_content, "result": [1, None]}
+async def test_text_is_the_lean_json_view_and_structured_content_the_whole_result(workspace: Path) -> None:
+    async with running(workspace) as runtime, Client(create_server(runtime)) as client:
+        result = await client.call_tool("attp_execute", {"code": "add(1, 2)\n__result__ = [1, None]", "target": "t"})
+    assert json.loads(result.content[0].text) == {  # type: ignore[union-attr]
+        "status": "ok",
+        "result": [1, None],
+        "tool_calls": "add: 1",
+    }
+    assert result.structured_content is not None
+    assert result.structured_content["result"] == [1, None]
+    assert result.structured_content["target"] == "t"
+    assert [c["tool"] for c in result.structured_content["calls"]] == ["add"]
+    assert result.structured_content["elapsed_ms"] > 0
 
 
-async def test_long_catalog_falls_back_to_pack_list(workspace: Path) -> None:
-    async with running(workspace, max_tool_calls=200) as runtime:
-        runtime.catalog.registry.tools = {f"tool_{i}": runtime.registry.tools["add"] for i in range(300)}  # type: ignore[misc]
-        description = runtime.catalog._description()
-    assert len(description) <= DESCRIPTION_BUDGET
-    assert "tools()" in description and "demo:" in description
+async def test_toml_result_format(workspace: Path) -> None:
+    async with running(workspace, result_format="toml") as runtime, Client(create_server(runtime)) as client:
+        result = await client.call_tool("attp_execute", {"code": "__result__ = {'a': 1}"})
+    assert tomllib.loads(result.content[0].text) == {"status": "ok", "result": {"a": 1}}  # type: ignore[union-attr]
 
 
-async def test_default_packs_fit_the_budget_with_every_tool_named(tmp_path: Path) -> None:
-    """files + skills + memory overflow the full catalog; the pack list still names every tool."""
-    settings = Settings(workspace=tmp_path / "ws", db_path=tmp_path / "memory.sqlite3", workers=0)
-    async with open_runtime(settings) as runtime:
-        description = runtime.catalog.description
-        names = list(runtime.registry.tools)
-    assert {"files", "skills", "memory"} <= set(runtime.registry.packs)
-    assert len(description) <= DESCRIPTION_BUDGET
-    assert all(name in description for name in names)
+N8N_NODE = "@n8n/n8n-nodes-langchain.mcpClient"
+TOML = {"result_format": "toml"}
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])  # n8n's SDK sends clientInfo in an initialize handshake
+@pytest.mark.parametrize(
+    ("client_name", "overrides", "text_is_json"),
+    [
+        pytest.param(N8N_NODE, TOML, True, id="n8n-mcp-client-node-gets-json"),
+        pytest.param(N8N_NODE + "Tool", TOML, False, id="n8n-agent-sub-node-keeps-toml"),
+        pytest.param("mcp", TOML, False, id="other-client-keeps-toml"),
+        pytest.param(N8N_NODE, {"json_clients": [], **TOML}, False, id="json-clients-empty-turns-it-off"),
+        pytest.param("my-agent", {"json_clients": ["my-agent"], **TOML}, True, id="json-clients-names-any-client"),
+        pytest.param("mcp", {}, True, id="json-by-default-for-everyone"),
+    ],
+)
+async def test_text_format_follows_the_client_name(
+    workspace: Path, client_name: str, overrides: dict[str, Any], text_is_json: bool, mode: str
+) -> None:
+    """n8n's MCP Client node JSON-parses the text into the workflow: it gets JSON, so `status` is testable."""
+    async with running(workspace, **overrides) as runtime:
+        client = Client(create_server(runtime), client_info=Implementation(name=client_name, version="1"), mode=mode)
+        async with client:
+            result = await client.call_tool("attp_execute", {"code": "1/0"})
+    text = result.content[0].text  # type: ignore[union-attr]
+    rendered = json.loads(text) if text_is_json else tomllib.loads(text)
+    assert rendered["status"] == "error" and rendered["error"]["code"] == "RUNTIME_ERROR"
 
 
 async def test_the_tool_annotations_follow_the_marks_of_the_enabled_tools(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import anyio
@@ -52,3 +53,19 @@ def test_breakdown_runs_and_reports_each_piece() -> None:
         "w1_server_cpu_per_run_ms",
     }  # fmt: skip
     assert all(value > 0 for value in figures.values())
+
+
+def test_result_text_counts_every_rendering_of_every_program(tmp_path: Path) -> None:
+    """``python -m bench.result_text``: the programs run as meant, and the 60-call one stays within issue 13's target."""
+    from bench.result_text import PROGRAMS, RENDERINGS, main
+
+    assert main(["--output", str(tmp_path / "result_text.json")]) == 0
+    data = json.loads((tmp_path / "result_text.json").read_text())
+    assert set(data["programs"]) == set(PROGRAMS)
+    errors = {name for name, row in data["programs"].items() if row["status"] != "ok"}
+    assert errors == {"runtime error", "tool error uncaught"}
+    assert data["programs"]["60 calls, 4-char answer"]["calls"] == 60
+    assert data["programs"]["60 calls, 4-char answer"]["json"]["chars"] <= 600
+    for row in data["programs"].values():
+        assert set(RENDERINGS) <= set(row)
+    assert data["total"]["json"]["chars"] < data["total"]["before"]["chars"]

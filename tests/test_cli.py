@@ -33,20 +33,100 @@ def attp(*args: str, stdin: str | None = None, cwd: Path) -> subprocess.Complete
     )
 
 
-def test_exec_envelope_file_prints_toml(tmp_path: Path) -> None:
+def test_exec_envelope_file_prints_what_the_model_reads(tmp_path: Path) -> None:
     envelope = tmp_path / "call.toml"
     envelope.write_text(ENVELOPE)
     done = attp("exec", str(envelope), "--workspace", str(tmp_path / "ws"), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    result = tomllib.loads(done.stdout)
+    assert json.loads(done.stdout) == {"status": "ok", "result": "HELLO", "tool_calls": "write_file: 1, read_file: 1"}
+
+
+def test_exec_json_prints_the_whole_result(tmp_path: Path) -> None:
+    envelope = tmp_path / "call.toml"
+    envelope.write_text(ENVELOPE)
+    done = attp("exec", str(envelope), "--json", "--workspace", str(tmp_path / "ws"), cwd=tmp_path)
+    result = json.loads(done.stdout)
     assert (result["status"], result["result"], result["target"]) == ("ok", "HELLO", "round trip")
     assert [c["tool"] for c in result["calls"]] == ["write_file", "read_file"]
+    assert result["elapsed_ms"] > 0
+
+
+def test_exec_toml_result_format(tmp_path: Path) -> None:
+    done = attp("exec", "--code", "__result__ = {'n': 1}", "--result-format", "toml", cwd=tmp_path)
+    assert tomllib.loads(done.stdout) == {"status": "ok", "result": {"n": 1}}
 
 
 def test_exec_reads_envelope_from_stdin(tmp_path: Path) -> None:
     done = attp("exec", "-", "--workspace", str(tmp_path / "ws"), stdin=ENVELOPE, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert tomllib.loads(done.stdout)["result"] == "HELLO"
+    assert json.loads(done.stdout)["result"] == "HELLO"
+
+
+PROGRAM = "words = ['b', 'a']\n__result__ = sorted(words)\n"
+TAM = "<|[REQUEST_TOOL]|>\ncommand:「始」list_files「末」\n<|[END_TOOL]|>\n"
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "extra", "result"),
+    [
+        pytest.param("prog.py", PROGRAM, [], ["a", "b"], id="py-is-code"),
+        pytest.param("prog.star", "__result__ = [x * 2 for x in range(3)]\n", [], [0, 2, 4], id="star-is-starlark"),
+        pytest.param("call.toml", ENVELOPE, [], "HELLO", id="toml-is-envelope"),
+        pytest.param("prog.txt", PROGRAM, [], ["a", "b"], id="sniffed-code"),
+        pytest.param("call.txt", ENVELOPE, [], "HELLO", id="sniffed-envelope"),
+        pytest.param("steps.txt", TAM, [], None, id="sniffed-tam"),
+        pytest.param("prog.toml", PROGRAM, ["--as", "code"], ["a", "b"], id="as-code-wins"),
+        pytest.param("-", PROGRAM, [], ["a", "b"], id="stdin-code"),
+        pytest.param("-", ENVELOPE, [], "HELLO", id="stdin-envelope"),
+    ],
+)
+def test_exec_reads_a_file_by_its_extension_or_content(
+    tmp_path: Path, name: str, text: str, extra: list[str], result: object
+) -> None:
+    """Issue 13: `attp exec prog.py` parsed a Python file as a TOML envelope (INVALID_ENVELOPE)."""
+    if name != "-":
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    done = attp("exec", name, *extra, "--workspace", str(tmp_path / "ws"), stdin=text, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    data = json.loads(done.stdout)
+    if result is not None:
+        assert data["result"] == result
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "said"),
+    [
+        pytest.param("prog.toml", PROGRAM, "read prog.toml as an envelope (the .toml extension)", id="toml"),
+        pytest.param("notes.txt", "x = [1,\n", "read notes.txt as Python code (it has no [tool_call] table)", id="txt"),
+        pytest.param(
+            "-", "[tool_call]\ncode = 1 +\n", "read standard input as an envelope (it has a [tool_call]", id="stdin"
+        ),
+    ],
+)
+@pytest.mark.parametrize("verb", ["exec", "check"])
+def test_a_parse_failure_says_how_the_input_was_read(
+    tmp_path: Path, verb: str, name: str, text: str, said: str
+) -> None:
+    if name != "-":
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    done = attp(verb, name, "--workspace", str(tmp_path / "ws"), stdin=text, cwd=tmp_path)
+    assert done.returncode == 1
+    assert said in done.stderr
+    assert "--as code / --as envelope" in done.stderr
+
+
+def test_check_reads_py_files_as_code(tmp_path: Path) -> None:
+    (tmp_path / "prog.py").write_text("import os\n", encoding="utf-8")
+    done = attp("check", "prog.py", "--workspace", str(tmp_path / "ws"), cwd=tmp_path)
+    assert done.returncode == 1
+    assert json.loads(done.stdout)["error"]["code"] == "IMPORT_FORBIDDEN"
+    assert "read prog.py" not in done.stderr  # it parsed: nothing to explain
+
+
+def test_file_and_code_together_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "prog.py").write_text("1\n", encoding="utf-8")
+    assert main(["exec", str(tmp_path / "prog.py"), "--code", "2"]) == 2
+    assert "not both" in capsys.readouterr().err
 
 
 def test_exec_json_and_error_exit_code(tmp_path: Path) -> None:
@@ -60,7 +140,7 @@ def test_exec_json_and_error_exit_code(tmp_path: Path) -> None:
 def test_exec_declined_envelope_exits_1(tmp_path: Path) -> None:
     done = attp("exec", "-", stdin='[tool_call]\nstatus = "fail"\nmessage = "cannot"\n', cwd=tmp_path)
     assert done.returncode == 1
-    assert tomllib.loads(done.stdout)["status"] == "fail"
+    assert json.loads(done.stdout) == {"status": "fail", "hint": "cannot"}
 
 
 @pytest.mark.parametrize(

@@ -16,11 +16,17 @@ from mcp.client.stdio import StdioServerParameters
 ATTP = Path(sys.executable).parent / "attp"
 
 
-def attp_config(*args: str, cwd: Path) -> tuple[str, str]:
+def attp(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     command = [str(ATTP)] if ATTP.is_file() else [sys.executable, "-m", "attp_server"]
-    done = subprocess.run(
-        [*command, "config", *args], capture_output=True, text=True, cwd=cwd, env=server_env(), timeout=60, check=True
+    environment = {**server_env(), **(env or {})}
+    return subprocess.run(
+        [*command, *args], capture_output=True, text=True, cwd=cwd, env=environment, timeout=60, check=False
     )
+
+
+def attp_config(*args: str, cwd: Path, env: dict[str, str] | None = None) -> tuple[str, str]:
+    done = attp("config", *args, cwd=cwd, env=env)
+    assert done.returncode == 0, done.stderr
     return done.stdout, done.stderr
 
 
@@ -78,3 +84,36 @@ def test_n8n_settings(tmp_path: Path, docker: bool) -> None:
         assert "ATTP_ALLOWED_HOSTS='host.docker.internal:*'" in stdout
         assert "--host 0.0.0.0" in stdout
         assert "host-gateway" in stdout
+
+
+def test_n8n_covers_both_nodes_and_how_to_check_status(tmp_path: Path) -> None:
+    """The standalone MCP Client node reports a failed program as a successful step: the status check is printed.
+
+    tests/n8n/ runs the same IF expression in a real n8n (opt-in).
+    """
+    stdout, _ = attp_config("n8n", cwd=tmp_path)
+    client, agent = stdout.split("\nMCP Client node")[1].split("\nMCP Client Tool node")
+    assert "Tool: attp_execute" in client and "Input Mode: JSON" in client
+    assert "{{ $json.content[0].text.status }}  is equal to  ok" in client
+    assert "{{ $json.content[0].text.error.message }}" in client
+    assert "ignores isError" in client and "note:" not in client
+    assert "Tools to Include: All" in agent and "MCP_Client_Tool_attp_execute" in agent
+
+    example = json.loads(client.split("JSON: ", 1)[1].splitlines()[0])
+    done = attp("exec", "--code", example["code"], "--toolpack", "files", "--workspace", "ws", "--json", cwd=tmp_path)
+    assert (done.returncode, json.loads(done.stdout)["result"]) == (0, "hi"), done.stderr
+
+
+@pytest.mark.parametrize(
+    ("environment", "note"),
+    [
+        pytest.param({"ATTP_JSON_CLIENTS": "[]", "ATTP_RESULT_FORMAT": "toml"}, True, id="json-clients-off-and-toml"),
+        pytest.param({"ATTP_RESULT_FORMAT": "toml"}, False, id="toml-but-json-clients-name-the-node"),
+        pytest.param({"ATTP_JSON_CLIENTS": "[]"}, False, id="json-for-everyone-by-default"),
+    ],
+)
+def test_n8n_notes_when_the_mcp_client_node_would_get_a_string(
+    tmp_path: Path, environment: dict[str, str], note: bool
+) -> None:
+    stdout, _ = attp_config("n8n", cwd=tmp_path, env=environment)
+    assert ("is the result text as one string" in stdout) is note

@@ -17,7 +17,6 @@ import json
 import shutil
 import subprocess
 import sys
-import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -176,7 +175,7 @@ def test_inspector_lists_the_tool(node_clients: NodeClients, inspector_target: I
     tool = tools[0]
     assert set(tool["inputSchema"]["properties"]) == {"code", "envelope", "target", "thought", "engine"}
     assert {"status", "result", "stdout", "calls", "error"} <= set(tool["outputSchema"]["properties"])
-    assert "read_file(path: str, max_lines: int = 1000, offset: int = 0) -> str" in tool["description"]
+    assert "read_file(path, max_lines=1000, offset=0) -> str — Read a UTF-8 text file" in tool["description"]
     assert tool["annotations"]["destructiveHint"] is True
 
 
@@ -196,7 +195,7 @@ def test_inspector_runs_a_real_program(node_clients: NodeClients, inspector_targ
     assert data["stdout"] == "rows 4\n"
     assert [c["tool"] for c in data["calls"]] == ["write_file", "read_file", "list_files"]
     assert all(c["ok"] for c in data["calls"])
-    text = tomllib.loads(answer["content"][0]["text"])
+    text = json.loads(answer["content"][0]["text"])
     assert (text["status"], text["result"]["warmest"], text["result"]["mean"]) == ("ok", "Cairo", 13.5)
     # It ran in that server's workspace, for real.
     assert (inspector_target.workspace / folder / "temps.csv").read_text() == TEMPS_CSV
@@ -247,7 +246,7 @@ TS_CHECKS = [
     "target echoed",
     "stdout captured",
     "calls traced",
-    "text content is the TOML rendering",
+    "text content is the lean JSON view",
     "failing program is isError with FILE_NOT_FOUND",
     "resources/read attp://tools/read_file",
     "unknown tool resource is an error with a suggestion",

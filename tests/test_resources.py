@@ -103,7 +103,7 @@ async def test_example_third_party_pack_end_to_end(workspace: Path) -> None:
             catalog = (await client.read_resource("attp://tools")).contents[0]
             atdf = (await client.read_resource("attp://tools/top_words/atdf")).contents[0]
             called = await client.call_tool("attp_execute", {"code": "__result__ = top_words('b a b', n=1)"})
-        assert "top_words(text: str, n: int = 10)" in description
+        assert "top_words(text, n=10) -> list[dict] — Return the n most frequent words" in description
         assert "def word_count(text: str)" in catalog.text  # type: ignore[union-attr]
         jsonschema.validate(json.loads(atdf.text), SCHEMA)  # type: ignore[union-attr]
         assert called.structured_content["result"] == [{"word": "b", "count": 2}]

@@ -1,14 +1,14 @@
-"""The result object of attp_execute (SPEC §4): its schema, isError, and the TOML / JSON text renderings."""
+"""The result object of attp_execute (SPEC §4): its schema, isError, and the lean text the model reads (JSON / TOML)."""
 
 from __future__ import annotations
 
 import json
 import tomllib
-from typing import Any, Literal
+from typing import Any
 
 import pytest
 from attp_server.errors import ErrorInfo
-from attp_server.results import CallRecord, ExecutionResult, render, render_toml, structured
+from attp_server.results import CallRecord, ExecutionResult, call_summary, render, structured
 
 SPEC_FIELDS = {"status", "target", "result", "stdout", "truncated", "hint", "calls", "error", "elapsed_ms"}
 SPEC_ERROR_FIELDS = {
@@ -55,105 +55,168 @@ def toml_of(result: ExecutionResult) -> dict[str, Any]:
     return tomllib.loads(render(result, "toml"))
 
 
-def toml_result_value(parsed: dict[str, Any]) -> Any:
-    """The result as the TOML text carries it: `result`, or `result_json` when TOML cannot hold it."""
-    assert not ("result" in parsed and "result_json" in parsed)
-    return json.loads(parsed["result_json"]) if "result_json" in parsed else parsed["result"]
+def json_of(result: ExecutionResult) -> dict[str, Any]:
+    return json.loads(render(result, "json"))
 
 
-def without_nulls(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: without_nulls(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list):
-        return [without_nulls(v) for v in value]
-    return value
+def lean(result: ExecutionResult) -> dict[str, Any]:
+    """What the text must carry: the answer, stdout, hint, error and a call summary; no defaults, no trace."""
+    data = result.model_dump(mode="json")
+    view = {"status": data["status"]}
+    if data["status"] == "ok":
+        view["result"] = data["result"]
+    view.update({k: data[k] for k in ("stdout", "truncated", "hint") if data[k]})
+    if data["error"]:
+        view["error"] = {k: v for k, v in data["error"].items() if v is not None}
+    if data["calls"]:
+        view["tool_calls"] = call_summary(result.calls)
+    return view
 
 
-# --- TOML rendering ------------------------------------------------------------------------------
+# --- the lean view, in both formats ------------------------------------------------------------
 
 
 @pytest.mark.parametrize("result", EXAMPLES)
-def test_toml_parses_back_to_the_dump_without_nulls(result: ExecutionResult) -> None:
-    expected = without_nulls(result.model_dump(mode="json"))
-    if not expected["calls"]:
-        del expected["calls"]
-    assert toml_of(result) == expected
+@pytest.mark.parametrize("result_format", ["json", "toml"])
+def test_text_parses_back_to_the_lean_view(result: ExecutionResult, result_format: str) -> None:
+    parsed = json_of(result) if result_format == "json" else toml_of(result)
+    expected = lean(result)
+    if result_format == "toml":  # TOML has no null: a null field is left out
+        expected = {k: v for k, v in expected.items() if v is not None}
+    assert parsed == expected
 
 
-def test_toml_omits_null_fields() -> None:
-    parsed = toml_of(MINIMAL)
-    assert set(parsed) == {"status", "stdout", "truncated", "elapsed_ms"}
-    error = toml_of(ERROR)["error"]
+def test_text_leaves_out_defaults_and_the_trace() -> None:
+    assert json_of(MINIMAL) == {"status": "ok", "result": None}
+    parsed = json_of(OK)
+    assert set(parsed) == {"status", "result", "stdout", "tool_calls"}
+    for absent in ("target", "calls", "elapsed_ms", "truncated", "error", "hint"):
+        assert absent not in parsed
+
+
+def test_text_keeps_fields_away_from_their_defaults() -> None:
+    result = ExecutionResult(status="ok", result=1, stdout="x" * 10, truncated=True, hint="cut")
+    assert json_of(result) == {"status": "ok", "result": 1, "stdout": "x" * 10, "truncated": True, "hint": "cut"}
+
+
+def test_error_text_leaves_out_null_error_fields() -> None:
+    error = json_of(ERROR)["error"]
     assert set(error) == {"code", "message", "line", "column", "source_line", "received", "suggested_value"}
+    assert "result" not in json_of(ERROR)
 
 
-def test_toml_call_without_error_code_omits_it() -> None:
-    calls = toml_of(OK)["calls"]
-    assert calls == [
-        {"tool": "list_files", "ok": True, "ms": 1.25},
-        {"tool": "read_file", "ok": False, "ms": 0.5, "error_code": "FILE_NOT_FOUND"},
-    ]
-
-
-def test_toml_starts_with_the_status() -> None:
+def test_text_starts_with_the_status() -> None:
+    assert render(ERROR, "json").startswith('{"status":"error",\n')
     assert render(ERROR, "toml").startswith('status = "error"\n')
 
 
-def test_render_toml_takes_the_json_dump() -> None:
-    assert render_toml(OK.model_dump(mode="json")) == render(OK, "toml")
+def test_json_text_is_one_field_per_line() -> None:
+    text = render(OK, "json")
+    assert text.startswith("{") and text.endswith("}")
+    lines = text[1:-1].split(",\n")
+    fields = [json.loads("{" + line + "}") for line in lines]
+    assert fields == [{key: value} for key, value in lean(OK).items()]
+
+
+# --- the one-line call summary -------------------------------------------------------------------
+
+
+def record(tool: str, code: str | None = None) -> CallRecord:
+    return CallRecord(tool=tool, ok=code is None, ms=0.5, error_code=code)
 
 
 @pytest.mark.parametrize(
-    "value",
+    ("calls", "summary"),
     [
-        pytest.param("plain", id="string"),
-        pytest.param(42, id="int"),
-        pytest.param(-(2**63), id="int64-min"),
-        pytest.param(2**63 - 1, id="int64-max"),
-        pytest.param(3.25, id="float"),
-        pytest.param(False, id="bool"),
-        pytest.param([], id="empty-list"),
-        pytest.param({}, id="empty-dict"),
-        pytest.param([1, "a", 2.5, True, [1], {"k": "v"}], id="mixed-list"),
-        pytest.param({"": 1, "a b": {"c.d": [1, "x"]}, "ü": True, "1": 2}, id="odd-keys"),
-        pytest.param({"rows": [{"x": 1}, {"x": 2}]}, id="array-of-tables"),
-        pytest.param("multi\nline\ntext\n", id="multiline"),
-        pytest.param("has \"\"\" and ''' quotes\n", id="triple-quotes"),
-        pytest.param("tab\tnul\x00 del\x7f bell\x07\n", id="control-characters"),
-        pytest.param("back\\slash\\\n", id="backslashes"),
-        pytest.param("héllo ✓ 🎉 \u2028", id="unicode"),
+        pytest.param([record("read_file")] * 60, "read_file: 60", id="one-tool"),
+        pytest.param(
+            [record("list_files"), record("read_file"), record("read_file")],
+            "list_files: 1, read_file: 2",
+            id="tools-in-first-call-order",
+        ),
+        pytest.param(
+            [record("read_file"), record("read_file", "FILE_NOT_FOUND")],
+            "read_file: 2 (1 failed: FILE_NOT_FOUND)",
+            id="one-failure",
+        ),
+        pytest.param(
+            [record("read_file", "FILE_NOT_FOUND")] * 2 + [record("read_file", "INVALID_ARGUMENT"), record("help")],
+            "read_file: 3 (3 failed: 2 FILE_NOT_FOUND, INVALID_ARGUMENT), help: 1",
+            id="several-codes",
+        ),
+        pytest.param([CallRecord(tool="x", ok=False, ms=1)], "x: 1 (1 failed: ERROR)", id="failure-without-code"),
     ],
 )
-def test_toml_result_holds_the_value_exactly(value: Any) -> None:
-    parsed = toml_of(ExecutionResult(status="ok", result=value))
-    assert "result_json" not in parsed
-    assert parsed["result"] == value
+def test_call_summary(calls: list[CallRecord], summary: str) -> None:
+    assert call_summary(calls) == summary
 
 
-@pytest.mark.parametrize(
-    "value",
-    [
-        pytest.param([1, None, 3], id="none-in-list"),
-        pytest.param({"a": None}, id="none-in-dict"),
-        pytest.param({"rows": [{"x": 1, "y": None}]}, id="deep-none"),
-        pytest.param(2**63, id="int64-max-plus-one"),
-        pytest.param(2**64, id="huge-int"),
-        pytest.param(-(2**63) - 1, id="int64-min-minus-one"),
-        pytest.param([1, 2**100], id="huge-int-in-list"),
-        pytest.param({"n": 10**30}, id="huge-int-in-dict"),
-    ],
-)
-def test_result_toml_cannot_hold_goes_to_result_json(value: Any) -> None:
-    parsed = toml_of(ExecutionResult(status="ok", result=value))
-    assert "result" not in parsed
-    assert json.loads(parsed["result_json"]) == value
+def test_sixty_calls_and_a_short_answer_stay_short() -> None:
+    """Issue 13: 60 calls and a 4-character answer came back as 3,202 characters (one TOML line per call)."""
+    result = ExecutionResult(status="ok", result="done", calls=[record("read_file")] * 60, elapsed_ms=117.6)
+    for result_format in ("json", "toml"):
+        assert len(render(result, result_format)) <= 600  # type: ignore[arg-type]
 
 
-def test_null_result_is_left_out() -> None:
+# --- values: null is data, never an escaped string ----------------------------------------------
+
+EXACT_IN_TOML = [
+    pytest.param("plain", id="string"),
+    pytest.param(42, id="int"),
+    pytest.param(-(2**63), id="int64-min"),
+    pytest.param(2**63 - 1, id="int64-max"),
+    pytest.param(3.25, id="float"),
+    pytest.param(False, id="bool"),
+    pytest.param([], id="empty-list"),
+    pytest.param({}, id="empty-dict"),
+    pytest.param([1, "a", 2.5, True, [1], {"k": "v"}], id="mixed-list"),
+    pytest.param({"": 1, "a b": {"c.d": [1, "x"]}, "ü": True, "1": 2}, id="odd-keys"),
+    pytest.param({"rows": [{"x": 1}, {"x": 2}]}, id="array-of-tables"),
+    pytest.param("multi\nline\ntext\n", id="multiline"),
+    pytest.param("has \"\"\" and ''' quotes\n", id="triple-quotes"),
+    pytest.param("tab\tnul\x00 del\x7f bell\x07\n", id="control-characters"),
+    pytest.param("back\\slash\\\n", id="backslashes"),
+    pytest.param("héllo ✓ 🎉 \u2028", id="unicode"),
+]
+NOT_IN_TOML = [
+    pytest.param([1, None, 3], id="none-in-list"),
+    pytest.param({"a": None}, id="none-in-dict"),
+    pytest.param({"rows": [{"x": 1, "y": None}]}, id="deep-none"),
+    pytest.param(2**63, id="int64-max-plus-one"),
+    pytest.param(2**64, id="huge-int"),
+    pytest.param(-(2**63) - 1, id="int64-min-minus-one"),
+    pytest.param([1, 2**100], id="huge-int-in-list"),
+    pytest.param({"n": 10**30}, id="huge-int-in-dict"),
+    pytest.param("a\r\nb", id="crlf-string"),
+    pytest.param({"text": "line 1\r\nline 2\r\n"}, id="crlf-in-dict"),
+]
+
+
+@pytest.mark.parametrize("value", [*EXACT_IN_TOML, *NOT_IN_TOML])
+def test_json_text_holds_the_value_exactly(value: Any) -> None:
+    assert json_of(ExecutionResult(status="ok", result=value))["result"] == value
+
+
+@pytest.mark.parametrize("value", EXACT_IN_TOML)
+def test_toml_text_holds_the_value_exactly(value: Any) -> None:
+    assert toml_of(ExecutionResult(status="ok", result=value))["result"] == value
+
+
+@pytest.mark.parametrize("value", NOT_IN_TOML)
+def test_what_toml_cannot_hold_is_rendered_as_json_data(value: Any) -> None:
+    """Was: `result_json = "{\"a\": null}"`, an escaped string in place of the data."""
+    text = render(ExecutionResult(status="ok", result=value, stdout="s\n"), "toml")
+    assert "result_json" not in text
+    assert json.loads(text) == {"status": "ok", "result": value, "stdout": "s\n"}
+
+
+def test_null_result_in_toml_is_left_out() -> None:
     parsed = toml_of(ExecutionResult(status="ok", result=None, hint="__result__ was never set"))
-    assert "result" not in parsed
-    assert "result_json" not in parsed
-    assert parsed["hint"] == "__result__ was never set"
+    assert parsed == {"status": "ok", "hint": "__result__ was never set"}
+
+
+def test_null_result_in_json_is_null() -> None:
+    assert render(ExecutionResult(status="ok"), "json") == '{"status":"ok",\n"result":null}'
 
 
 @pytest.mark.parametrize(
@@ -162,49 +225,20 @@ def test_null_result_is_left_out() -> None:
         pytest.param("line 1\nline 2\n", id="multiline"),
         pytest.param('quotes """ inside\n', id="triple-double-quotes"),
         pytest.param("ends with backslash \\", id="trailing-backslash"),
-        pytest.param("", id="empty"),
+        pytest.param("a\r\nb", id="crlf"),
     ],
 )
-@pytest.mark.parametrize("field", ["stdout", "hint", "target"])
-def test_toml_text_fields_round_trip(field: str, text: str) -> None:
-    parsed = toml_of(ExecutionResult(status="ok", **{field: text}))
+@pytest.mark.parametrize("field", ["stdout", "hint"])
+@pytest.mark.parametrize("result_format", ["json", "toml"])
+def test_text_fields_round_trip(field: str, text: str, result_format: str) -> None:
+    result = ExecutionResult(status="ok", result=1, **{field: text})
+    rendered = render(result, result_format)  # type: ignore[arg-type]
+    parsed = tomllib.loads(rendered) if rendered.startswith("status") else json.loads(rendered)
     assert parsed[field] == text
 
 
-@pytest.mark.parametrize(
-    "value",
-    [
-        pytest.param("a\r\nb", id="crlf-string"),
-        pytest.param({"text": "line 1\r\nline 2\r\n"}, id="crlf-in-dict"),
-    ],
-)
-def test_toml_result_keeps_crlf(value: Any) -> None:
-    assert toml_result_value(toml_of(ExecutionResult(status="ok", result=value))) == value
-
-
-# --- JSON rendering ------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "result",
-    [
-        *EXAMPLES,
-        pytest.param(ExecutionResult(status="ok", result=[1, None, 2**64]), id="nulls-and-huge-int"),
-        pytest.param(ExecutionResult(status="ok", result="héllo ✓", stdout="a\r\nb"), id="unicode-crlf"),
-    ],
-)
-def test_json_round_trips_to_the_dump(result: ExecutionResult) -> None:
-    assert json.loads(render(result, "json")) == result.model_dump(mode="json")
-
-
-def test_json_keeps_nulls_and_unicode() -> None:
-    text = render(ExecutionResult(status="ok", result="héllo"), "json")
-    assert '"target": null' in text
-    assert "héllo" in text
-
-
-def test_json_result_is_validated_back_into_the_model() -> None:
-    assert ExecutionResult.model_validate_json(render(OK, "json")) == OK
+def test_json_keeps_unicode_unescaped() -> None:
+    assert "héllo ✓" in render(ExecutionResult(status="ok", result="héllo ✓"), "json")
 
 
 # --- isError, model and schema -------------------------------------------------------------------
@@ -270,20 +304,17 @@ def test_schema_is_json_serialisable() -> None:
 # ---------------------------------------------------------------- the rendering budget (issue 12)
 
 
-@pytest.mark.parametrize("result_format", ["toml", "json"])
-def test_a_large_result_is_written_by_pydantic_core_not_by_a_python_writer(
-    result_format: Literal["toml", "json"], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A 1 MB result took about a second of the event loop in tomli_w (or json's indenting encoder)."""
+def test_a_large_result_is_written_as_json_even_where_toml_was_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 1 MB result took about a second of the event loop in tomli_w, which is written in Python."""
 
     def refuse(*_args: Any, **_kwargs: Any) -> str:
-        raise AssertionError("a Python-level writer rendered a large result")
+        raise AssertionError("tomli_w rendered a large result")
 
     monkeypatch.setattr("attp_server.results.tomli_w.dumps", refuse)
-    monkeypatch.setattr("attp_server.results.json.dumps", refuse)
     big = ExecutionResult(status="ok", result=[[i, "x"] for i in range(20_000)], stdout="done\n")
-    text = render(big, result_format)
-    assert json.loads(text) == big.model_dump(mode="json")
+    assert json.loads(render(big, "toml"))["result"] == big.result
+    small = ExecutionResult(status="ok", result=[1, 2], stdout="x" * 70_000)
+    assert json.loads(render(small, "toml"))["stdout"] == small.stdout
 
 
 def test_structured_content_is_the_whole_result() -> None:
@@ -291,8 +322,3 @@ def test_structured_content_is_the_whole_result() -> None:
         data = structured(result)
         assert data == result.model_dump(mode="json")
         assert list(data) == list(result.model_dump(mode="json"))
-
-
-def test_small_results_keep_their_format() -> None:
-    assert tomllib.loads(render(OK, "toml"))["result"] == OK.result
-    assert render(OK, "json").startswith("{\n  ")

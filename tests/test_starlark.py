@@ -183,6 +183,55 @@ async def test_errors_map_to_the_python_engine_codes(
         assert error["source_line"] == code.splitlines()[line - 1]
 
 
+COMMON_MISTAKES = [
+    pytest.param(
+        "for i in range(3000000000):\n    pass",
+        "RUNTIME_ERROR",
+        "range() takes integers from -2**31 to 2**31 - 1 (2,147,483,647) in Starlark",
+        id="range-past-int32",
+    ),
+    pytest.param(
+        "n = pow(2, 40)\nx = [i for i in range(0, n, 2)]",
+        "RUNTIME_ERROR",
+        "range() takes integers from -2**31 to 2**31 - 1",
+        id="range-stop-past-int32",
+    ),
+    pytest.param(
+        "parts = 'a,b'.split(',', pow(2, 33))",
+        "RUNTIME_ERROR",
+        "parameter `maxsplit` takes an integer from -2**31 to 2**31 - 1",
+        id="other-int32-parameter",
+    ),
+    pytest.param("x = [0] * pow(10, 10)", "RUNTIME_ERROR", "10,000,000,000 is too big here", id="repeat-past-int32"),
+    pytest.param("x = range('a')", "RUNTIME_ERROR", "Type of argument 1 doesn't match", id="positional-parameter"),
+    pytest.param("for c in 'abc':\n    pass", "RUNTIME_ERROR", "loop over s.elems()", id="iterate-string"),
+    pytest.param(
+        "for x in 5:\n    pass", "RUNTIME_ERROR", "a value of type int cannot be looped over", id="iterate-int"
+    ),
+    pytest.param("x = [3, 1]\nx.sort()", "RUNTIME_ERROR", "write x = sorted(x)", id="list-sort"),
+    pytest.param("d = {'a': 1}\nd.a", "RUNTIME_ERROR", 'read the key with d["a"] or d.get("a")', id="dict-attribute"),
+    pytest.param("d = {}\nd.a = 1", "RUNTIME_ERROR", 'write d["a"] = value', id="dict-set-attribute"),
+    pytest.param("s = 'abc'\ns[0] = 'x'", "RUNTIME_ERROR", "strings and tuples are immutable", id="immutable"),
+    pytest.param("def f(a):\n    return a\nf(1, 2)", "RUNTIME_ERROR", "for call to f()", id="extra-argument"),
+    pytest.param("seen = set()", "NAME_NOT_FOUND", "Starlark has no set: use a dict", id="set"),
+    pytest.param("x = {1, 2}", "SYNTAX_ERROR", "Starlark has no sets", id="set-literal"),
+    pytest.param("isinstance(1, 'int')", "NAME_NOT_FOUND", 'compare type(x) == "int"', id="isinstance"),
+]
+
+
+@pytest.mark.parametrize(("code", "error_code", "text"), COMMON_MISTAKES)
+async def test_common_mistakes_get_messages_that_say_what_to_do(
+    runtime: Runtime, code: str, error_code: str, text: str
+) -> None:
+    """Issue 13: range() past 2**31 - 1 said "Error unpacking value for parameter `a1` of type `int`"."""
+    error = (await run_starlark(runtime, code))["error"]
+    assert error["code"] == error_code, error
+    assert text in error["message"], error
+    assert "a1" not in error["message"] and "program.star" not in error["message"]
+    if error_code == "NAME_NOT_FOUND":
+        assert "suggested_value" not in error or error["suggested_value"] is None  # not 'str' for 'set'
+
+
 async def test_syntax_error_has_column_and_misspelled_tool_a_suggestion(runtime: Runtime) -> None:
     syntax = (await run_starlark(runtime, "x = 1\ny = [1, 2\nz = 3"))["error"]
     assert (syntax["code"], syntax["line"], syntax["column"]) == ("SYNTAX_ERROR", 3, 1)
@@ -416,8 +465,8 @@ def test_attp_check_parses_starlark(capsys: pytest.CaptureFixture[str], workspac
     assert cli_main(["check", *flags, "--code", "x = [1]\nfor i in x:\n    print(f'{x[0]}')"]) == 0
     assert cli_main(["check", *flags, "--code", "x = 1\nwhile x:\n    pass"]) == 1
     out = capsys.readouterr().out
-    assert 'code = "SYNTAX_ERROR"' in out
-    assert "line = 2" in out
+    assert '"code":"SYNTAX_ERROR"' in out
+    assert '"line":2' in out
 
 
 async def test_mcp_tool_takes_the_engine_argument(runtime: Runtime) -> None:

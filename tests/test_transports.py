@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import tomllib
+import json
 from typing import Any
 
 import anyio
@@ -44,8 +44,8 @@ async def test_lists_exactly_attp_execute_with_catalog(served: Served) -> None:
     assert set(tool.input_schema["properties"]) == {"code", "envelope", "target", "thought", "engine"}
     description = tool.description or ""
     for signature in (
-        "read_file(path: str, max_lines: int = 1000, offset: int = 0) -> str",
-        "add(a: int, b: int) -> int",
+        "read_file(path, max_lines=1000, offset=0) -> str — Read a UTF-8 text file",
+        "add(a: int, b: int) -> int — ",
     ):
         assert signature in description
     assert tool.annotations is not None and tool.annotations.destructive_hint is True
@@ -66,7 +66,7 @@ async def test_multi_tool_program(served: Served) -> None:
     }
     assert [c["tool"] for c in data["calls"]][:2] == ["write_file", "write_file"]
     assert all(c["ok"] for c in data["calls"])
-    text = tomllib.loads(raw.content[0].text)
+    text = json.loads(raw.content[0].text)
     assert text["status"] == "ok" and text["result"]["sum"] == 5
 
 
@@ -112,7 +112,7 @@ async def test_error_codes(served: Served, arguments: dict[str, Any], code: str)
     assert raw.is_error is True
     assert data["error"]["code"] == code, data["error"]
     assert data["error"]["message"]
-    text = tomllib.loads(raw.content[0].text)
+    text = json.loads(raw.content[0].text)
     assert text["error"]["code"] == code
 
 

@@ -35,10 +35,12 @@ from attp_server.sandbox.limits import Abort, SizeLimitError, Timeout
 from attp_server.sandbox.namespaces import SAFE_BUILTIN_FUNCTIONS, static_namespaces
 from attp_server.sandbox.starlark_source import (
     INSTALL,
+    MISSING_NAMES,
     EngineUnavailable,
     ImportForbidden,
     Source,
     dialect,
+    explain,
     has_location,
     message,
     missing_extra_message,
@@ -370,9 +372,13 @@ def _runtime_error(source: Source, text: str) -> BaseException:
     error: BaseException
     if name is not None:
         error = NameError(f"name {name.group(1)!r} is not defined", name=name.group(1))
+        if name.group(1) in MISSING_NAMES:
+            error.attp_advice = MISSING_NAMES[name.group(1)]  # type: ignore[attr-defined]
     elif "call stack overflow" in problem:
         error = RecursionError(problem)
     else:
         kind = _NOT_JSON.search(problem)
-        error = StarlarkError(f"the call passes {_not_json(kind.group(1))}" if kind else problem)
+        error = StarlarkError(
+            f"the call passes {_not_json(kind.group(1))}" if kind else explain(problem, source.line(line))
+        )
     return error if line is None else _place(error, line, column)

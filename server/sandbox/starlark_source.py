@@ -87,6 +87,11 @@ class Source:
         except starlark.StarlarkError as exc:
             raise self._syntax_error(str(exc)) from None
 
+    def line(self, number: int | None) -> str | None:
+        """The model's own line `number` (1-based), or None."""
+        lines = self.code.splitlines()
+        return lines[number - 1] if number is not None and 0 < number <= len(lines) else None
+
     def where(self, text: str) -> tuple[int | None, int | None]:
         """The 1-based line and column of a starlark-rust report; no column on lines that were rewritten."""
         line, column = location(text)
@@ -128,6 +133,8 @@ class Source:
         advice = _ADVICE.get(word.group(1), "") if word else ""
         if "unexpected symbol '**'" in problem:
             advice = "Starlark has no ** operator: use pow(x, y)."
+        elif re.search(r"unexpected symbol ',' here, expected one of \"?:", problem):
+            advice = "Starlark has no sets: write a list [a, b], or a dict {a: True, b: True}."
         syntax = SyntaxError(f"invalid Starlark syntax: {problem}" + (f". {advice}" if advice else ""))
         syntax.lineno, syntax.offset = line, column
         return syntax
@@ -294,6 +301,84 @@ def _fewer_alternatives(match: re.Match[str]) -> str:
         return match.group(0)
     rest = len(alternatives) - MAX_ALTERNATIVES
     return f"{match.group(1)}{', '.join(alternatives[:MAX_ALTERNATIVES])}, ... ({rest} more)"
+
+
+INT32_MAX = 2**31 - 1
+_INT32_RANGE = f"from -2**31 to 2**31 - 1 ({INT32_MAX:,})"
+_UNPACK_INT = re.compile(r"^Error unpacking value for parameter `(\w+)` of type `[^`]*\bint\b[^`]*`?$")
+_TOO_BIG = re.compile(r"^Integer value is too big to fit in i32: (-?\d+)$")
+_POSITIONAL = re.compile(r"parameter `a(\d+)`")
+_PROGRAM_FUNCTION = re.compile(re.escape(PROGRAM_FILE) + r"\.(\w+)")
+_EXPLAINED: list[tuple[re.Pattern[str], str]] = [
+    (
+        re.compile(r"^Immutable$"),
+        "this value cannot be changed: Starlark strings and tuples are immutable; build a new one instead "
+        "(e.g. s[:i] + 'x' + s[i + 1:], or list(t) then tuple(...))",
+    ),
+    (
+        re.compile(r"^Object of type `list` has no attribute `sort`$"),
+        "Starlark lists have no sort() method: write x = sorted(x) (it takes key= and reverse=)",
+    ),
+    (
+        re.compile(r"^Object of type `dict` has no attribute `(?P<name>\w+)`$"),
+        'a dict has no attribute {name}: read the key with d["{name}"] or d.get("{name}")',
+    ),
+    (
+        re.compile(r"^Operation `\.(?P<name>\w+)=` not supported on type `dict`$"),
+        'cannot set attribute {name} on a dict: write d["{name}"] = value',
+    ),
+    (
+        re.compile(r"^Operation `\(iter\)` not supported on type `string`$"),
+        "a string cannot be looped over in Starlark: loop over s.elems() (its characters), s.split(...) or "
+        "s.splitlines()",
+    ),
+    (
+        re.compile(r"^Operation `\(iter\)` not supported on type `(?P<kind>\w+)`$"),
+        "a value of type {kind} cannot be looped over: for, list(), enumerate() and zip() take a list, tuple, "
+        "dict or range(n)",
+    ),
+]
+"""starlark-rust messages that do not say what to do, and what to say instead (the common mistakes)."""
+
+MISSING_NAMES = {
+    "set": "Starlark has no set: use a dict (seen[x] = True, then x in seen) or a list",
+    "frozenset": "Starlark has no frozenset: use a dict (seen[x] = True, then x in seen) or a list",
+    "isinstance": 'Starlark has no isinstance: compare type(x) == "int" (type() returns the name of the type)',
+    "divmod": "Starlark has no divmod: use a // b and a % b",
+    "iter": "Starlark has no iterators: loop with for, or index a list",
+    "next": "Starlark has no iterators: loop with for, or index a list",
+    "open": "a program has no file access: use the file tools (for example read_file)",
+    "Exception": "Starlark has no exceptions: call fail(message) to stop with an error",
+    "ValueError": "Starlark has no exceptions: call fail(message) to stop with an error",
+    "KeyError": "Starlark has no exceptions: check first with `if key in d`",
+    "ToolError": "Starlark has no try/except: a failed tool call ends the run with the tool's error",
+}
+"""Python names models reach for that Starlark lacks, with what to write instead."""
+
+
+def explain(problem: str, source_line: str | None = None) -> str:
+    """starlark-rust's message `problem`, made one a model can act on where it is opaque."""
+    unpack = _UNPACK_INT.match(problem)
+    if unpack is not None:
+        if source_line is not None and re.search(r"\brange\s*\(", source_line):
+            return (
+                f"range() takes integers {_INT32_RANGE} in Starlark; this range goes past that: loop over fewer "
+                "numbers, or split the work into chunks"
+            )
+        parameter = _POSITIONAL.sub(lambda m: f"argument {m.group(1)}", f"parameter `{unpack.group(1)}`")
+        return f"{parameter} takes an integer {_INT32_RANGE} in Starlark; this one is outside that range"
+    too_big = _TOO_BIG.match(problem)
+    if too_big is not None:
+        return (
+            f"{int(too_big.group(1)):,} is too big here: Starlark indexes, slice bounds and repeat counts are "
+            f"integers {_INT32_RANGE}"
+        )
+    for pattern, advice in _EXPLAINED:
+        found = pattern.match(problem)
+        if found is not None:
+            return advice.format(**found.groupdict())
+    problem = _POSITIONAL.sub(lambda m: f"argument {m.group(1)}", problem)
+    return _PROGRAM_FUNCTION.sub(lambda m: f"{m.group(1)}()", problem)
 
 
 def location(text: str) -> tuple[int | None, int | None]:

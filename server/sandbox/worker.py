@@ -313,8 +313,13 @@ def _error(code: str, message: str, source: str, where: tuple[int | None, int | 
 
 def _name_error(exc: NameError, known: list[str], code: str) -> dict[str, Any]:
     name = getattr(exc, "name", None) or ""
-    close = closest(name, [k for k in known if not k.startswith("_")])
     error = _error("NAME_NOT_FOUND", f"name {name!r} is not defined", code, _where(exc))
+    advice = getattr(exc, "attp_advice", None)  # a name the language lacks, and what to write instead
+    if isinstance(advice, str):
+        error["message"] += f": {advice}"
+        error["solution"] = advice
+        return error
+    close = closest(name, [k for k in known if not k.startswith("_")])
     if close:
         error["suggested_value"] = close
         error["message"] += f"; did you mean {close!r}?"

@@ -144,7 +144,7 @@ async function exercise(name, options) {
     checks.check("output schema has status", "status" in (tool?.outputSchema?.properties ?? {}), tool?.outputSchema);
     checks.check(
       "description lists the tools",
-      (tool?.description ?? "").includes("read_file(path: str"),
+      (tool?.description ?? "").includes("read_file(path, max_lines=1000, offset=0) -> str"),
       tool?.description?.slice(0, 200),
     );
 
@@ -175,10 +175,18 @@ async function exercise(name, options) {
       isDeepStrictEqual(called, ["write_file", "read_file", "list_files"]) && data.calls.every((c) => c.ok),
       data.calls,
     );
+    // The text block is the lean view as JSON, which n8n's MCP Client node parses the same way.
     const text = textOf(call);
+    let lean = null;
+    try {
+      lean = JSON.parse(text);
+    } catch {}
     checks.check(
-      "text content is the TOML rendering",
-      text.startsWith('status = "ok"') && text.includes('warmest = "Cairo"'),
+      "text content is the lean JSON view",
+      lean?.status === "ok" &&
+        lean?.result?.warmest === "Cairo" &&
+        lean?.tool_calls === "write_file: 1, read_file: 1, list_files: 1" &&
+        !("calls" in lean) && !("elapsed_ms" in lean),
       text.slice(0, 300),
     );
 

@@ -1,0 +1,4 @@
+# expect: ok
+# needs: modules
+letters = collections.Counter("mississippi")
+__result__ = dict(sorted(letters.items()))

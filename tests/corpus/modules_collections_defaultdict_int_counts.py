@@ -1,0 +1,7 @@
+# expect: ok
+# needs: modules
+counts = collections.defaultdict(int)
+for ch in "hello world":
+    if ch != " ":
+        counts[ch] += 1
+__result__ = dict(counts)

@@ -1,0 +1,10 @@
+# expect: ok
+# needs: imports, modules
+import itertools
+
+items = ["a", "b", "c"]
+__result__ = {
+    "pairs": [list(p) for p in itertools.combinations(items, 2)],
+    "orders": len(list(itertools.permutations(items))),
+    "product": ["".join(p) for p in itertools.product("xy", repeat=2)],
+}

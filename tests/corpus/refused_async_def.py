@@ -1,0 +1,3 @@
+# expect: error FORBIDDEN
+async def fetch():
+    return 1

@@ -1,0 +1,2 @@
+# expect: error FORBIDDEN
+__result__ = ().__class__.__bases__[0].__subclasses__()

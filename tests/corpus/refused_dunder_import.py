@@ -1,0 +1,2 @@
+# expect: error FORBIDDEN
+os = __import__("os")

@@ -1,0 +1,2 @@
+# expect: error FORBIDDEN
+exec("x = 1")

@@ -1,0 +1,2 @@
+# expect: error FORBIDDEN
+__result__ = getattr("text", "upper")()

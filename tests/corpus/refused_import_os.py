@@ -1,0 +1,4 @@
+# expect: error IMPORT_FORBIDDEN
+import os
+
+__result__ = os.listdir(".")

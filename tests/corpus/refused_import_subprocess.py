@@ -1,0 +1,4 @@
+# expect: error IMPORT_FORBIDDEN
+import subprocess
+
+__result__ = subprocess.run(["ls"], capture_output=True).stdout

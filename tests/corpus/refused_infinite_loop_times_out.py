@@ -1,0 +1,4 @@
+# expect: error TIMEOUT
+n = 0
+while True:
+    n += 1

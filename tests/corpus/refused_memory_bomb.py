@@ -1,0 +1,2 @@
+# expect: error MEMORY_LIMIT
+blob = "x" * (10 ** 10)

@@ -1,0 +1,3 @@
+# expect: error FORBIDDEN
+with open("notes/todo.md") as f:
+    __result__ = f.read()

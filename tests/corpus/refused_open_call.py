@@ -1,0 +1,2 @@
+# expect: error FORBIDDEN
+__result__ = open("notes/todo.md").read()

@@ -1,0 +1,2 @@
+# expect: error NAME_NOT_FOUND
+__result__ = os.listdir(".")

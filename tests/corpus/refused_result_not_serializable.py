@@ -1,0 +1,2 @@
+# expect: error RESULT_NOT_SERIALIZABLE
+__result__ = re.compile(r"\d+")

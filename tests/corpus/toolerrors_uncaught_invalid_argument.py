@@ -1,0 +1,2 @@
+# expect: error INVALID_ARGUMENT
+write_file("x.txt")

@@ -1,0 +1,229 @@
+"""The tool description the model reads (SPEC §4): rules, one compact signature line per tool, the budget."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import pytest
+from attp_server.catalog import DESCRIPTION_BUDGET, Catalog, compact_signature, enabled_modules, shorten, type_text
+from attp_server.runtime import build_registry
+from attp_server.settings import Settings
+from attp_server.toolpack import ToolMarks, Toolpack, ToolRegistry, make_tool
+
+
+def settings_for(tmp_path: Path, **overrides: Any) -> Settings:
+    return Settings(workspace=tmp_path / "ws", db_path=tmp_path / "memory.sqlite3", workers=0, **overrides)
+
+
+def catalog_of(tmp_path: Path, **overrides: Any) -> Catalog:
+    settings = settings_for(tmp_path, **overrides)
+    return Catalog(build_registry(settings), settings)
+
+
+def generated_pack(name: str, count: int, *, open_world: bool = False) -> Toolpack:
+    """A pack of `count` distinct tools with realistic signatures, as an upstream MCP server might have."""
+
+    def make(i: int) -> Any:
+        def tool(query: str, limit: int = 10, region: str | None = None) -> list[dict[str, Any]]:
+            return []
+
+        tool.__name__ = f"{name}_tool_{i}"
+        tool.__doc__ = f"Search the {name} index number {i} for records that match a query, newest first."
+        return tool
+
+    return Toolpack(
+        name=name, description=f"The {name} service.", tools=[make(i) for i in range(count)], open_world=open_world
+    )
+
+
+def catalog_with(tmp_path: Path, packs: list[Toolpack]) -> Catalog:
+    settings = settings_for(tmp_path)
+    return Catalog(ToolRegistry(packs, tmp_path, {}), settings)
+
+
+# --- the default packs --------------------------------------------------------------------------
+
+
+def test_default_packs_show_every_tool_with_its_signature_within_budget(tmp_path: Path) -> None:
+    """Issue 13: past 4,000 characters only pack and tool names were listed, so every trial began with help()."""
+    catalog = catalog_of(tmp_path)
+    description = catalog.description
+    assert {"files", "skills", "memory"} <= set(catalog.registry.packs)
+    assert len(description) <= DESCRIPTION_BUDGET
+    for tool in catalog.registry.tools.values():
+        assert f"  {compact_signature(tool)} — " in description, tool.name
+    assert "read_file(path, max_lines=1000, offset=0) -> str — Read a UTF-8 text file" in description
+    assert "too long" not in description
+    assert "file_reader = read_file" in description
+
+
+def test_readme_states_the_default_description_size(tmp_path: Path) -> None:
+    catalog = catalog_of(tmp_path)
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    stated = re.search(r"The default packs'\s+(\d+) tools take ([\d,]+) characters", readme)
+    assert stated is not None
+    assert (int(stated.group(1)), int(stated.group(2).replace(",", ""))) == (
+        len(catalog.registry.tools),
+        len(catalog.description),
+    )
+
+
+def test_description_rules(tmp_path: Path) -> None:
+    description = catalog_of(tmp_path).description
+    for needle in (
+        "__result__",
+        "except ToolError as e:",
+        "e.code",
+        "e.suggested_value",
+        "math, json, datetime, re, random, statistics",
+        'help("name")',
+        'tools("word")',
+        "Limits per call: 10 s, 200 tool calls",
+        "The reply is a JSON object",
+        "tool_calls",
+    ):
+        assert needle in description, needle
+
+
+def test_description_says_plainly_that_nothing_reaches_the_network(tmp_path: Path) -> None:
+    description = catalog_of(tmp_path).description
+    assert "no enabled tool reaches the network or runs commands" in description
+
+
+def test_a_pack_that_reaches_out_is_named_in_the_rules(tmp_path: Path) -> None:
+    description = catalog_of(tmp_path, toolpacks=["files", "shell"]).description
+    assert "no enabled tool reaches the network" not in description
+    assert "only these go beyond the workspace (network, commands, other systems): bash." in description
+    assert "  bash(command, timeout=120" in description
+
+
+def test_toml_result_format_is_described(tmp_path: Path) -> None:
+    assert "The reply is TOML" in catalog_of(tmp_path, result_format="toml").description
+
+
+def test_starlark_description(tmp_path: Path) -> None:
+    description = catalog_of(tmp_path, engine="starlark").description
+    assert description.startswith("Run a short Starlark program")
+    assert "Modules ready to use: json, math." in description
+    assert "except ToolError" not in description  # Starlark has no try
+    assert "no while" in description
+
+
+def test_modules_come_from_one_place(tmp_path: Path) -> None:
+    settings = settings_for(tmp_path)
+    catalog = Catalog(build_registry(settings), settings)
+    modules = ", ".join(enabled_modules(settings))
+    assert modules in catalog.description
+    assert modules in catalog.prompt()
+    assert modules in catalog.prompt("zh")
+
+
+def test_no_tools_enabled(tmp_path: Path) -> None:
+    description = catalog_with(tmp_path, []).description
+    assert description.endswith("No tools are enabled: only the modules above are available.")
+
+
+# --- past the budget ----------------------------------------------------------------------------
+
+
+def test_past_the_budget_first_tools_keep_signatures_and_the_rest_are_named(tmp_path: Path) -> None:
+    catalog = catalog_with(tmp_path, [generated_pack("crm", 40), generated_pack("wiki", 40)])
+    description = catalog.description
+    assert len(description) <= DESCRIPTION_BUDGET
+    shown = [t for t in catalog.registry.tools.values() if f"  {compact_signature(t)} — " in description]
+    assert 10 < len(shown) < 80
+    assert [t.name for t in shown] == list(catalog.registry.tools)[: len(shown)]  # in order, none skipped
+    assert all(name in description for name in catalog.registry.tools)  # every other one by name
+    assert f"{len(shown)} of 80 tools are shown with their signature" in description
+    assert "help('name')" in description and "tools('word')" in description
+
+
+def test_hundreds_of_tools_are_counted_per_pack(tmp_path: Path) -> None:
+    catalog = catalog_with(tmp_path, [generated_pack("crm", 400), generated_pack("wiki", 400, open_world=True)])
+    description = catalog.description
+    assert len(description) <= DESCRIPTION_BUDGET
+    assert "Toolpacks (800 tools; too many to list their signatures here)" in description
+    assert "crm — The crm service." in description
+    assert "  400 tools: crm_tool_0, crm_tool_1" in description
+    assert "more" in description
+    assert (  # the rules name the tools that reach out, the first eight of them
+        "wiki_tool_0, wiki_tool_1, wiki_tool_2, wiki_tool_3, wiki_tool_4, wiki_tool_5, wiki_tool_6, wiki_tool_7 "
+        "and 392 more." in description
+    )
+
+
+@pytest.mark.parametrize("count", [200, 2000])
+def test_many_packs_still_fit(tmp_path: Path, count: int) -> None:
+    packs = [generated_pack(f"server{i}", 3) for i in range(count)]
+    description = catalog_with(tmp_path, packs).description
+    assert len(description) <= DESCRIPTION_BUDGET
+    assert f"Toolpacks ({3 * count} tools in {count} packs; tool count in brackets): server0 (3), server1 (3)" in (
+        description
+    )
+    assert ("more packs." in description) == (count == 2000)
+
+
+# --- signatures ---------------------------------------------------------------------------------
+
+
+def sample(
+    path: str,
+    items: list[dict[str, Any]],
+    mode: Literal["fast", "slow"],
+    limit: int = 10,
+    label: str | None = None,
+    tags: list[str] | None = None,
+    *rest: Annotated[str, "more"],
+    **options: Any,
+) -> dict[str, Any] | None:
+    """Do a sample thing."""
+    return None
+
+
+def many_parameters(a: str, b: int, c: str = "x" * 40, d: str = "y" * 40, e: str = "z" * 40, f: int = 1) -> str:
+    """Take many parameters."""
+    return ""
+
+
+@pytest.mark.parametrize(
+    ("function", "expected"),
+    [
+        pytest.param(
+            sample,
+            "sample(path, items: list[dict], mode: 'fast' | 'slow', limit=10, label=None, tags: list[str] = None, "
+            "*rest, **options) -> dict | None",
+            id="every-kind",
+        ),
+        pytest.param(
+            many_parameters,
+            "many_parameters(a, b: int, c='" + "x" * 40 + "', d='" + "y" * 40 + "', ...) -> str",
+            id="long-is-cut-after-required",
+        ),
+    ],
+)
+def test_compact_signature(function: Any, expected: str) -> None:
+    assert compact_signature(make_tool(function, "demo", marks=ToolMarks())) == expected
+
+
+@pytest.mark.parametrize(
+    ("annotation", "text"),
+    [
+        pytest.param(str, "str", id="str"),
+        pytest.param(Any, "any", id="any"),
+        pytest.param(None, "None", id="none"),
+        pytest.param(dict[str, int | str], "dict", id="dict"),
+        pytest.param(list[dict[str, Any]], "list[dict]", id="list-of-dict"),
+        pytest.param(tuple[int, int], "list", id="tuple"),
+        pytest.param(int | None, "int | None", id="optional"),
+        pytest.param(Literal["a", "b"], "'a' | 'b'", id="literal"),
+    ],
+)
+def test_type_text(annotation: Any, text: str) -> None:
+    assert type_text(annotation) == text
+
+
+def test_shorten_cuts_at_a_word() -> None:
+    assert shorten("one two three four", 12) == "one two…"
+    assert shorten("  spaced\n out  ", 50) == "spaced out"
