@@ -16,6 +16,7 @@ from typing import Annotated, Literal
 import anyio
 import uvicorn
 from attp_server.results import CallRecord, ExecutionResult, render, structured
+from attp_server.settings import Settings
 from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult, TextContent
 from pydantic import Field
@@ -36,7 +37,7 @@ def _shape_tool() -> Callable[..., Awaitable[CallToolResult]]:
     calls = [CallRecord(tool=tool, ok=True, ms=0.05) for tool in ("lookup", "lookup", "lookup", "score", "score")]
     result = ExecutionResult(status="ok", result=WORKLOADS[0].expected(), calls=calls, elapsed_ms=1.0)
     data = structured(result)
-    text = render(result, "toml", data)
+    text = render(result, Settings.model_fields["result_format"].default)
 
     async def attp_shape(
         code: Annotated[str | None, Field(description="The program to run.")] = None,
