@@ -58,6 +58,24 @@ def page_summary(page: Page) -> dict[str, Any]:
     }
 
 
+def _check_query_size(query: str) -> None:
+    """INVALID_ARGUMENT for a query past MAX_QUERY_CHARS or MAX_TERMS (terms are counted in linear time)."""
+    if len(query) > MAX_QUERY_CHARS:
+        problem = f"a query of at most {MAX_QUERY_CHARS:,} characters; this one has {len(query):,}"
+    elif (terms := len(terms_of(query))) > MAX_TERMS:
+        problem = f"at most {MAX_TERMS} distinct words per query; this one has {terms}"
+    else:
+        return
+    raise ToolError(
+        "INVALID_ARGUMENT",
+        f"find_page() takes {problem}.",
+        parameter_name="query",
+        received=short_repr(query),
+        expected=f"at most {MAX_TERMS} words and {MAX_QUERY_CHARS:,} characters",
+        solution="Search for the few most distinctive words; call find_page again for other words.",
+    )
+
+
 class MemoryTools:
     """The tools, bound to one store and the pack's limits."""
 
@@ -520,25 +538,7 @@ class MemoryTools:
                 expected='words to search for, e.g. "deadline"',
                 solution="Call view() to browse the whole tree instead.",
             )
-        if len(query) > MAX_QUERY_CHARS:
-            raise ToolError(
-                "INVALID_ARGUMENT",
-                f"find_page() takes a query of at most {MAX_QUERY_CHARS:,} characters; this one has {len(query):,}.",
-                parameter_name="query",
-                received=short_repr(query),
-                expected=f"a few words, at most {MAX_QUERY_CHARS:,} characters",
-                solution="Search for the few most distinctive words; call find_page again for other words.",
-            )
-        terms = len(terms_of(query))
-        if terms > MAX_TERMS:
-            raise ToolError(
-                "INVALID_ARGUMENT",
-                f"find_page() takes at most {MAX_TERMS} distinct words per query; this one has {terms}.",
-                parameter_name="query",
-                received=short_repr(query),
-                expected=f"at most {MAX_TERMS} words",
-                solution="Search for the few most distinctive words; call find_page again for other words.",
-            )
+        _check_query_size(query)
         if not 1 <= limit <= MAX_FIND_RESULTS:
             raise ToolError(
                 "INVALID_ARGUMENT",
