@@ -13,6 +13,9 @@ Sections (each figure a median over many runs; each ratio two medians measured i
   cold start of ``attp serve`` to a completed initialize.
 - Memory: ``find_page`` over a 100,000-page tree, per kind of query (``bench/memory_search.py``,
   which also runs alone and writes its own detailed JSON).
+- Gateway: characters a model reads for one task on server-filesystem, direct MCP calls against one
+  attp_execute program, and parallel() against a loop of upstream calls (``bench/gateway.py``, which
+  also runs alone and prints the whole comparison).
 - Reliability: a normal client's W1 latency (p50, p99) and errors while hostile clients send issue
   12's programs and runaways; the server's threads, and how soon it is idle afterwards (``bench/load.py``).
 
@@ -29,13 +32,14 @@ import anyio
 
 from bench.containment import containment
 from bench.evaluation import evaluation
+from bench.gateway import gateway
 from bench.load import load
 from bench.memory_search import memory
 from bench.report import Report
 from bench.transport import transport
 
 RESULTS = Path(__file__).parent / "results.json"
-SECTIONS = ("evaluation", "transport", "containment", "memory", "load")
+SECTIONS = ("evaluation", "transport", "containment", "memory", "gateway", "load")
 
 
 async def measure(quick: bool, only: list[str]) -> Report:
@@ -48,6 +52,8 @@ async def measure(quick: bool, only: list[str]) -> Report:
         await containment(report, quick)
     if "memory" in only:
         await anyio.to_thread.run_sync(memory, report, quick)
+    if "gateway" in only:
+        await gateway(report, quick)
     if "load" in only:
         await load(report, quick)
     return report

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from attp_server.errors import AttpError, ErrorCode, ErrorInfo
-    from attp_server.tool_executor import time_left
     from attp_server.toolpack import ToolError, ToolMarks, Toolpack, ToolpackContext
 
 __all__ = [
@@ -22,7 +21,6 @@ __all__ = [
     "Toolpack",
     "ToolpackContext",
     "__version__",
-    "time_left",
 ]
 
 __version__ = "0.1.0"
@@ -35,7 +33,6 @@ _LAZY = {
     "ToolpackContext": "attp_server.toolpack",
     "ToolError": "attp_server.toolpack",
     "ToolMarks": "attp_server.toolpack",
-    "time_left": "attp_server.tool_executor",
 }
 
 

@@ -5,11 +5,13 @@ Transports live elsewhere: stdio here (`serve_stdio`), HTTP in `attp_server.http
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
+import weakref
 from collections.abc import Callable
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import anyio
 from attp_server import __version__
@@ -22,8 +24,11 @@ from attp_server.settings import Settings
 from attp_server.signals import on_stop_signal
 from attp_server.skills import SkillError, SkillLibrary, default_skills_dirs
 from attp_server.toolpack import Tool
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.lowlevel import NotificationOptions
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError
+from mcp.server.subscriptions import InMemorySubscriptionBus, ToolsListChanged
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
@@ -40,11 +45,45 @@ def instructions(engine: str) -> str:
     )
 
 
+class _Clients:
+    """MCP middleware that remembers every client connection seen, to tell them when the tool list changes.
+
+    Connections are held weakly: a client that went away is forgotten with its connection. The SDK makes a
+    `ServerSession` per request and does not expose the connection under it, hence the private attribute
+    (without it, handshake-era clients are not told; 2026 clients still hear it on their listen stream).
+    """
+
+    def __init__(self) -> None:
+        self.connections: weakref.WeakSet[Any] = weakref.WeakSet()
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        connection = getattr(ctx.session, "_connection", None)
+        if connection is not None and hasattr(connection, "send_tool_list_changed"):
+            self.connections.add(connection)
+        return await call_next(ctx)
+
+    async def tools_changed(self, bus: InMemorySubscriptionBus) -> None:
+        """``notifications/tools/list_changed`` to every handshake-era connection, and on the listen bus (2026)."""
+        for connection in list(self.connections):
+            try:
+                await connection.send_tool_list_changed()
+            except Exception as exc:  # a client that went away must not stop the others from hearing
+                logger.debug("could not tell a client that the tools changed: %s", exc)
+        await bus.publish(ToolsListChanged())
+
+
 def create_server(runtime: Runtime) -> MCPServer:
     """An `MCPServer` publishing exactly one tool, `attp_execute`."""
     settings = runtime.settings
+    clients = _Clients()
+    bus = InMemorySubscriptionBus()
     server: MCPServer = MCPServer(
-        SERVER_NAME, version=__version__, instructions=instructions(settings.engine), log_level=settings.log_level
+        SERVER_NAME,
+        version=__version__,
+        instructions=instructions(settings.engine),
+        log_level=settings.log_level,
+        subscriptions=bus,
+        middleware=[clients],
     )
 
     async def attp_execute(
@@ -63,8 +102,8 @@ def create_server(runtime: Runtime) -> MCPServer:
         *,
         ctx: Context,
     ) -> Annotated[CallToolResult, ExecutionResult]:
-        async def progress(done: int, tool: str) -> None:
-            await ctx.report_progress(done, message=f"{done} tool call{'s' if done > 1 else ''} done (last: {tool})")
+        async def progress(value: float, message: str) -> None:
+            await ctx.report_progress(value, message=message)
 
         context = CallContext(session=session_of(ctx), progress=progress)
         request = ExecuteRequest(code=code, envelope=envelope, target=target, thought=thought, engine=engine)
@@ -77,21 +116,39 @@ def create_server(runtime: Runtime) -> MCPServer:
 
     _add_tool_resources(server, runtime)
     _add_skill_resources(server, SkillLibrary.load(settings.skills_dirs or default_skills_dirs()))
-    marks = [tool.marks for tool in runtime.registry.tools.values()]
-    server.add_tool(
-        attp_execute,
-        name="attp_execute",
-        title=f"Run a {LANGUAGES[settings.engine]} program against the tools",
-        description=runtime.catalog.description,
-        annotations=ToolAnnotations(
+
+    def publish() -> None:
+        """(Re)register attp_execute with the current description: upstream tools can change while serving."""
+        marks = [tool.marks for tool in runtime.registry.tools.values()]
+        server.add_tool(
+            attp_execute,
+            name="attp_execute",
             title=f"Run a {LANGUAGES[settings.engine]} program against the tools",
-            read_only_hint=all(m.read_only for m in marks),
-            destructive_hint=any(m.destructive for m in marks),
-            idempotent_hint=False,
-            open_world_hint=any(m.open_world for m in marks),
-        ),
-        structured_output=True,
-    )
+            description=runtime.catalog.description,
+            annotations=ToolAnnotations(
+                title=f"Run a {LANGUAGES[settings.engine]} program against the tools",
+                read_only_hint=all(m.read_only for m in marks),
+                destructive_hint=any(m.destructive for m in marks),
+                idempotent_hint=False,
+                open_world_hint=any(m.open_world for m in marks),
+            ),
+            structured_output=True,
+        )
+
+    publish()
+    if any(pack.live is not None for pack in runtime.registry.packs.values()):
+
+        async def tools_changed() -> None:
+            server.remove_tool("attp_execute")
+            publish()
+            await clients.tools_changed(bus)
+
+        runtime.listeners.append(tools_changed)
+        # Say so in the handshake: clients listen for notifications/tools/list_changed only when it is declared.
+        lowlevel = server._lowlevel_server
+        lowlevel.create_initialization_options = functools.partial(  # type: ignore[method-assign]
+            lowlevel.create_initialization_options, NotificationOptions(tools_changed=True)
+        )
     return server
 
 

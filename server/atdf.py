@@ -56,8 +56,8 @@ def atdf_descriptor(tool: Tool) -> dict[str, Any]:
     success = _success(tool, doc)
     descriptor: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
-        "tool_id": tool.name,
-        "name": tool.name,
+        "tool_id": tool.ref,
+        "name": tool.ref,
         "description": _description(tool, doc),
         "when_to_use": _when_to_use(tool, doc),
         "how_to_use": {
@@ -66,8 +66,9 @@ def atdf_descriptor(tool: Tool) -> dict[str, Any]:
         },
         "prerequisites": {
             "conditions": [
-                f"Call it inside an attp_execute program, as {tool.name}(...) or {tool.pack}.{tool.name}(...); "
-                "no import is needed."
+                "Call it inside an attp_execute program, as "
+                + (f"{tool.ref}(...)" if tool.qualified else f"{tool.name}(...) or {tool.pack}.{tool.name}(...)")
+                + "; no import is needed."
             ]
         },
         "metadata": _metadata(tool),

@@ -82,7 +82,7 @@ def compact_signature(tool: Tool) -> str:
     params = ", ".join(shown) + (", ..." if len(shown) < len(parts) else "")
     returns = tool.signature.return_annotation
     arrow = "" if returns is inspect.Signature.empty else f" -> {type_text(returns)}"
-    return f"{tool.name}({params}){arrow}"
+    return f"{tool.ref}({params}){arrow}"
 
 
 def type_text(annotation: Any) -> str:
@@ -162,7 +162,7 @@ class Catalog:
 
     def _reaching_out(self) -> list[str]:
         """The tools that reach beyond the workspace (the network, processes, other systems)."""
-        return [tool.name for tool in self.registry.tools.values() if tool.marks.open_world]
+        return [tool.ref for tool in self.registry.tools.values() if tool.marks.open_world]
 
     def _rules(self) -> str:
         s = self.settings
@@ -192,6 +192,9 @@ class Catalog:
                 "ends the run with that error."
             )
             lines.append(f"- Not available: {REFUSED_PYTHON}.")
+            lines.append(
+                "- parallel(tool, [kwargs, ...]) runs one tool over many argument dicts at once; results in order."
+            )
         lines.append(self._reach_rule())
         lines.append(
             f"- Limits per call: {s.timeout_s:g} s, {s.max_tool_calls} tool calls (help/tools included), "
@@ -226,9 +229,10 @@ class Catalog:
         rules = self._rules()
         tools = list(self.registry.tools.values())
         if not tools:
-            return rules + "\nNo tools are enabled: only the modules above are available."
-        lines = {tool.name: f"{compact_signature(tool)} — {shorten(tool.summary, SUMMARY_CHARS)}" for tool in tools}
+            return rules + self._unavailable() + "\nNo tools are enabled: only the modules above are available."
+        lines = {tool.ref: f"{compact_signature(tool)} — {shorten(tool.summary, SUMMARY_CHARS)}" for tool in tools}
         lines = {name: line.removesuffix(" — ") for name, line in lines.items()}
+        rules += self._unavailable()
         shown = _most(len(tools), lambda k: len(rules + self._catalog(tools, lines, k)) <= DESCRIPTION_BUDGET)
         if shown is not None:
             return rules + self._catalog(tools, lines, shown)
@@ -238,6 +242,14 @@ class Catalog:
             return rules + self._names_only(tools, names)
         packs = _most(len(self.registry.packs), lambda k: len(rules + self._packs_only(tools, k)) <= DESCRIPTION_BUDGET)
         return rules + self._packs_only(tools, packs or 0)
+
+    def _unavailable(self) -> str:
+        """The upstream MCP servers that are down, with why and the fix: the model can tell the user."""
+        down = self.registry.unavailable()
+        if not down:
+            return ""
+        listed = "; ".join(f"{name}: {problem}" for name, problem in down.items())
+        return f"\nUnavailable now (MCP servers that are down): {listed}\n"
 
     def _by_pack(self, tools: list[Tool]) -> dict[str, list[Tool]]:
         grouped: dict[str, list[Tool]] = {}
@@ -252,12 +264,12 @@ class Catalog:
 
     def _catalog(self, tools: list[Tool], lines: dict[str, str], shown: int) -> str:
         """The first `shown` tools with their signature line, the others by name under their pack."""
-        with_signature = {tool.name for tool in tools[:shown]}
+        with_signature = {tool.ref for tool in tools[:shown]}
         out = ["\nTools (signature — what it does):"]
         for pack, members in self._by_pack(tools).items():
             out.append(self._pack_line(pack))
-            out.extend(f"  {lines[t.name]}" for t in members if t.name in with_signature)
-            rest = [t.name for t in members if t.name not in with_signature]
+            out.extend(f"  {lines[t.ref]}" for t in members if t.ref in with_signature)
+            rest = [t.ref for t in members if t.ref not in with_signature]
             if rest:
                 out.append("  also: " + ", ".join(rest))
         out.extend(self._aliases())
@@ -273,7 +285,7 @@ class Catalog:
         out = [f"\nToolpacks ({len(tools)} tools; too many to list their signatures here):"]
         for pack, members in self._by_pack(tools).items():
             out.append(self._pack_line(pack))
-            listed = ", ".join(t.name for t in members[:names])
+            listed = ", ".join(t.ref for t in members[:names])
             more = len(members) - min(names, len(members))
             out.append(
                 f"  {len(members)} tools"
@@ -323,7 +335,7 @@ class Catalog:
             pack = self.registry.packs[name]
             tools = [t for t in self.registry.tools.values() if t.pack == name]
             return f"{name}: {pack.description}\n\n" + "\n\n".join(tool_text(t) for t in tools)
-        tool = self.registry.resolve(name.split(".")[-1])
+        tool = self.registry.resolve(name) or self.registry.resolve(name.split(".")[-1])
         if tool is None:
             return f"No tool named {name!r}. " + self.description
         return tool_text(tool)
@@ -333,9 +345,9 @@ class Catalog:
         words = query.lower().split() if isinstance(query, str) else []
         out = []
         for tool in self.registry.tools.values():
-            haystack = f"{tool.name} {tool.pack} {tool.doc}".lower()
+            haystack = f"{tool.ref} {tool.pack} {tool.doc}".lower()
             if all(word in haystack for word in words):
                 out.append(
-                    {"name": tool.name, "pack": tool.pack, "signature": tool.signature_text(), "summary": tool.summary}
+                    {"name": tool.ref, "pack": tool.pack, "signature": tool.signature_text(), "summary": tool.summary}
                 )
         return out

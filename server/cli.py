@@ -29,9 +29,10 @@ from attp_server.logs import configure_logging
 from attp_server.manifest import build_manifest, differences
 from attp_server.manifest import render as render_manifest
 from attp_server.results import ExecutionResult, render
-from attp_server.runtime import ExecuteRequest, Runtime, build_registry, open_runtime
+from attp_server.runtime import ExecuteRequest, Runtime, build_registry, open_registry, open_runtime
 from attp_server.settings import Settings, load_settings
 from attp_server.tam import TamError, looks_like_tam, translate_tam
+from attp_server.toolpack import ToolRegistry
 
 logger = logging.getLogger("attp_server")
 
@@ -58,6 +59,14 @@ def _settings_flags(parser: argparse.ArgumentParser) -> None:
         help="skills library (repeatable)",
     )
     group.add_argument("--db-path", dest="db_path", type=Path, help="SQLite file of the memory toolpack")
+    group.add_argument(
+        "--mcp-config",
+        dest="mcp_config",
+        action="append",
+        type=Path,
+        metavar="FILE",
+        help='MCP servers to put behind attp: a Claude-Desktop-style JSON {"mcpServers": ...} (repeatable)',
+    )
     group.add_argument("--engine", choices=["python", "starlark"], help="language of programs (default python)")
     group.add_argument("--timeout-s", dest="timeout_s", type=float, help="wall-clock limit per run")
     group.add_argument("--memory-mb", dest="memory_mb", type=int, help="memory limit per worker")
@@ -143,6 +152,7 @@ def _cli_values(args: argparse.Namespace) -> dict[str, Any]:
     keys = (
         "workspace", "toolpacks", "skills_dirs", "db_path", "engine", "timeout_s", "memory_mb", "max_tool_calls",
         "result_format", "workers", "log_level", "log_format", "transport", "host", "port", "insecure_no_auth",
+        "mcp_config",
     )  # fmt: skip
     return {key: getattr(args, key) for key in keys if getattr(args, key, None) is not None}
 
@@ -178,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "config":
             return _config(settings, args)
         if args.command == "prompt":
-            print(Catalog(build_registry(settings), settings).prompt(args.language))
+            print(Catalog(_registry(settings), settings).prompt(args.language))
             return EXIT_OK
         return _tools(settings, args)
     except AttpError as exc:
@@ -284,7 +294,7 @@ def _check(settings: Settings, args: argparse.Namespace) -> int:
 
     given = _input(args, settings)
     request = given.request
-    registry = build_registry(settings)
+    registry = _registry(settings)
     known = Runtime.known_names(registry)
     problem: ErrorInfo | None = None
     hint = "the program passed the static checks (nothing was run)"
@@ -316,14 +326,26 @@ def _check(settings: Settings, args: argparse.Namespace) -> int:
     return EXIT_FAILED if problem else EXIT_OK
 
 
+def _registry(settings: Settings) -> ToolRegistry:
+    """The enabled tools, upstream MCP servers included: they are connected to list theirs, then closed."""
+    if not settings.upstream_servers:
+        return build_registry(settings)
+
+    async def connect() -> ToolRegistry:
+        async with open_registry(settings) as registry:
+            return registry
+
+    return anyio.run(connect)
+
+
 def _tools(settings: Settings, args: argparse.Namespace) -> int:
 
-    registry = build_registry(settings)
+    registry = _registry(settings)
     if args.format == "atdf":
         print(json.dumps([atdf_descriptor(t) for t in registry.tools.values()], indent=2, ensure_ascii=False))
     elif args.format == "json":
         data = [
-            {"name": t.name, "pack": t.pack, "signature": t.signature_text(), "doc": t.doc}
+            {"name": t.ref, "pack": t.pack, "signature": t.signature_text(), "doc": t.doc}
             for t in registry.tools.values()
         ]
         print(json.dumps(data, indent=2, ensure_ascii=False))

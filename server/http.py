@@ -158,6 +158,9 @@ def _healthz(runtime: Runtime) -> Callable[[Request], Awaitable[JSONResponse]]:
                 "tools": runtime.tools.stats(),
                 "threads": threading.active_count(),
                 "sandbox": runtime.pool.lockdown,
+                "upstream": {
+                    name: pack.live.health() for name, pack in runtime.registry.packs.items() if pack.live is not None
+                },
             }
         )
 

@@ -28,14 +28,27 @@ from attp_server.results import CallRecord, ExecutionResult, Status
 from attp_server.sandbox import starlark_engine
 from attp_server.sandbox.pool import Job, WorkerPool
 from attp_server.sandbox.protocol import text_of
-from attp_server.sandbox.static_check import META_TOOLS, KnownNames, known_names
+from attp_server.sandbox.static_check import META_TOOLS, PARALLEL, KnownNames, known_names
 from attp_server.settings import Settings
 from attp_server.tam import TamError, looks_like_tam, translate_tam
-from attp_server.tool_executor import NoThread, ToolExecutor, run_deadline
-from attp_server.toolpack import Tool, ToolError, ToolpackLoadError, ToolRegistry, load_toolpack
+from attp_server.tool_executor import NoThread, ToolExecutor
+from attp_server.toolpack import (
+    Tool,
+    ToolCall,
+    ToolError,
+    ToolpackLoadError,
+    ToolRegistry,
+    load_factory,
+    load_toolpack,
+    reset_current_call,
+    set_current_call,
+)
 from pydantic import ValidationError
 
 logger = logging.getLogger(__name__)
+
+MAX_PARALLEL = 16
+"""Calls of one ``parallel()`` in flight at once; the rest wait their turn (every one still counts)."""
 
 SOLUTIONS: dict[str, str] = {
     ErrorCode.TIMEOUT: "Do less per call: smaller inputs, fewer iterations, or split the work across several calls.",
@@ -74,8 +87,9 @@ class ExecuteRequest:
     """The language of the program; None means the `engine` setting. TAM blocks always run as Python."""
 
 
-Progress = Callable[[int, str], Awaitable[None]]
-"""Told after each tool call of a run: how many calls are done, and the tool's name."""
+Progress = Callable[[float, str], Awaitable[None]]
+"""Told after each tool call of a run (how many calls are done, and a message naming the tool), and while
+a long call reports its own progress (calls done plus the fraction of this one)."""
 
 
 @dataclass(frozen=True)
@@ -95,8 +109,10 @@ class _Run:
     count: int = 0
     progress: Progress | None = None
     session: str = "-"
-    deadline: float = math.inf
-    """When the run ends at the latest (``time.monotonic()``): tool calls, upstream calls included, read it."""
+    deadline: float | None = None
+    """`time.monotonic()` at which the worker's wall clock runs out; every tool call (upstream too) is bounded by it."""
+    reported: float = 0.0
+    """The last progress value sent: MCP progress must increase, and parallel calls finish in any order."""
 
 
 class Runtime:
@@ -113,12 +129,29 @@ class Runtime:
         self.slow_inline: set[str] = set()
         """Tools declared inline that took longer than INLINE_BUDGET_S INLINE_STRIKES times: they run on threads."""
         self._inline_strikes: Counter[str] = Counter()
+        self.listeners: list[Callable[[], Awaitable[None]]] = []
+        """Told after `refresh` (the MCP face tells its clients that the tool list changed)."""
 
     @staticmethod
     def known_names(registry: ToolRegistry) -> KnownNames:
         """Every name a program may use without defining it: tools, builtins, modules and pack namespaces."""
         packs = tuple((pack, tuple(names)) for pack, names in registry.namespaces().items())
-        return known_names(tuple(registry.callable_names()), packs)
+        return known_names(tuple(registry.callable_names()), packs, tuple(registry.unavailable().items()))
+
+    async def refresh(self) -> None:
+        """A live pack's tools or availability changed: settle the names again, rebuild what is derived from
+        them (catalog and description, known names), and tell the listeners if what a client reads changed."""
+        before = (self.catalog.description, self.catalog.attp_text())
+        self.registry.refresh()
+        self.catalog = Catalog(self.registry, self.settings)
+        self.known = self.known_names(self.registry)
+        if (self.catalog.description, self.catalog.attp_text()) == before:
+            return
+        for listener in list(self.listeners):
+            try:
+                await listener()
+            except Exception:
+                logger.exception("a tool-list listener failed")
 
     async def execute(self, request: ExecuteRequest, context: CallContext | None = None) -> ExecutionResult:
         context = context if context is not None else CallContext()
@@ -248,6 +281,7 @@ class Runtime:
         return result
 
     async def _run(self, code: str, target: str | None, run: _Run, engine: Engine = "python") -> ExecutionResult:
+        run.deadline = time.monotonic() + self.settings.timeout_s
         job = Job(
             code=code,
             tools=self.registry.callable_names(),
@@ -258,6 +292,7 @@ class Runtime:
             max_tool_calls=self.settings.max_tool_calls,
             capture_print=self.settings.capture_print,
             engine=engine,
+            unavailable=self.registry.unavailable(),
         )
         run.deadline = time.monotonic() + self.settings.timeout_s
         done = await self.pool.run(job, functools.partial(self._traced_call, run))
@@ -290,12 +325,11 @@ class Runtime:
 
     # ------------------------------------------------------------ tool calls from the worker
 
-    def _inline(self, tool: Tool, bound: dict[str, Any], deadline: float) -> Any:
+    def _inline(self, tool: Tool, bound: dict[str, Any]) -> Any:
         """Call a tool its pack declares cheap on the event loop; one that is not cheap goes to the threads."""
         started = time.thread_time()  # CPU time: a preemption of the server on a busy machine is not the tool's
         try:
-            with run_deadline(deadline):
-                return tool.function(**bound)
+            return tool.function(**bound)
         finally:
             spent = time.thread_time() - started
             if spent > INLINE_BUDGET_S:
@@ -309,24 +343,49 @@ class Runtime:
                     )
 
     async def _traced_call(self, run: _Run, name: str, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+        if name == PARALLEL:
+            return await self._parallel(run, args, kwargs)
         started = time.perf_counter()
         reply = await self._call(run, name, args, kwargs)
         tool = self.registry.resolve(name)
         error = reply.get("error") or {}
         run.calls.append(
             CallRecord(
-                tool=tool.name if tool is not None else name,
+                tool=tool.ref if tool is not None else name,
                 ok=bool(reply.get("ok")),
                 ms=round((time.perf_counter() - started) * 1000, 3),
                 error_code=error.get("code"),
             )
         )
-        if run.progress is not None:
-            try:
-                await run.progress(len(run.calls), run.calls[-1].tool)
-            except Exception as exc:  # a client that went away must not fail the run
-                logger.debug("progress notification failed: %s", exc)
+        done = len(run.calls)
+        await _tell(run, done, f"{done} tool call{'s' if done > 1 else ''} done (last: {run.calls[-1].tool})")
         return reply
+
+    async def _parallel(self, run: _Run, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+        """``parallel(tool, items)``: one traced call per item, at most `MAX_PARALLEL` at once, replies in order.
+
+        The worker checked the shapes; they are checked again here, since a worker is not trusted.
+        """
+        name, items = [*args, None, None][:2] if not kwargs else (None, None)
+        if not isinstance(name, str) or not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+            return _reply_error(
+                ErrorInfo(
+                    code=ErrorCode.INVALID_ARGUMENT,
+                    message="call it as parallel(tool, items) with items a list of keyword-argument dicts",
+                    tool_name=PARALLEL,
+                )
+            )
+        replies: list[dict[str, Any]] = [{} for _ in items]
+        slots = anyio.Semaphore(MAX_PARALLEL)
+
+        async def one(index: int, item: dict[str, Any]) -> None:
+            async with slots:
+                replies[index] = await self._traced_call(run, name, [], item)
+
+        async with anyio.create_task_group() as tasks:
+            for index, item in enumerate(items):
+                tasks.start_soon(one, index, item)
+        return {"ok": True, "value": replies}
 
     async def _call(self, run: _Run, name: str, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
         run.count += 1
@@ -356,14 +415,16 @@ class Runtime:
         bound = tool.bind(args, kwargs)
         if isinstance(bound, ErrorInfo):
             return _reply_error(bound)
+        # The tool may read the run's deadline and report progress through `current_call()`.
+        token = set_current_call(ToolCall(deadline=run.deadline, progress=_forward_progress(run, tool)))
         try:
             if tool.is_async:  # cancelled with the run: the pool's deadline cancels this task
-                with run_deadline(run.deadline):
-                    value = await tool.function(**bound)
+                value = await tool.function(**bound)
             elif tool.inline and tool.name not in self.slow_inline:
-                value = self._inline(tool, bound, run.deadline)
+                value = self._inline(tool, bound)
             else:
-                value = await self.tools.call(tool.function, bound, session=run.session, deadline=run.deadline)
+                deadline = run.deadline if run.deadline is not None else math.inf
+                value = await self.tools.call(tool.function, bound, session=run.session, deadline=deadline)
         except NoThread as exc:
             return _reply_error(_no_thread(tool.name, exc, self.settings.tool_threads))
         except ToolError as exc:
@@ -377,6 +438,8 @@ class Runtime:
                     tool_name=tool.name,
                 )
             )
+        finally:
+            reset_current_call(token)
         try:
             return {"ok": True, "value": pydantic_core.to_jsonable_python(value)}
         except pydantic_core.PydanticSerializationError:
@@ -402,6 +465,29 @@ def _no_thread(tool: str, exc: NoThread, threads: int) -> ErrorInfo:
         tool_name=tool,
         solution="Retry in a few seconds, with smaller inputs so that each tool call ends within the run's time limit.",
     )
+
+
+async def _tell(run: _Run, value: float, message: str) -> None:
+    if run.progress is None or value <= run.reported:
+        return
+    run.reported = value
+    try:
+        await run.progress(value, message)
+    except Exception as exc:  # a client that went away must not fail the run
+        logger.debug("progress notification failed: %s", exc)
+
+
+def _forward_progress(run: _Run, tool: Tool) -> Callable[[float | None, str], Awaitable[None]] | None:
+    """Progress a tool reports from inside its call, as the run's progress: the calls done so far plus the
+    fraction of this one (so the value never goes back), and the tool's own message."""
+    if run.progress is None:
+        return None
+
+    async def forward(fraction: float | None, message: str) -> None:
+        share = min(max(fraction, 0.0), 0.99) if fraction is not None else 0.0
+        await _tell(run, len(run.calls) + share, f"{tool.ref}: {message}")
+
+    return forward
 
 
 def _capped(error: Any) -> Any:
@@ -434,6 +520,8 @@ def build_registry(settings: Settings) -> ToolRegistry:
             if explicit:
                 raise
             logger.warning("skipping default toolpack %r: %s", spec, exc)
+    if settings.upstream_servers:  # the MCP gateway: one pack per configured server, made by its factory
+        packs.extend(load_factory("mcp").make(settings, frozenset(p.name for p in packs)))
     registry = ToolRegistry(
         packs,
         settings.workspace.resolve(),
@@ -448,12 +536,56 @@ def build_registry(settings: Settings) -> ToolRegistry:
 
 
 @asynccontextmanager
+async def live_tools(registry: ToolRegistry, changed: Callable[[], Awaitable[None]]) -> AsyncIterator[None]:
+    """Start the packs whose tools are live (upstream MCP servers), all at once; stop them on exit.
+
+    Each reports back within its own startup timeout, connected or not (a server that fails is
+    reported and its pack stays unavailable: it never stops the server). On exit their tasks are
+    cancelled, which closes every connection and ends every child process they started.
+    """
+    lives = [pack.live for pack in registry.packs.values() if pack.live is not None]
+    if not lives:
+        yield
+        return
+    async with anyio.create_task_group() as running:
+        async with anyio.create_task_group() as starting:
+            for live in lives:
+                starting.start_soon(running.start, functools.partial(live.serve, changed))
+        registry.refresh()
+        try:
+            yield
+        finally:
+            running.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def open_registry(settings: Settings) -> AsyncIterator[ToolRegistry]:
+    """The registry with its live packs started (for the CLI's tools, prompt and check)."""
+    registry = build_registry(settings)
+
+    async def unchanged() -> None:
+        registry.refresh()
+
+    async with live_tools(registry, unchanged):
+        yield registry
+
+
+@asynccontextmanager
 async def open_runtime(settings: Settings, *, registry: ToolRegistry | None = None) -> AsyncIterator[Runtime]:
-    """Start the worker pool and yield a ready `Runtime`; stop every worker on exit."""
+    """Start the live packs and the worker pool and yield a ready `Runtime`; stop them all on exit."""
     registry = registry if registry is not None else build_registry(settings)
-    async with WorkerPool(
-        size=settings.workers, max_workers=settings.max_workers, memory_mb=settings.memory_mb
-    ) as pool:
+    runtime: Runtime | None = None
+
+    async def changed() -> None:
+        if runtime is not None:
+            await runtime.refresh()
+        else:
+            registry.refresh()
+
+    async with (
+        live_tools(registry, changed),
+        WorkerPool(size=settings.workers, max_workers=settings.max_workers, memory_mb=settings.memory_mb) as pool,
+    ):
         runtime = Runtime(settings, registry, pool)
         try:
             yield runtime

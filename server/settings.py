@@ -15,12 +15,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 from attp_server.errors import ConfigError, suggest
+from attp_server.mcp_config import McpServer, merge_servers
 from attp_server.sandbox import starlark_engine
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, PrivateAttr, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 ENV_PREFIX = "ATTP_"
 DEFAULT_CONFIG_FILE = Path("attp.toml")
+_SECRET_BEARING = frozenset({"mcp_servers", "auth_token"})
+"""Settings whose values are never repeated in an error message (env and headers of upstream servers, tokens)."""
 N8N_MCP_CLIENT = "@n8n/n8n-nodes-langchain.mcpClient"  # the clientInfo name of n8n's standalone MCP Client node
 
 
@@ -91,6 +94,18 @@ class Settings(BaseSettings):
         description="Threads for synchronous tool calls, shared by all sessions; a call whose run ended keeps "
         "its thread until it returns.",
     )
+    mcp_servers: dict[str, McpServer] = Field(
+        default_factory=dict,
+        description="Upstream MCP servers, the file's [mcp_servers.NAME] tables: each becomes a toolpack named NAME.",
+    )
+    mcp_config: list[Path] = Field(
+        default_factory=list,
+        description='Claude-Desktop-style JSON files ({"mcpServers": {...}}) whose servers become toolpacks too.',
+    )
+    mcp_startup_timeout_s: float = Field(
+        20.0, gt=0, le=600, description="How long startup waits for the upstream MCP servers (all at once)."
+    )
+    _upstream: dict[str, McpServer] = PrivateAttr(default_factory=dict)
 
     @field_validator("engine")
     @classmethod
@@ -98,6 +113,19 @@ class Settings(BaseSettings):
         if engine == "starlark" and not starlark_engine.available():
             raise ValueError(starlark_engine.missing_extra_message())
         return engine
+
+    @model_validator(mode="after")
+    def _read_mcp_config(self) -> Settings:
+        try:
+            self._upstream = merge_servers(self.mcp_servers, self.mcp_config)
+        except ValueError as exc:
+            raise ValueError(f"mcp_config: {exc}") from None
+        return self
+
+    @property
+    def upstream_servers(self) -> dict[str, McpServer]:
+        """Every configured upstream MCP server: the [mcp_servers] tables and the mcp_config files' servers."""
+        return dict(self._upstream)
 
     @classmethod
     def settings_customise_sources(
@@ -265,9 +293,17 @@ def load_settings(
         problems = []
         for error in exc.errors():
             field = str(error["loc"][0]) if error["loc"] else "?"
+            if not error["loc"]:  # a check across fields names its field first: "mcp_config: ..."
+                named, _, rest = str(error["msg"]).removeprefix("Value error, ").partition(": ")
+                if named in Settings.model_fields:
+                    field, error["msg"] = named, rest
             source = origin.get(field, "defaults")
             if source == "environment":
                 source = f"environment variable {ENV_PREFIX}{field.upper()}"
+            if field in _SECRET_BEARING:  # never echo a value that may hold a token; name where it is instead
+                where = ".".join(str(part) for part in error["loc"])
+                problems.append(f"{where}: {error['msg']} (from {source})")
+                continue
             received = merged.get(field, "<default>")
             problems.append(f"{field}: {error['msg']} (got {received!r} from {source})")
         raise ConfigError("invalid settings: " + "; ".join(problems)) from None

@@ -8,8 +8,9 @@ bounded, so what abandoned calls can hold is bounded; one session holds at most 
 them, so its abandoned calls cannot take the threads other sessions need: its own later calls wait,
 until their run's deadline at the latest, and then fail with ``SERVER_BUSY``.
 
-Tools that can stop early read their run's deadline with `time_left()`: the shell pack caps a
-command's timeout with it, the memory pack aborts a query past it.
+Tools that can stop early read their run's deadline (``current_call().remaining()``, set by the
+runtime and copied into the thread): the shell pack caps a command's timeout with it, the memory pack
+aborts a query past it.
 
 The server runs on asyncio (anyio's asyncio backend); a finished call is handed back to the loop with
 ``call_soon_threadsafe``, the cheapest way across (a hop costs about 30 µs).
@@ -18,41 +19,19 @@ The server runs on asyncio (anyio's asyncio backend); a finished call is handed 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import functools
 import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from attp_server.slots import FairSlots
 
 logger = logging.getLogger(__name__)
-
-_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("attp_run_deadline", default=None)
-
-
-def time_left() -> float | None:
-    """Seconds until the deadline of the run whose tool call is running (never below 0), or None outside a run.
-
-    For tools that can stop early: past the deadline nobody waits for their answer any more.
-    """
-    deadline = _DEADLINE.get()
-    return None if deadline is None else max(0.0, deadline - time.monotonic())
-
-
-@contextlib.contextmanager
-def run_deadline(deadline: float) -> Iterator[None]:
-    """Make `deadline` what `time_left` reads, for an async tool awaited on the event loop."""
-    token = _DEADLINE.set(deadline)
-    try:
-        yield
-    finally:
-        _DEADLINE.reset(token)
 
 
 class NoThread(Exception):
@@ -108,8 +87,7 @@ class ToolExecutor:
             self.busy_refusals += 1
             raise NoThread(self._slots.held(session), self.abandoned)
         loop = asyncio.get_running_loop()
-        context = contextvars.copy_context()
-        context.run(_DEADLINE.set, deadline)
+        context = contextvars.copy_context()  # the tool reads its run's deadline there (`current_call()`)
         bound = functools.partial(function, **kwargs)
         call = _Call(bound, context, loop, loop.create_future(), session, time.monotonic())
         self.calls += 1

@@ -23,20 +23,29 @@ Declare a pack::
 
 A pack whose tools need configuration (a root directory, a client) passes ``build`` instead of
 (or beside) ``tools``: a function of the `ToolpackContext` that returns the callables.
+
+A pack whose tools are discovered while serving (an upstream MCP server) passes ``live``: a
+`LiveTools` that the runtime starts at startup (all such packs at once), asks for the current tools,
+and stops at shutdown. Its tools may change while serving; the registry is refreshed when they do.
+A tool can read its call's deadline (and forward progress) through `current_call()`.
 """
 
 from __future__ import annotations
 
+import contextvars
+import dataclasses
 import importlib
 import importlib.metadata
 import inspect
 import keyword
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+from anyio.abc import TaskStatus
 from attp_server.errors import AttpError, ErrorCode, ErrorInfo, short_repr, suggest
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
@@ -45,7 +54,7 @@ logger = logging.getLogger(__name__)
 ENTRY_POINT_GROUP = "attp.toolpacks"
 
 RESERVED_NAMES = frozenset(
-    {"math", "json", "datetime", "re", "random", "statistics", "help", "tools", "print", "ToolError"}
+    {"math", "json", "datetime", "re", "random", "statistics", "help", "tools", "parallel", "print", "ToolError"}
 )
 """Names the sandbox itself defines; no pack or tool may take them."""
 
@@ -128,6 +137,63 @@ READ_ONLY = ToolMarks(read_only=True, idempotent=True)
 
 
 @dataclass(frozen=True)
+class ToolCall:
+    """What a running tool may know about its call: the run's deadline, and where progress goes."""
+
+    deadline: float | None = None
+    """`time.monotonic()` value by which the run that made this call ends; None when unbounded."""
+    progress: Callable[[float | None, str], Awaitable[None]] | None = None
+    """Report progress from inside a long call: a fraction done (0..1, or None when unknown) and a message."""
+
+    def remaining(self) -> float | None:
+        """Seconds left before the run's deadline (never negative), or None when the call is unbounded."""
+        return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+
+
+_UNBOUNDED = ToolCall()
+_CURRENT_CALL: contextvars.ContextVar[ToolCall] = contextvars.ContextVar("attp_tool_call", default=_UNBOUNDED)
+
+
+def current_call() -> ToolCall:
+    """The `ToolCall` of the tool call being served (an unbounded one outside a run)."""
+    return _CURRENT_CALL.get()
+
+
+def set_current_call(call: ToolCall) -> contextvars.Token[ToolCall]:
+    """Make `call` current for this task (and the threads it starts); reset it with the returned token."""
+    return _CURRENT_CALL.set(call)
+
+
+def reset_current_call(token: contextvars.Token[ToolCall]) -> None:
+    _CURRENT_CALL.reset(token)
+
+
+class LiveTools(Protocol):
+    """The tools of a pack that come from outside and live while the server runs (an upstream MCP server).
+
+    The runtime starts ``serve`` in a task of its own at startup, and cancels it at shutdown (which
+    must leave no child process behind). ``serve`` calls ``task_status.started()`` once the first
+    connection attempt has ended, whether it worked or not, within its own startup timeout; afterwards
+    it calls ``changed()`` whenever the tools or the availability change.
+    """
+
+    @property
+    def problem(self) -> str | None:
+        """Why the tools cannot be called right now (naming the cause and the fix), or None."""
+        ...
+
+    def tools(self) -> Sequence[Tool]:
+        """The current tools (built with `make_tool`), named as the sandbox calls them within the pack."""
+        ...
+
+    def health(self) -> dict[str, Any]:
+        """A small JSON report for ``/healthz`` (never a secret)."""
+        ...
+
+    async def serve(self, changed: Callable[[], Awaitable[None]], *, task_status: TaskStatus[None]) -> None: ...
+
+
+@dataclass(frozen=True)
 class Toolpack:
     """A named set of tools. Each pack is also a namespace in the sandbox (``files.read_file``)."""
 
@@ -150,11 +216,23 @@ class Toolpack:
     waiting, no work that grows past their arguments' size. The server calls them on its event loop,
     saving the hop to a tool thread and back (about 30 µs each); one that takes longer than 2 ms is moved
     to the threads for good, with a warning in the log."""
+    live: LiveTools | None = None
+    """Tools discovered while serving (an upstream MCP server). Their names yield: a tool gets its bare
+    name only when no other enabled pack has a tool (or alias) of that name; it is always ``pack.tool``."""
 
     def default_marks(self) -> ToolMarks:
         if self.read_only:
             return READ_ONLY
         return ToolMarks(destructive=True, open_world=self.open_world)
+
+
+@dataclass(frozen=True)
+class ToolpackFactory:
+    """Makes toolpacks from the server's configuration at startup, registered in the same entry-point
+    group as packs: the ``mcp`` gateway makes one `Toolpack` per configured upstream MCP server."""
+
+    make: Callable[[Any, frozenset[str]], Sequence[Toolpack]]
+    """Called with the `Settings` and the names already taken by enabled packs; returns the packs."""
 
 
 @dataclass(frozen=True)
@@ -170,6 +248,16 @@ class Tool:
     marks: ToolMarks = field(default_factory=ToolMarks)
     inline: bool = False
     """Called on the server's event loop instead of a tool thread (`Toolpack.inline`)."""
+    qualified: bool = False
+    """True when the tool is reachable only as ``pack.name`` (its bare name is another pack's, or reserved)."""
+    check: Callable[[str, Mapping[str, Any]], ErrorInfo | None] | None = None
+    """Validates a call's arguments as a whole (given the tool's `ref` and the arguments the call named),
+    instead of per-parameter `adapters`: a tool described by a JSON Schema is checked against that schema."""
+
+    @property
+    def ref(self) -> str:
+        """How programs (and the catalog) name this tool: ``name``, or ``pack.name`` when `qualified`."""
+        return f"{self.pack}.{self.name}" if self.qualified else self.name
 
     @property
     def summary(self) -> str:
@@ -183,7 +271,7 @@ class Tool:
 
     def signature_text(self) -> str:
         """``read_file(path: str, max_lines: int = 1000) -> str``, annotations as written."""
-        return f"{self.name}{_format_signature(self.signature)}"
+        return f"{self.ref}{_format_signature(self.signature)}"
 
     def bind(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any] | ErrorInfo:
         """Check a call against the signature; return validated keyword arguments or an error."""
@@ -191,6 +279,9 @@ class Tool:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as exc:
             return self._arity_error(args, kwargs, str(exc))
+        if self.check is not None:  # only what the call named is checked and passed on; the tool applies defaults
+            named = dict(bound.arguments)
+            return self.check(self.ref, named) or named
         bound.apply_defaults()
         validated: dict[str, Any] = {}
         for name, value in bound.arguments.items():
@@ -204,8 +295,8 @@ class Tool:
                 parameter = self.signature.parameters[name]
                 return ErrorInfo(
                     code=ErrorCode.INVALID_ARGUMENT,
-                    message=f"{self.name}(): argument {name!r} is invalid: {_first_error(exc)}",
-                    tool_name=self.name,
+                    message=f"{self.ref}(): argument {name!r} is invalid: {_first_error(exc)}",
+                    tool_name=self.ref,
                     parameter_name=name,
                     received=short_repr(value),
                     expected=_annotation_text(parameter.annotation),
@@ -224,8 +315,8 @@ class Tool:
         ]
         return ErrorInfo(
             code=ErrorCode.INVALID_ARGUMENT,
-            message=f"{self.name}(): {reason}.",
-            tool_name=self.name,
+            message=f"{self.ref}(): {reason}.",
+            tool_name=self.ref,
             parameter_name=unknown[0] if unknown else (missing[0] if missing else None),
             received=f"{len(args)} positional, keywords {sorted(kwargs)}",
             expected=self.signature_text(),
@@ -271,9 +362,18 @@ def _first_error(exc: ValidationError) -> str:
 
 
 def make_tool(
-    function: ToolFunction, pack: str, name: str | None = None, marks: ToolMarks | None = None, inline: bool = False
+    function: ToolFunction,
+    pack: str,
+    name: str | None = None,
+    marks: ToolMarks | None = None,
+    check: Callable[[str, Mapping[str, Any]], ErrorInfo | None] | None = None,
+    *,
+    inline: bool = False,
 ) -> Tool:
-    """Inspect a callable once: signature (with string annotations resolved) and validators."""
+    """Inspect a callable once: signature (with string annotations resolved) and validators.
+
+    With `check`, that function validates the arguments instead of pydantic adapters of the annotations.
+    """
     tool_name = str(name or getattr(function, "__name__", ""))
     if not tool_name.isidentifier() or keyword.iskeyword(tool_name) or tool_name.startswith("_"):
         raise ToolpackLoadError(
@@ -282,7 +382,7 @@ def make_tool(
     signature = inspect.signature(function, eval_str=True)
     adapters: dict[str, TypeAdapter[Any]] = {}
     for param in signature.parameters.values():
-        if param.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+        if check is not None or param.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
             continue
         if param.annotation is not inspect.Parameter.empty:
             adapters[param.name] = TypeAdapter(param.annotation)
@@ -294,12 +394,17 @@ def make_tool(
         is_async=inspect.iscoroutinefunction(function),
         adapters=adapters,
         marks=marks or ToolMarks(),
+        check=check,
         inline=inline,
     )
 
 
 class ToolRegistry:
-    """The enabled tools, by name, with their packs. Built once at startup; read-only afterwards."""
+    """The enabled tools, by the name programs call them, with their packs.
+
+    Built once at startup. Packs with `Toolpack.live` tools are re-read by `refresh` when their tools
+    change; every other pack's tools are fixed. Keys of `tools` are each tool's `Tool.ref`.
+    """
 
     def __init__(
         self,
@@ -314,8 +419,10 @@ class ToolRegistry:
         self.aliases: dict[str, str] = {}
         self.skills_dirs = tuple(skills_dirs)
         self.db_path = db_path
+        self._fixed: dict[str, list[Tool]] = {}
         for pack in packs:
             self._add_pack(pack, workspace, options.get(pack.name, {}))
+        self.refresh()
 
     def _add_pack(self, pack: Toolpack, workspace: Path, raw_options: Mapping[str, Any]) -> None:
         if not pack.name.isidentifier() or pack.name.startswith("_"):
@@ -324,6 +431,9 @@ class ToolRegistry:
             raise ToolpackLoadError(f"toolpack {pack.name!r} is enabled twice")
         if pack.name in RESERVED_NAMES:
             raise ToolpackLoadError(f"toolpack name {pack.name!r} is reserved for a sandbox built-in")
+        self.packs[pack.name] = pack
+        if pack.live is not None:
+            return
         options: BaseModel | None = None
         if pack.options is not None:
             try:
@@ -340,10 +450,9 @@ class ToolRegistry:
         unknown = set(pack.marks) - names
         if unknown:
             raise ToolpackLoadError(f"toolpack {pack.name!r}: marks name unknown tools {sorted(unknown)}")
-        if set(pack.inline) - names:
-            raise ToolpackLoadError(
-                f"toolpack {pack.name!r}: inline names unknown tools {sorted(set(pack.inline) - names)}"
-            )
+        if unknown := set(pack.inline) - names:
+            raise ToolpackLoadError(f"toolpack {pack.name!r}: inline names unknown tools {sorted(unknown)}")
+        tools = []
         for function in functions:
             name = str(getattr(function, "__name__", ""))
             marks = pack.marks.get(name, pack.default_marks())
@@ -352,25 +461,60 @@ class ToolRegistry:
                 raise ToolpackLoadError(
                     f"toolpack {pack.name!r}: {name!r} is async (on the event loop already): not inline"
                 )
-            if tool.name in self.tools:
-                other = self.tools[tool.name].pack
-                raise ToolpackLoadError(
-                    f"tool name clash: {tool.name!r} is defined by toolpack {other!r} and by toolpack {pack.name!r}"
-                )
+            tools.append(tool)
+        self._fixed[pack.name] = tools
+        for tool in tools:
             if tool.name in self.packs or tool.name == pack.name or tool.name in RESERVED_NAMES:
                 raise ToolpackLoadError(
                     f"tool name {tool.name!r} of toolpack {pack.name!r} clashes with a toolpack or sandbox built-in"
                 )
-            self.tools[tool.name] = tool
+            for other, others in self._fixed.items():
+                if other != pack.name and any(t.name == tool.name for t in others):
+                    raise ToolpackLoadError(
+                        f"tool name clash: {tool.name!r} is defined by toolpack {other!r} and by toolpack {pack.name!r}"
+                    )
+        names = {t.name for t in tools}
         for alias, target in pack.aliases.items():
-            if target not in self.tools or self.tools[target].pack != pack.name:
+            if target not in names:
                 raise ToolpackLoadError(f"toolpack {pack.name!r}: alias {alias!r} points to unknown tool {target!r}")
             self.aliases[alias] = target
-        self.packs[pack.name] = pack
+
+    def refresh(self) -> None:
+        """Re-read the live packs' tools and settle every name.
+
+        Fixed packs' tools keep their bare names (a clash among them failed at startup). A live pack's
+        tool gets its bare name only when no other pack has a tool or alias of that name and it is not
+        a pack name or a sandbox built-in; otherwise it is reachable only as ``pack.tool``.
+        """
+        live: dict[str, list[Tool]] = {}
+        for pack in self.packs.values():
+            if pack.live is not None:
+                live[pack.name] = [dataclasses.replace(tool, pack=pack.name) for tool in pack.live.tools()]
+        counts: dict[str, int] = {}
+        for tools in [*self._fixed.values(), *live.values()]:
+            for tool in tools:
+                counts[tool.name] = counts.get(tool.name, 0) + 1
+        taken = {*self.packs, *RESERVED_NAMES, *self.aliases}
+        self.tools = {}
+        for name in self.packs:
+            for tool in self._fixed.get(name, []):
+                self.tools[tool.ref] = tool
+            for tool in live.get(name, []):
+                qualified = counts[tool.name] > 1 or tool.name in taken
+                settled = dataclasses.replace(tool, qualified=qualified)
+                self.tools[settled.ref] = settled
 
     def resolve(self, name: str) -> Tool | None:
-        """Find a tool by its name or an alias."""
-        return self.tools.get(name) or self.tools.get(self.aliases.get(name, ""))
+        """Find a tool by the name programs call it, an alias, or ``pack.tool``."""
+        found = self.tools.get(name) or self.tools.get(self.aliases.get(name, ""))
+        if found is not None or "." not in name:
+            return found
+        pack, _, short = name.partition(".")
+        for tool in self.tools.values():
+            if tool.pack == pack and tool.name == short:
+                return tool
+        aliased = self.tools.get(self.aliases.get(short) or "")
+        return aliased if aliased is not None and aliased.pack == pack else None
 
     def namespaces(self) -> dict[str, list[str]]:
         """Pack name -> the tool names (and aliases) reachable as ``pack.tool`` in the sandbox."""
@@ -382,8 +526,30 @@ class ToolRegistry:
         return out
 
     def callable_names(self) -> list[str]:
-        """Every name a program may call directly: tools and aliases."""
-        return [*self.tools, *self.aliases]
+        """Every name a program may call directly: tools with a bare name, and aliases."""
+        return [*(ref for ref, tool in self.tools.items() if not tool.qualified), *self.aliases]
+
+    def unavailable(self) -> dict[str, str]:
+        """Live packs whose tools cannot be called now -> why, and what fixes it."""
+        return {
+            name: pack.live.problem
+            for name, pack in self.packs.items()
+            if pack.live is not None and pack.live.problem is not None
+        }
+
+
+def load_factory(name: str) -> ToolpackFactory:
+    """Load the `ToolpackFactory` registered under entry-point name `name` (``mcp``)."""
+    found = [ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP) if ep.name == name]
+    if not found:
+        raise ToolpackLoadError(f"no toolpack factory {name!r} is installed (entry-point group {ENTRY_POINT_GROUP})")
+    try:
+        obj = found[0].load()
+    except Exception as exc:
+        raise ToolpackLoadError(f"toolpack factory {name!r} failed to import: {exc}") from exc
+    if not isinstance(obj, ToolpackFactory):
+        raise ToolpackLoadError(f"entry point {name!r} is a {type(obj).__name__}, expected a ToolpackFactory")
+    return obj
 
 
 def load_toolpack(spec: str) -> Toolpack:
@@ -412,6 +578,8 @@ def load_toolpack(spec: str) -> Toolpack:
             obj = found[0].load()
         except Exception as exc:
             raise ToolpackLoadError(f"toolpack {spec!r} failed to import: {exc}") from exc
+    if isinstance(obj, ToolpackFactory):
+        raise ToolpackLoadError(f"{spec!r} makes toolpacks from configuration; it is not enabled by name")
     if callable(obj) and not isinstance(obj, Toolpack):
         obj = obj()
     if not isinstance(obj, Toolpack):

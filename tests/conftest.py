@@ -12,7 +12,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent / "support"))
 
 from attp_server.runtime import Runtime
-from harness import SERVE_FLAGS, Served, free_port, running, server_env, wait_for_health
+from harness import SERVE_FLAGS, Served, free_port, running, server_env, stop_process, wait_for_health
 from mcp.client.stdio import StdioServerParameters
 
 
@@ -50,12 +50,7 @@ def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
             health = wait_for_health(url, process)
             yield Served("streamable-http", workspace, url=url, process=process, stdout_path=stdout_path, extra=health)
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop_process(process)
 
 
 @pytest.fixture(params=["stdio", "sse", "streamable-http"])

@@ -258,11 +258,10 @@ class StarlarkEngine:
             "_attp_json_loads": (_json_loads, "json.loads()"),
         }
         helpers.update({f"_attp_math_{name}": (f, f"math.{name}()") for name, f in self.math_functions.items()})
-        flat = set(job.get("tools", []))
         for pack, names in job.get("namespaces", {}).items():
             for name in names:
-                if name not in flat and _identifier(pack) and _identifier(name):
-                    helpers[f"_attp_tool_{pack}__{name}"] = (_tool(invoke, name), f"{pack}.{name}()")
+                if _identifier(pack) and _identifier(name):  # qualified: a bare name may be another pack's tool
+                    helpers[f"_attp_tool_{pack}__{name}"] = (_tool(invoke, f"{pack}.{name}"), f"{pack}.{name}()")
         return helpers
 
     def _prelude_text(self, job: Mapping[str, Any], tools: set[str], output: Any) -> str:
@@ -295,10 +294,9 @@ class StarlarkEngine:
             "math": f"math = struct({', '.join(math_fields)})\n",
         }
         text = "".join(source for name, source in definitions.items() if name not in tools)
-        flat = set(job.get("tools", []))
         for pack, names in job.get("namespaces", {}).items():
             if _identifier(pack):
-                fields = [f"{n} = {n if n in flat else f'_attp_tool_{pack}__{n}'}" for n in names if _identifier(n)]
+                fields = [f"{n} = _attp_tool_{pack}__{n}" for n in names if _identifier(n)]
                 text += f"{pack} = struct({', '.join(fields)})\n"
         return text
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,6 +64,8 @@ class KnownNames:
     tools: frozenset[str]
     builtins: frozenset[str]
     namespaces: dict[str, frozenset[str]]
+    unavailable: Mapping[str, str] = field(default_factory=dict)
+    """Packs whose tools cannot be called now (an upstream server that is down) -> why, and the fix."""
     everything: frozenset[str] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -76,20 +78,29 @@ class KnownNames:
 META_TOOLS = ("help", "tools")
 """What every program may call besides the tools: the catalog's own lookups."""
 
+PARALLEL = "parallel"
+"""The sandbox built-in that runs one tool over many argument dicts at once."""
+
 
 @functools.cache
 def _module_members() -> dict[str, frozenset[str]]:
     return public_names()
 
 
-def known_names(tools: tuple[str, ...], packs: tuple[tuple[str, tuple[str, ...]], ...]) -> KnownNames:
-    """Every name a program may use without defining it: `tools`, builtins, modules and the `packs` namespaces."""
+def known_names(
+    tools: tuple[str, ...],
+    packs: tuple[tuple[str, tuple[str, ...]], ...],
+    unavailable: tuple[tuple[str, str], ...] = (),
+) -> KnownNames:
+    """Every name a program may use without defining it: `tools`, builtins, modules and the `packs` namespaces;
+    `unavailable` packs (name, why) are known but cannot be called now."""
     spaces = dict(_module_members())
     spaces.update({pack: frozenset(names) for pack, names in packs})
     return KnownNames(
         tools=frozenset([*tools, *META_TOOLS]),
-        builtins=frozenset([*SAFE_BUILTIN_FUNCTIONS, *SAFE_EXCEPTIONS, "ToolError", "print"]),
+        builtins=frozenset([*SAFE_BUILTIN_FUNCTIONS, *SAFE_EXCEPTIONS, "ToolError", "print", PARALLEL]),
         namespaces=spaces,
+        unavailable=dict(unavailable),
     )
 
 
@@ -154,7 +165,7 @@ def _located(problem: Problem, code: str, line: int | None, column: int | None) 
 
 
 def _syntax_error(code: str, exc: SyntaxError) -> Problem:
-    problem = {
+    problem: Problem = {
         "code": "SYNTAX_ERROR",
         "message": f"invalid Python syntax: {exc.msg}",
         "solution": _COMPILE_ADVICE.get(exc.msg, "Fix the code at that line; it must be plain Python 3 statements."),
@@ -190,11 +201,22 @@ def _unknown_name(walked: list[ast.AST], code: str, known: KnownNames, deadline:
     if first is None:
         return None
     line, column, node, name, space = first
+    if space is not None and space in known.unavailable:  # its tools are unknown while it is down: say that
+        problem: Problem = {
+            "code": "UPSTREAM_UNAVAILABLE",
+            "message": f"the MCP server {space!r} is unavailable: {known.unavailable[space]}",
+            "tool_name": f"{space}.{name}",
+            "solution": f"Do the task without {space}'s tools, or ask the user to fix that server; the other tools "
+            "work.",
+        }
+        return _located(problem, code, line, column + 1)
     if space is None:
         suggestion = closest(name, known.tools) or closest(name, known.everything | bound)
         message = f"{name}() is not a tool or function available here"
         if suggestion:
             message += f"; did you mean {suggestion}()?"
+        if known.unavailable:
+            message += f" (tools of {', '.join(sorted(known.unavailable))} are unknown while that server is down)"
         received, suggested = name, suggestion
     else:
         suggestion = closest(name, known.namespaces[space])

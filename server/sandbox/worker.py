@@ -150,6 +150,62 @@ class ToolBridge:
         raise ToolError.from_reply(error)
 
 
+class Parallel:
+    """``parallel(tool, items, return_errors=False)``: one tool over many keyword-argument dicts, run at once
+    by the server. Results come back in the order of `items`; every item counts as one tool call."""
+
+    __slots__ = ("_bridge",)
+
+    def __init__(self, bridge: ToolBridge) -> None:
+        self._bridge = bridge
+
+    def __call__(self, tool: Any, items: Any, return_errors: bool = False) -> list[Any]:
+        name = tool.name if isinstance(tool, ToolStub) else tool if isinstance(tool, str) else None
+        if name is None or name in (*META_TOOLS, "parallel"):
+            raise _usage(f"parallel() runs a tool such as read_file or pack.tool, not {_kind(tool)}", "tool")
+        if not isinstance(items, list | tuple):
+            raise _usage(f"parallel() takes a list of keyword-argument dicts as items, not {_kind(items)}", "items")
+        for index, item in enumerate(items):
+            if not isinstance(item, dict):
+                raise _usage(f"parallel() items[{index}] is {_kind(item)}; each item is a dict of keyword arguments, "
+                             f'e.g. {{"path": "a.txt"}}', "items")  # fmt: skip
+        if not items:
+            return []
+        bridge = self._bridge
+        bridge.count += len(items) - 1  # the bridge counts the one crossing below as the last of them
+        replies = bridge("parallel", (name, list(items)), {})
+        results: list[Any] = []
+        first: ToolError | None = None
+        for reply in replies if isinstance(replies, list) else []:
+            if isinstance(reply, dict) and reply.get("ok"):
+                results.append(reply.get("value"))
+                continue
+            error = ToolError.from_reply(dict(reply.get("error") or {}) if isinstance(reply, dict) else {})
+            if error.code == "TOOL_CALL_LIMIT":
+                raise ToolCallLimit(error.message)
+            first = first or error
+            results.append(error)
+        if first is not None and not return_errors:
+            raise first
+        return results
+
+
+def _usage(message: str, parameter: str) -> ToolError:
+    return ToolError.from_reply(
+        {
+            "code": "INVALID_ARGUMENT",
+            "message": message,
+            "tool_name": "parallel",
+            "parameter_name": parameter,
+            "solution": 'Call it as parallel(read_file, [{"path": "a.txt"}, {"path": "b.txt"}]).',
+        }
+    )
+
+
+def _kind(value: object) -> str:
+    return "None" if value is None else f"a {type(value).__name__}"
+
+
 class Runner:
     """Evaluates `run` messages. Built once per worker; every run gets fresh symbols and a fresh evaluator."""
 
@@ -164,7 +220,11 @@ class Runner:
 
     def known_names(self, job: dict[str, Any]) -> KnownNames:
         """The names the static check accepts: the same tools and packs in every run, so built once."""
-        key = (tuple(job.get("tools", [])), tuple((p, tuple(n)) for p, n in job.get("namespaces", {}).items()))
+        key = (
+            tuple(job.get("tools", [])),
+            tuple((p, tuple(n)) for p, n in job.get("namespaces", {}).items()),
+            tuple((p, str(why)) for p, why in job.get("unavailable", {}).items()),
+        )
         if self._known is None or self._known[0] != key:
             self._known = (key, known_names(*key))
         return self._known[1]
@@ -176,7 +236,9 @@ class Runner:
         stubs = {name: ToolStub(name, bridge) for name in [*job.get("tools", []), *META_TOOLS]}
         symbols.update(stubs)
         for pack, names in job.get("namespaces", {}).items():
-            symbols[pack] = Namespace(pack, {name: stubs.get(name) or ToolStub(name, bridge) for name in names})
+            # Always the qualified name: a bare name may belong to another pack's tool.
+            symbols[pack] = Namespace(pack, {name: ToolStub(f"{pack}.{name}", bridge) for name in names})
+        symbols["parallel"] = Parallel(bridge)
         return symbols
 
     def run(self, job: dict[str, Any]) -> dict[str, Any]:

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from attp_server.tool_executor import run_deadline
 from attp_server.toolpack import ToolError, ToolpackContext, ToolRegistry, load_toolpack
 from attp_server.toolpacks.files import FilesOptions, toolpack
 from attp_server.toolpacks.files import tools as files_tools
+from harness import past_deadline
 from pydantic import ValidationError
 
 
@@ -409,7 +408,7 @@ def test_list_files_suggests_folder(tree: SimpleNamespace) -> None:
 
 
 def test_recursive_listing_stops_at_its_programs_time_limit(tree: SimpleNamespace) -> None:
-    with run_deadline(time.monotonic() - 1):
+    with past_deadline():
         assert raises_code("TIMEOUT", tree.list_files, recursive=True).parameter_name == "directory"
     assert tree.list_files(recursive=True)  # outside a run: no time limit
 

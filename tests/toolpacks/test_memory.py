@@ -6,17 +6,16 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from attp_server.docstrings import docstring_warnings
-from attp_server.tool_executor import run_deadline
 from attp_server.toolpack import ToolError, ToolpackLoadError, ToolRegistry, load_toolpack
 from attp_server.toolpacks.memory import SCHEMA_VERSION, MemoryOptions, toolpack
 from attp_server.toolpacks.memory.search import terms_of
+from harness import past_deadline
 
 # --------------------------------------------------------------------------------------- helpers
 
@@ -513,7 +512,7 @@ def test_create_contents_page_refuses_more_than_1000_children(library: Memory) -
 
 def test_memory_call_past_its_runs_deadline_is_stopped(library: Memory) -> None:
     """Within a run, a memory call never outlives the run's deadline: SQLite is interrupted there."""
-    with run_deadline(time.monotonic() - 1):
+    with past_deadline():
         error = raises_code("TIMEOUT", library.find_page, "deploy")
         assert "time limit" in error.message
         raises_code("TIMEOUT", library.update_page, "usr-1", name="late")

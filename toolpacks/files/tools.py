@@ -7,8 +7,7 @@ from collections.abc import Iterator
 from fnmatch import fnmatchcase
 from pathlib import Path, PurePosixPath
 
-from attp_server.tool_executor import time_left
-from attp_server.toolpack import ToolError, ToolFunction
+from attp_server.toolpack import ToolError, ToolFunction, current_call
 from attp_server.toolpacks.files.workspace import Resolved, Workspace, os_errors
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -289,7 +288,7 @@ class FileTools:
             return
         # followlinks=False: linked folders are neither escaped through nor listed twice.
         for dirpath, _dirnames, filenames in os.walk(top, followlinks=False):
-            if time_left() == 0.0:  # the program's time is up: nobody waits for the rest of a huge tree
+            if current_call().remaining() == 0.0:  # the program's time is up: nobody waits for the rest of a huge tree
                 raise ToolError(
                     "TIMEOUT",
                     "list_files() was stopped at the program's time limit, still walking the folders.",

@@ -18,8 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from attp_server.tool_executor import time_left
-from attp_server.toolpack import ToolError
+from attp_server.toolpack import ToolError, current_call
 from attp_server.toolpacks.memory.options import Permission, SeedPage, SegmentSpec, SegmentType
 from attp_server.toolpacks.memory.schema import check_sqlite, connect, migrate
 
@@ -374,7 +373,7 @@ class Store:
         Within a run, no wait for a lock and no query goes on past the run's deadline: nobody waits
         for the answer any more, and the thread is needed by others.
         """
-        left = time_left()
+        left = current_call().remaining()
         if left == 0.0:
             raise stopped()
         wait_s = self.busy_timeout_s if left is None else min(self.busy_timeout_s, left)

@@ -9,8 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from attp_server.errors import short_repr
-from attp_server.tool_executor import time_left
-from attp_server.toolpack import ToolError, ToolFunction
+from attp_server.toolpack import ToolError, ToolFunction, current_call
 from attp_server.toolpacks.memory.access import (
     Located,
     check_move,
@@ -395,7 +394,7 @@ class MemoryTools:
                 if child in seen:
                     raise invalid_move(f"{child!r} is listed twice in children.", "children", child)
                 seen.add(child)
-                if time_left() == 0.0:
+                if current_call().remaining() == 0.0:
                     raise stopped()
                 found = writable(tx, child, "move", "children")
                 check_move(tx, found, parent, "children")
@@ -551,7 +550,7 @@ class MemoryTools:
         with self.store.transaction(write=False) as tx:
             segments = [visible_segment(tx, segment, "segment")] if segment is not None else visible_segments(tx)
             try:
-                hits = search(tx, query, [s.id for s in segments], limit, time_left)
+                hits = search(tx, query, [s.id for s in segments], limit, current_call().remaining)
             except SearchStopped:
                 raise stopped() from None
             return [{**page_summary(hit.page), "snippet": hit.snippet} for hit in hits]

@@ -7,8 +7,7 @@ import re
 from pathlib import Path
 
 from attp_server.errors import short_repr
-from attp_server.tool_executor import time_left
-from attp_server.toolpack import ToolError, ToolFunction
+from attp_server.toolpack import ToolError, ToolFunction, current_call
 from attp_server.toolpacks.shell.options import ShellOptions
 from attp_server.toolpacks.shell.process import run_capped
 
@@ -80,7 +79,7 @@ class ShellTools:
         """
         self._check_command(command)
         seconds: float = self._check_timeout(timeout)
-        left = time_left()
+        left = current_call().remaining()
         if left is not None:  # past its program's time limit nobody waits for the command: it is killed there
             seconds = min(seconds, left)
         self.workspace.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,206 @@
+"""Upstream MCP servers as configured: ``[mcp_servers.NAME]`` tables and Claude-Desktop JSON files.
+
+A server is either local (``command``, ``args``, ``env``, ``cwd``: started as a child process and
+spoken to over stdio) or remote (``url``, ``headers``, ``transport`` = ``"streamable-http"`` or
+``"sse"``). Values in ``env`` and ``headers`` may reference the attp-server's own environment as
+``${VAR}`` (or ``${VAR:-default}``); they are expanded only when the server is started, so the
+settings never hold the secret itself. Values are `SecretStr`: a settings dump or a log line shows
+``**********``, never a token.
+
+``--mcp-config FILE`` reads the JSON that Claude Desktop, Cursor and others use::
+
+    {"mcpServers": {"github": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-github"],
+                               "env": {"GITHUB_PERSONAL_ACCESS_TOKEN": "${GITHUB_TOKEN}"}},
+                    "search": {"url": "https://example.com/mcp", "headers": {"Authorization": "Bearer ${KEY}"}}}}
+
+Keys other clients add (``disabled``, ``autoApprove``, ``timeout``, ...) are ignored, except that a
+``"disabled": true`` server is skipped, as those clients do.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+
+logger = logging.getLogger(__name__)
+
+Transport = Literal["stdio", "streamable-http", "sse"]
+
+_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+_JSON_TRANSPORTS: dict[str, Transport] = {
+    "stdio": "stdio",
+    "sse": "sse",
+    "http": "streamable-http",
+    "streamable-http": "streamable-http",
+    "streamable_http": "streamable-http",
+    "streamablehttp": "streamable-http",
+}
+"""The ``type``/``transport`` spellings other clients write in their JSON, and what each means here."""
+
+_JSON_KEYS = frozenset({"command", "args", "env", "cwd", "url", "headers", "transport"})
+
+
+class McpServer(BaseModel):
+    """One upstream MCP server: a command to start (stdio) or a URL to reach."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    command: str | None = Field(None, description="Program to start; it speaks MCP on its stdin/stdout.")
+    args: list[str] = Field(default_factory=list, description="Arguments of the command.")
+    env: dict[str, SecretStr] = Field(
+        default_factory=dict, description="Environment variables added for the command; values may use ${VAR}."
+    )
+    cwd: Path | None = Field(None, description="Working directory of the command.")
+    url: str | None = Field(None, description="URL of a remote server (Streamable HTTP or SSE).")
+    headers: dict[str, SecretStr] = Field(
+        default_factory=dict, description="HTTP headers sent to a remote server; values may use ${VAR}."
+    )
+    transport: Transport | None = Field(
+        None, description='"stdio" with command; "streamable-http" (default with url) or "sse".'
+    )
+    save_media: bool = Field(
+        False,
+        description="Save images and audio a tool returns into the workspace (mcp-media/NAME/) and return the path.",
+    )
+    max_result_bytes: int = Field(
+        10 * 1024 * 1024, ge=1024, description="Largest result accepted from one tool call (text and structured)."
+    )
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> McpServer:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("give either command (a local server, started over stdio) or url (a remote server)")
+        if self.command is not None:
+            if self.transport not in (None, "stdio"):
+                raise ValueError(f"transport {self.transport!r} needs url; a command is always spoken to over stdio")
+            if self.headers:
+                raise ValueError("headers apply to a url; a command gets env instead")
+            self.transport = "stdio"
+        else:
+            if self.transport == "stdio":
+                raise ValueError('transport "stdio" needs command; a url uses "streamable-http" or "sse"')
+            if self.args or self.env or self.cwd is not None:
+                raise ValueError("args, env and cwd apply to a command; a url gets headers instead")
+            if not str(self.url).startswith(("http://", "https://")):
+                raise ValueError(f"url must start with http:// or https:// (got {self.url!r})")
+            self.transport = self.transport or "streamable-http"
+        return self
+
+    def describe(self) -> str:
+        """Where the server is, without any secret: the command's name, or the URL without query or userinfo."""
+        if self.command is not None:
+            return f"command {Path(self.command).name!r} over stdio"
+        url = re.sub(r"//[^/@]*@", "//", str(self.url)).split("?", 1)[0]
+        return f"{url} ({self.transport})"
+
+
+class ExpansionError(Exception):
+    """A ``${VAR}`` names a variable the environment does not have."""
+
+
+def expand(value: str, environ: Mapping[str, str], where: str) -> str:
+    """Replace each ``${VAR}`` (or ``${VAR:-default}``) in `value` from `environ`.
+
+    Raises:
+        ExpansionError: naming the variable and where it is referenced, never the value.
+    """
+
+    def substitute(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        if name in environ:
+            return environ[name]
+        if default is not None:
+            return default
+        raise ExpansionError(
+            f"environment variable {name} is not set (referenced by {where}); set it in the environment "
+            "attp-server starts with, or write ${" + name + ":-default}"
+        )
+
+    return _REFERENCE.sub(substitute, value)
+
+
+def references(value: str) -> list[str]:
+    """The variable names `value` references as ``${VAR}``."""
+    return [m.group(1) for m in _REFERENCE.finditer(value)]
+
+
+def read_claude_config(path: Path) -> dict[str, McpServer]:
+    """The ``mcpServers`` of a Claude-Desktop-style JSON file, validated.
+
+    Raises:
+        ValueError: naming the file, the server and what is wrong (never a value of env or headers).
+    """
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ValueError(f"{path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path} cannot be read: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise ValueError(f"{path} nests too deeply to read") from None
+    servers = data.get("mcpServers") if isinstance(data, dict) else None
+    if not isinstance(servers, dict):
+        raise ValueError(f'{path} has no "mcpServers" object; expected {{"mcpServers": {{"NAME": {{...}}}}}}')
+    out: dict[str, McpServer] = {}
+    for name, entry in servers.items():
+        if not isinstance(entry, dict):
+            raise ValueError(f"{path}: mcpServers.{name} must be an object with command or url")
+        if entry.get("disabled") is True:
+            logger.info("mcp server %r in %s is disabled there; skipped", name, path)
+            continue
+        ignored = sorted(set(entry) - _JSON_KEYS - {"type", "disabled"})
+        if ignored:
+            logger.info("mcp server %r in %s: ignoring keys %s", name, path, ", ".join(ignored))
+        values = {key: entry[key] for key in _JSON_KEYS if key in entry}
+        kind = entry.get("type", entry.get("transport"))
+        if kind is not None:
+            transport = _JSON_TRANSPORTS.get(str(kind).lower())
+            if transport is None:
+                raise ValueError(
+                    f"{path}: mcpServers.{name}: unknown type {kind!r}; expected stdio, http, streamable-http or sse"
+                )
+            values["transport"] = transport
+        out[name] = _validated(values, f"{path}: mcpServers.{name}")
+    return out
+
+
+def _validated(values: Mapping[str, Any], where: str) -> McpServer:
+    try:
+        return McpServer.model_validate(dict(values))
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            field = ".".join(str(part) for part in error["loc"])
+            text = str(error["msg"]).removeprefix("Value error, ")
+            problems.append(f"{field}: {text}" if field else text)
+        raise ValueError(f"{where}: " + "; ".join(problems)) from None
+
+
+def merge_servers(tables: Mapping[str, McpServer], files: list[Path]) -> dict[str, McpServer]:
+    """The ``[mcp_servers]`` tables plus every server of the JSON files; a name defined twice is an error."""
+    merged = dict(tables)
+    origin = dict.fromkeys(tables, "mcp_servers")
+    for path in files:
+        for name, server in read_claude_config(path).items():
+            if name in merged:
+                raise ValueError(
+                    f"mcp server {name!r} is defined twice: in {origin[name]} and in {path}; remove or rename one"
+                )
+            merged[name] = server
+            origin[name] = str(path)
+    return merged
+
+
+def default_environment() -> dict[str, str]:
+    """The attp-server's own environment, where ``${VAR}`` references are looked up."""
+    return dict(os.environ)

@@ -1,0 +1,56 @@
+"""The MCP gateway: every configured upstream MCP server becomes a toolpack named after it.
+
+Registered like the built-in packs, under the entry point ``mcp`` of ``attp.toolpacks``, as a
+`ToolpackFactory`: at startup it turns each ``[mcp_servers.NAME]`` table (and each server of the
+``mcp_config`` JSON files) into a `Toolpack` whose tools are live (`Upstream`): discovered when the
+server connects, refreshed when it says its tool list changed. Calls go through the same path as any
+tool's: validated, traced, counted, answered from the server process; the sandbox only has stubs.
+
+A server name becomes the pack name as a Python identifier (``brave-search`` -> ``brave_search``);
+a name an enabled pack or a sandbox built-in already has gets ``_mcp`` (``memory`` -> ``memory_mcp``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from attp_server.mcp_config import default_environment
+from attp_server.toolpack import RESERVED_NAMES, Toolpack, ToolpackFactory
+from attp_server.toolpacks.mcp.upstream import Upstream
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Upstream", "factory", "upstream_toolpacks"]
+
+
+def upstream_toolpacks(settings: Any, taken: frozenset[str]) -> Sequence[Toolpack]:
+    """One toolpack per configured upstream server (not yet connected: the runtime starts them)."""
+    from attp_server.toolpacks.mcp.schema import identifier
+
+    used = {*taken, *RESERVED_NAMES}
+    packs = []
+    workspace = settings.workspace.resolve()
+    environ = default_environment()
+    for name, config in settings.upstream_servers.items():
+        pack_name = identifier(name)
+        if pack_name in used:
+            pack_name = identifier(f"{pack_name}_mcp", frozenset(used))
+        if pack_name != name:
+            logger.warning("mcp server %r is the toolpack %r (a Python name no other pack has)", name, pack_name)
+        used.add(pack_name)
+        live = Upstream(
+            pack_name,
+            config,
+            workspace=workspace,
+            startup_timeout_s=settings.mcp_startup_timeout_s,
+            environ=environ,
+            config_name=name,
+        )
+        description = f"Tools of the MCP server {name!r} ({config.describe()})."
+        packs.append(Toolpack(name=pack_name, description=description, live=live, open_world=True))
+    return packs
+
+
+factory = ToolpackFactory(make=upstream_toolpacks)
