@@ -83,7 +83,8 @@ PARALLEL = "parallel"
 
 
 @functools.cache
-def _module_members() -> dict[str, frozenset[str]]:
+def module_members() -> dict[str, frozenset[str]]:
+    """Each curated module's member names (built once per process)."""
     return public_names()
 
 
@@ -91,10 +92,11 @@ def known_names(
     tools: tuple[str, ...],
     packs: tuple[tuple[str, tuple[str, ...]], ...],
     unavailable: tuple[tuple[str, str], ...] = (),
+    modules: Mapping[str, frozenset[str]] | None = None,
 ) -> KnownNames:
-    """Every name a program may use without defining it: `tools`, builtins, modules and the `packs` namespaces;
-    `unavailable` packs (name, why) are known but cannot be called now."""
-    spaces = dict(_module_members())
+    """Every name a program may use without defining it: `tools`, builtins, the `modules` (default: the
+    curated ones) and the `packs` namespaces; `unavailable` packs (name, why) cannot be called now."""
+    spaces = dict(module_members() if modules is None else modules)
     spaces.update({pack: frozenset(names) for pack, names in packs})
     return KnownNames(
         tools=frozenset([*tools, *META_TOOLS]),

@@ -216,7 +216,8 @@ class Runner:
         # Built before lockdown, while the extra can still be found on disk.
         self.starlark = StarlarkEngine() if starlark_available() else None
         self._known: tuple[Any, KnownNames] | None = None
-        known_names((), ())  # the module members, read once before lockdown
+        spaces = {**self.static_namespaces, "random": random_namespace(random.Random(0))}
+        self.module_members = {name: frozenset(space.members) for name, space in spaces.items()}
 
     def known_names(self, job: dict[str, Any]) -> KnownNames:
         """The names the static check accepts: the same tools and packs in every run, so built once."""
@@ -226,7 +227,7 @@ class Runner:
             tuple((p, str(why)) for p, why in job.get("unavailable", {}).items()),
         )
         if self._known is None or self._known[0] != key:
-            self._known = (key, known_names(*key))
+            self._known = (key, known_names(*key, modules=self.module_members))
         return self._known[1]
 
     def symbols(self, job: dict[str, Any], bridge: ToolBridge) -> dict[str, Any]:
