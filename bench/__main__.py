@@ -16,6 +16,7 @@ Sections (each figure a median over many runs; each ratio two medians measured i
 - Gateway: characters a model reads for one task on server-filesystem, direct MCP calls against one
   attp_execute program, and parallel() against a loop of upstream calls (``bench/gateway.py``, which
   also runs alone and prints the whole comparison).
+- Sessions: W1 without a session, keeping its own variables, and with about 1 MiB kept.
 - Reliability: a normal client's W1 latency (p50, p99) and errors while hostile clients send issue
   12's programs and runaways; the server's threads, and how soon it is idle afterwards (``bench/load.py``).
 
@@ -36,10 +37,11 @@ from bench.gateway import gateway
 from bench.load import load
 from bench.memory_search import memory
 from bench.report import Report
+from bench.sessions import sessions
 from bench.transport import transport
 
 RESULTS = Path(__file__).parent / "results.json"
-SECTIONS = ("evaluation", "transport", "containment", "memory", "load", "gateway")
+SECTIONS = ("evaluation", "transport", "containment", "memory", "load", "gateway", "sessions")
 
 
 async def measure(quick: bool, only: list[str]) -> Report:
@@ -56,6 +58,8 @@ async def measure(quick: bool, only: list[str]) -> Report:
         await load(report, quick)
     if "gateway" in only:
         await gateway(report, quick)
+    if "sessions" in only:
+        await sessions(report, quick)
     return report
 
 

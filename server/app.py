@@ -5,6 +5,7 @@ Transports live elsewhere: stdio here (`serve_stdio`), HTTP in `attp_server.http
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import json
 import logging
@@ -15,11 +16,16 @@ from typing import Annotated, Any, Literal
 
 import anyio
 from attp_server import __version__
+from attp_server.approvals import Ask
 from attp_server.atdf import atdf_descriptor
 from attp_server.catalog import tool_text
-from attp_server.errors import suggest
+from attp_server.elicitation import Rounds, ask_over_connection, can_elicit
+from attp_server.errors import ErrorCode, ErrorInfo, suggest
+from attp_server.http import tenant_of
 from attp_server.results import ExecutionResult, render, structured
 from attp_server.runtime import CallContext, ExecuteRequest, Runtime
+from attp_server.scopes import NoSession
+from attp_server.sessions import STDIO_SESSION, Caller
 from attp_server.settings import Settings
 from attp_server.signals import on_stop_signal
 from attp_server.skills import SkillError, SkillLibrary, default_skills_dirs
@@ -29,7 +35,8 @@ from mcp.server.lowlevel import NotificationOptions
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError
 from mcp.server.subscriptions import InMemorySubscriptionBus, ToolsListChanged
-from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field
 
 logger = logging.getLogger(__name__)
@@ -83,7 +90,7 @@ def create_server(runtime: Runtime) -> MCPServer:
         instructions=instructions(settings.engine),
         log_level=settings.log_level,
         subscriptions=bus,
-        middleware=[clients],
+        middleware=[clients, remember_request],
     )
 
     async def attp_execute(
@@ -100,19 +107,41 @@ def create_server(runtime: Runtime) -> MCPServer:
             Field(description="Language of the program: python or starlark; omit it for the server's default."),
         ] = None,
         *,
+        reset: Annotated[
+            bool,
+            Field(description="true: forget the variables and functions kept from this session's earlier calls first."),
+        ] = False,
         ctx: Context,
-    ) -> Annotated[CallToolResult, ExecutionResult]:
+    ) -> Annotated[CallToolResult, ExecutionResult] | InputRequiredResult:
         async def progress(value: float, message: str) -> None:
             await ctx.report_progress(value, message=message)
 
-        context = CallContext(session=session_of(ctx), progress=progress)
-        request = ExecuteRequest(code=code, envelope=envelope, target=target, thought=thought, engine=engine)
-        result = await runtime.execute(request, context)
-        return CallToolResult(
-            content=[TextContent(type="text", text=render(result, text_format(settings, ctx)))],
-            structured_content=structured(result),
-            is_error=result.is_error,
+        caller = caller_of(ctx)
+        request = ExecuteRequest(
+            code=code, envelope=envelope, target=target, thought=thought, engine=engine, reset=reset
         )
+        text = text_format(settings, ctx)
+
+        async def execute(ask: Ask | None) -> CallToolResult:
+            context = CallContext(session=caller.label, progress=progress, caller=caller, ask=ask)
+            return tool_result(await runtime.execute(request, context), text)
+
+        owner = f"{caller.tenant}|{runtime.sessions.digest(caller)}"
+        if ctx.request_state is not None and rounds is not None:
+            return await rounds.resume(ctx.request_state, ctx.input_responses, owner)
+        if settings.approval == "never" or not can_elicit(ctx.client_capabilities):
+            return await execute(None)
+        if ctx.session.can_send_request:
+            return await execute(ask_over_connection(ctx))
+        if rounds is not None and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:  # 2026-07-28: across calls
+            return await rounds.start(execute, owner)
+        return await execute(None)
+
+    rounds = (
+        Rounds(runtime.tasks, settings.approval_timeout_s, functools.partial(_approval_expired, settings))
+        if runtime.tasks is not None
+        else None
+    )
 
     _add_tool_resources(server, runtime)
     _add_skill_resources(server, SkillLibrary.load(settings.skills_dirs or default_skills_dirs()))
@@ -152,6 +181,15 @@ def create_server(runtime: Runtime) -> MCPServer:
     return server
 
 
+def tool_result(result: ExecutionResult, text: Literal["toml", "json"]) -> CallToolResult:
+    """The MCP result of a run: its rendering as text, the object as structured content, isError on error."""
+    return CallToolResult(
+        content=[TextContent(type="text", text=render(result, text))],
+        structured_content=structured(result),
+        is_error=result.is_error,
+    )
+
+
 def text_format(settings: Settings, ctx: Context) -> Literal["toml", "json"]:
     """The text block's format for this caller: JSON for the clients `json_clients` names, else `result_format`.
 
@@ -168,24 +206,59 @@ def text_format(settings: Settings, ctx: Context) -> Literal["toml", "json"]:
     return "json" if name in settings.json_clients else settings.result_format
 
 
-def session_of(ctx: Context) -> str:
-    """A short, non-secret label of the caller for the log line.
+def _approval_expired(settings: Settings) -> CallToolResult:
+    error = ErrorInfo(
+        code=ErrorCode.APPROVAL_DENIED,
+        message="this call is no longer waiting for an approval: its program was stopped because no answer came "
+        f"within approval_timeout_s = {settings.approval_timeout_s:g} s",
+        solution="Send the program again if it is still wanted.",
+    )
+    return tool_result(ExecutionResult(status="error", error=error), settings.result_format)
 
-    ``stdio``; over HTTP a prefix of the MCP session id when the protocol has sessions, else the
-    peer's address (the 2026 Streamable HTTP wire is sessionless).
-    """
+
+def caller_of(ctx: Context) -> Caller:
+    """Who is calling a tool (see `caller_from`)."""
     try:
-        request = ctx.request_context.request
+        return caller_from(ctx.request_context)
     except ValueError:
-        return "-"
+        return Caller()
+
+
+_REQUEST: contextvars.ContextVar[ServerRequestContext[Any, Any] | None] = contextvars.ContextVar(
+    "attp_request", default=None
+)
+
+
+async def remember_request(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    """Server middleware: the request being served, for handlers the SDK gives no context (static resources)."""
+    token = _REQUEST.set(ctx)
+    try:
+        return await call_next(ctx)
+    finally:
+        _REQUEST.reset(token)
+
+
+def caller_from(context: ServerRequestContext[Any, Any] | None) -> Caller:
+    """Who is calling: the transport's session and the token's holder, from what the SDK validated.
+
+    stdio is one session (one process per client). Over HTTP the session is the ``Mcp-Session-Id``
+    of Streamable HTTP or the ``session_id`` of SSE, both minted by the SDK, which answers 404 to an
+    id it does not know or that another token's holder opened; a 2026-07-28 request has no session.
+    The label (for the log line) is a prefix of the session id, or the peer's address.
+    """
+    if context is None:
+        return Caller()
+    request = context.request
     headers = getattr(request, "headers", None)
     if headers is None:
-        return "stdio"
-    session = headers.get("mcp-session-id") or getattr(request, "query_params", {}).get("session_id")
-    if session:
-        return str(session)[:8]
+        return Caller(session=STDIO_SESSION, label="stdio")
+    tenant = tenant_of(getattr(request, "scope", {}))
+    if session := headers.get("mcp-session-id"):
+        return Caller(session=f"http:{session}", tenant=tenant, label=str(session)[:8])
+    if session := getattr(request, "query_params", {}).get("session_id"):
+        return Caller(session=f"sse:{session}", tenant=tenant, label=str(session)[:8])
     client = getattr(request, "client", None)
-    return f"{client.host}:{client.port}" if client is not None else "-"
+    return Caller(tenant=tenant, label=f"{client.host}:{client.port}" if client is not None else "-")
 
 
 def _add_tool_resources(server: MCPServer, runtime: Runtime) -> None:
@@ -235,7 +308,6 @@ def _add_tool_resources(server: MCPServer, runtime: Runtime) -> None:
 
     memory_view = registry.tools.get("view")
     if memory_view is not None and memory_view.pack == "memory":
-        view = memory_view.function
 
         @server.resource(
             "memory://view",
@@ -244,7 +316,15 @@ def _add_tool_resources(server: MCPServer, runtime: Runtime) -> None:
             description="The memory toolpack's page tree, rendered as the model sees it.",
         )
         async def memory_view_resource() -> str:
-            return str(await anyio.to_thread.run_sync(view))
+            caller = caller_from(_REQUEST.get())
+            try:
+                tools = await runtime.tools_for(caller, runtime.sessions.open(caller))
+            except NoSession:
+                raise ResourceError(
+                    "this server keeps each MCP session's memory apart (isolation = session), and this request has "
+                    "no session (Streamable HTTP with protocol 2026-07-28 has none)"
+                ) from None
+            return str(await anyio.to_thread.run_sync(tools.tools["view"].function))
 
     @server.prompt(
         name="attp_system_prompt", description="The ATTP system prompt (seed 000) with the enabled tools filled in."

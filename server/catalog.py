@@ -195,6 +195,8 @@ class Catalog:
             lines.append(
                 "- parallel(tool, [kwargs, ...]) runs one tool over many argument dicts at once; results in order."
             )
+        if state := self._state_rule():
+            lines.append(state)
         lines.append(self._reach_rule())
         lines.append(
             f"- Limits per call: {s.timeout_s:g} s, {s.max_tool_calls} tool calls (help/tools included), "
@@ -223,6 +225,14 @@ class Catalog:
         return (
             "- The program has no network, file or process access of its own; only the tools reach outside it, and "
             f"only these go beyond the workspace (network, commands, other systems): {names}."
+        )
+
+    def _state_rule(self) -> str:
+        if not self.settings.session_state or self.settings.engine != "python":
+            return ""
+        return (
+            "- Variables and top-level def functions stay for your next call in this session (hint names any not "
+            "kept); reset=true clears them."
         )
 
     def _description(self) -> str:

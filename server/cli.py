@@ -73,6 +73,12 @@ def _settings_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--max-tool-calls", dest="max_tool_calls", type=int, help="tool calls per run")
     group.add_argument("--result-format", dest="result_format", choices=["toml", "json"])
     group.add_argument("--workers", type=int, help="sandbox workers kept ready")
+    group.add_argument(
+        "--isolation", choices=["shared", "session", "tenant"], help="whose files and memory a call sees"
+    )
+    group.add_argument(
+        "--approval", choices=["never", "destructive", "always"], help="ask the user before tool calls (elicitation)"
+    )
     group.add_argument("--log-level", dest="log_level", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     group.add_argument("--log-format", dest="log_format", choices=["text", "json"], help="log lines on stderr")
 
@@ -153,6 +159,7 @@ def _cli_values(args: argparse.Namespace) -> dict[str, Any]:
         "workspace", "toolpacks", "skills_dirs", "db_path", "engine", "timeout_s", "memory_mb", "max_tool_calls",
         "result_format", "workers", "log_level", "log_format", "transport", "host", "port", "insecure_no_auth",
         "mcp_config",
+        "isolation", "approval",
     )  # fmt: skip
     return {key: getattr(args, key) for key in keys if getattr(args, key, None) is not None}
 

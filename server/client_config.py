@@ -49,12 +49,42 @@ def claude_config(
     if "toolpacks" in settings.model_fields_set and profile is None:
         for pack in settings.toolpacks:
             args += ["--toolpack", pack]
+    for field in ("isolation", "approval"):  # set here, so the server Claude starts must have it too
+        if field in settings.model_fields_set:
+            args += [f"--{field}", str(getattr(settings, field))]
     return {"mcpServers": {name: {"command": command, "args": args}}}
+
+
+def _n8n_sessions(settings: Settings) -> list[str]:
+    """What isolation and approvals mean for n8n, when they are on."""
+    lines = []
+    if settings.approval != "never" and settings.approval_fallback == "deny":
+        lines += [
+            f"Approvals: n8n cannot answer the server's questions (elicitation): with approval = {settings.approval}",
+            '  its destructive calls fail with APPROVAL_UNAVAILABLE. For n8n set approval = "never", or',
+            '  approval_fallback = "allow" (ATTP_APPROVAL_FALLBACK=allow).',
+            "",
+        ]
+    if settings.isolation == "session":
+        lines += [
+            "Isolation: each MCP session has its own folder and memory, removed when the session ends, so files",
+            '  do not outlive one n8n execution. To keep them per person or workflow: isolation = "tenant" with',
+            "  a token each in auth_tokens.",
+            "",
+        ]
+    elif settings.isolation == "tenant":
+        lines += [
+            "Isolation: each token in auth_tokens has its own folder and memory; give each person or workflow its",
+            "  own token (an n8n credential each).",
+            "",
+        ]
+    return lines
 
 
 def n8n_config(settings: Settings, *, docker: bool = False) -> str:
     """How to set up n8n's two MCP nodes for a server started with these settings, as text to follow."""
-    token = settings.auth_token is not None or docker  # from Docker the server listens beyond loopback
+    named = bool(settings.auth_tokens)
+    token = settings.auth_token is not None or named or docker  # from Docker the server listens beyond loopback
     wildcard = settings.host in ("0.0.0.0", "::")  # noqa: S104 - recognising it, not binding it
     host = "host.docker.internal" if docker else ("127.0.0.1" if wildcard else settings.host)
     base = f"http://{host}:{settings.port}"
@@ -64,7 +94,13 @@ def n8n_config(settings: Settings, *, docker: bool = False) -> str:
         f"  Server Transport: HTTP Streamable      MCP Endpoint URL: {base}/mcp",
         f"               or: Server Sent Events   MCP Endpoint URL: {base}/sse   (deprecated in n8n)",
     ]
-    if token:
+    if named:
+        lines += [
+            "  Authentication: Bearer Auth   credential Bearer Token: one of the tokens in auth_tokens (one per",
+            "                                person or workflow)",
+            "              or: Header Auth   credential Name: X-API-Key   Value: that token",
+        ]
+    elif token:
         lines += [
             "  Authentication: Bearer Auth   credential Bearer Token: the value of ATTP_AUTH_TOKEN",
             "              or: Header Auth   credential Name: X-API-Key   Value: the value of ATTP_AUTH_TOKEN",
@@ -78,6 +114,7 @@ def n8n_config(settings: Settings, *, docker: bool = False) -> str:
             "    then choose Bearer Auth with that token, or Header Auth with Name X-API-Key.)",
         ]
     lines += ["", *_mcp_client_lines(settings), "", *_mcp_client_tool_lines(), ""]
+    lines += _n8n_sessions(settings)
     serve = f"attp serve --transport http --port {settings.port}"
     if docker:
         lines += [

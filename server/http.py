@@ -15,15 +15,18 @@ import json
 import logging
 import signal
 import threading
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 
 import anyio
 import uvicorn
 from attp_server import __version__
 from attp_server.errors import AttpError
 from attp_server.runtime import Runtime
-from attp_server.settings import Settings
+from attp_server.settings import DEFAULT_TENANT, Settings
 from attp_server.signals import on_stop_signal
+from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.requests import Request
@@ -35,6 +38,7 @@ logger = logging.getLogger(__name__)
 
 LOOPBACK_NAMES = frozenset({"localhost", "ip6-localhost"})
 PUBLIC_PATHS = frozenset({"/healthz"})
+TENANT_CLIENT_PREFIX = "attp-tenant:"
 
 
 def max_request_bytes(settings: Settings) -> int:
@@ -57,7 +61,12 @@ def check_exposure(settings: Settings) -> None:
     Raises:
         AttpError: naming the bind address and the two ways out.
     """
-    if is_loopback(settings.host) or settings.auth_token is not None:
+    if settings.isolation == "tenant" and not settings.auth_tokens:
+        raise AttpError(
+            "isolation = tenant tells its tenants apart by their tokens, and auth_tokens names none: set "
+            'auth_tokens = {name = "token", ...} in the config file (or ATTP_AUTH_TOKENS as a JSON object)'
+        )
+    if is_loopback(settings.host) or server_tokens(settings):
         return
     if settings.insecure_no_auth:
         logger.warning(
@@ -79,33 +88,67 @@ def transport_security(settings: Settings) -> TransportSecuritySettings:
     return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
 
 
-def carries_token(scope: Scope, token: bytes) -> bool:
-    """Whether the request's ``Authorization: Bearer`` or ``X-API-Key`` header holds `token`."""
+def server_tokens(settings: Settings) -> dict[str, bytes]:
+    """Every accepted token by its holder's name: `auth_tokens`, and `auth_token` as "default"."""
+    tokens = {name: secret.get_secret_value().encode("utf-8") for name, secret in settings.auth_tokens.items()}
+    if settings.auth_token is not None:
+        tokens[DEFAULT_TENANT] = settings.auth_token.get_secret_value().encode("utf-8")
+    return tokens
+
+
+def token_holder(scope: Scope, tokens: Mapping[str, bytes]) -> str | None:
+    """The name of the token the request's ``Authorization: Bearer`` or ``X-API-Key`` header holds, if any."""
     presented: list[bytes] = []
     for name, value in scope.get("headers", []):
         if name == b"authorization" and value[:7].lower() == b"bearer ":
             presented.append(value[7:].strip())
         elif name == b"x-api-key":
             presented.append(value.strip())
-    # Compare every candidate, so the time taken does not depend on which header matched.
-    results = [hmac.compare_digest(candidate, token) for candidate in presented]
-    return any(results)
+    # Compare every candidate with every token, so the time taken does not depend on which one matched.
+    found = [
+        holder for candidate in presented for holder, token in tokens.items() if hmac.compare_digest(candidate, token)
+    ]
+    return found[0] if found else None
+
+
+def tenant_user(holder: str) -> AuthenticatedUser:
+    """The SDK's user for a token's holder: its transports then bind each session to the holder who opened it.
+
+    The SDK answers a request for another holder's session as if the session did not exist, and
+    binds a multi-round-trip ``requestState`` to the holder too. The token itself is not in it.
+    """
+    return AuthenticatedUser(
+        AccessToken(token=f"tenant:{holder}", client_id=f"{TENANT_CLIENT_PREFIX}{holder}", scopes=[])
+    )
+
+
+def tenant_of(scope: Scope) -> str | None:
+    """The holder `TokenAuth` found for this request (None without tokens)."""
+    user = scope.get("user")
+    if isinstance(user, AuthenticatedUser) and user.access_token.client_id.startswith(TENANT_CLIENT_PREFIX):
+        return user.access_token.client_id[len(TENANT_CLIENT_PREFIX) :]
+    return None
 
 
 class TokenAuth:
-    """ASGI middleware: every request but `PUBLIC_PATHS` carries the token, or gets 401.
+    """ASGI middleware: every request but `PUBLIC_PATHS` carries one of the tokens, or gets 401.
 
     Accepted as ``Authorization: Bearer <token>`` or ``X-API-Key: <token>`` (n8n's "Header Auth").
-    The comparison is constant-time (`hmac.compare_digest`) on the UTF-8 bytes.
+    The comparison is constant-time (`hmac.compare_digest`) on the UTF-8 bytes. The holder's name
+    rides on the request as its ``user`` (`tenant_user`), so the tool call knows its tenant.
     """
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
+    def __init__(self, app: ASGIApp, tokens: Mapping[str, bytes]) -> None:
         self.app = app
-        self.token = token.encode("utf-8")
+        self.tokens = dict(tokens)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope.get("path") in PUBLIC_PATHS or carries_token(scope, self.token):
+        if scope["type"] != "http" or scope.get("path") in PUBLIC_PATHS:
             await self.app(scope, receive, send)
+            return
+        holder = token_holder(scope, self.tokens)
+        if holder is not None:
+            await self.app({**scope, "user": tenant_user(holder)}, receive, send)
             return
         body = json.dumps(
             {
@@ -132,21 +175,26 @@ def http_app(server: MCPServer, runtime: Runtime) -> ASGIApp:
     settings = runtime.settings
     security = transport_security(settings)
     limit = max_request_bytes(settings)
-    app = server.streamable_http_app(transport_security=security, host=settings.host, max_request_body_size=limit)
+    app = server.streamable_http_app(
+        transport_security=security,
+        host=settings.host,
+        max_request_body_size=limit,
+        session_idle_timeout=settings.session_idle_s,
+    )
     sse = server.sse_app(transport_security=security, host=settings.host, max_request_body_size=limit)
     app.router.routes.extend(sse.routes)
     app.router.routes.append(Route("/healthz", _healthz(runtime), methods=["GET"]))
-    if settings.auth_token is None:
+    tokens = server_tokens(settings)
+    if not tokens:
         return app
-    return TokenAuth(app, settings.auth_token.get_secret_value())
+    return TokenAuth(AuthContextMiddleware(app), tokens)
 
 
 def _healthz(runtime: Runtime) -> Callable[[Request], Awaitable[JSONResponse]]:
-    secret = runtime.settings.auth_token
-    token = secret.get_secret_value().encode("utf-8") if secret is not None else None
+    tokens = server_tokens(runtime.settings)
 
     async def healthz(request: Request) -> JSONResponse:
-        if token is not None and not carries_token(request.scope, token):
+        if tokens and token_holder(request.scope, tokens) is None:
             return JSONResponse({"status": "ok"})  # up, and nothing more, for anyone without the token
         return JSONResponse(
             {

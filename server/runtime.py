@@ -18,17 +18,22 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import anyio
+import anyio.abc
 import pydantic_core
+from attp_server import kept_state
 from attp_server.admission import Admission
+from attp_server.approvals import Approvals, Ask
 from attp_server.catalog import Catalog
 from attp_server.docstrings import docstring_warnings
 from attp_server.envelope import Declined, EnvelopeError, Program, parse_envelope
 from attp_server.errors import ErrorCode, ErrorInfo, short_repr
 from attp_server.results import CallRecord, ExecutionResult, Status
 from attp_server.sandbox import starlark_engine
-from attp_server.sandbox.pool import Job, WorkerPool
+from attp_server.sandbox.pool import Job, WorkerPool, run_clock
 from attp_server.sandbox.protocol import text_of
 from attp_server.sandbox.static_check import META_TOOLS, PARALLEL, KnownNames, known_names
+from attp_server.scopes import NoSession, Scopes
+from attp_server.sessions import EVICTED, SESSIONS_AT_FULL_STATE, Caller, Session, Sessions
 from attp_server.settings import Settings
 from attp_server.tam import TamError, looks_like_tam, translate_tam
 from attp_server.tool_executor import NoThread, ToolExecutor
@@ -85,6 +90,8 @@ class ExecuteRequest:
     thought: str | None = None
     engine: Engine | None = None
     """The language of the program; None means the `engine` setting. TAM blocks always run as Python."""
+    reset: bool = False
+    """Clear the session's kept variables and functions before the program runs."""
 
 
 Progress = Callable[[float, str], Awaitable[None]]
@@ -99,20 +106,37 @@ class CallContext:
     call_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     session: str = "-"
     progress: Progress | None = None
+    caller: Caller | None = None
+    """Whose session this call belongs to (None: no session, e.g. the CLI)."""
+    ask: Ask | None = None
+    """How to ask the user to approve a tool call (MCP elicitation); None when nobody can be asked."""
 
 
 @dataclass
 class _Run:
-    """State of one run: its trace and call count (the server's count is authoritative), who runs it, and until when."""
+    """State of one run: its trace and call count (the server's count is authoritative), and its deadline."""
 
     calls: list[CallRecord] = field(default_factory=list)
     count: int = 0
     progress: Progress | None = None
-    session: str = "-"
     deadline: float | None = None
-    """`time.monotonic()` at which the worker's wall clock runs out; every tool call (upstream too) is bounded by it."""
+    """`time.monotonic()` at which the worker's wall clock runs out, not counting the time it was paused
+    (`RunClock.paused_total`: waiting for a person's approval); tool calls are bounded by it."""
     reported: float = 0.0
     """The last progress value sent: MCP progress must increase, and parallel calls finish in any order."""
+    session: Session | None = None
+    owner: str = "-"
+    """Who runs it, for the fair shares of runs in flight and tool threads: the caller's session label."""
+    tools: ToolRegistry | None = None
+    """The tools of the call's scope (isolation); None means the server's own registry."""
+    ask: Ask | None = None
+
+    def current_deadline(self) -> float | None:
+        """`deadline` moved by the time the run's clock has been paused so far."""
+        clock = run_clock()
+        if self.deadline is None or clock is None:
+            return self.deadline
+        return self.deadline + clock.paused_total
 
 
 class Runtime:
@@ -124,13 +148,18 @@ class Runtime:
         self.pool = pool
         self.catalog = Catalog(registry, settings)
         self.known = self.known_names(registry)
+        self.listeners: list[Callable[[], Awaitable[None]]] = []
+        """Told after `refresh` (the MCP face tells its clients that the tool list changed)."""
+        self.sessions = Sessions(settings.session_idle_s, SESSIONS_AT_FULL_STATE * settings.max_state_bytes)
+        self.scopes = Scopes(settings, registry)
+        self.approvals = Approvals(settings)
+        self.tasks: anyio.abc.TaskGroup | None = None
+        """Work that outlives the call that started it (a run waiting for an approval across calls)."""
         self.admission = Admission(settings)
         self.tools = ToolExecutor(settings.tool_threads, settings.max_runs_per_session)
         self.slow_inline: set[str] = set()
         """Tools declared inline that took longer than INLINE_BUDGET_S INLINE_STRIKES times: they run on threads."""
         self._inline_strikes: Counter[str] = Counter()
-        self.listeners: list[Callable[[], Awaitable[None]]] = []
-        """Told after `refresh` (the MCP face tells its clients that the tool list changed)."""
 
     @staticmethod
     def known_names(registry: ToolRegistry) -> KnownNames:
@@ -143,6 +172,7 @@ class Runtime:
         them (catalog and description, known names), and tell the listeners if what a client reads changed."""
         before = (self.catalog.description, self.catalog.attp_text())
         self.registry.refresh()
+        self.scopes.refresh()
         self.catalog = Catalog(self.registry, self.settings)
         self.known = self.known_names(self.registry)
         if (self.catalog.description, self.catalog.attp_text()) == before:
@@ -156,12 +186,31 @@ class Runtime:
     async def execute(self, request: ExecuteRequest, context: CallContext | None = None) -> ExecutionResult:
         context = context if context is not None else CallContext()
         started = time.perf_counter()
+        await self.end_idle_sessions()
+        session = self.sessions.open(context.caller) if context.caller is not None else None
+        evicted = session is not None and session.evicted
+        if session is not None and (request.reset or evicted):
+            self.sessions.keep(session, None)
+            session.evicted = False
         ticket = await self.admission.enter(context.session)
         try:
             if isinstance(ticket, ErrorInfo):
                 result = _error(request.target, ticket)
             else:
-                result = await self._execute(request, _Run(progress=context.progress, session=context.session))
+                with self.sessions.using(session):
+                    try:
+                        tools = await self.tools_for(context.caller, session)
+                    except NoSession as refused:
+                        result = _error(request.target, refused.info)
+                    else:
+                        run = _Run(
+                            progress=context.progress,
+                            session=session,
+                            owner=context.session,
+                            tools=tools,
+                            ask=context.ask,
+                        )
+                        result = await self._execute(request, run)
         except Exception:
             # A bug of ours must still come back as a result, never a traceback; details go to the log only.
             logger.exception("attp_execute failed inside the server")
@@ -170,6 +219,8 @@ class Runtime:
             if not isinstance(ticket, ErrorInfo):
                 self.admission.leave(ticket)
         result.elapsed_ms = round((time.perf_counter() - started) * 1000, 2)
+        if evicted and not request.reset:
+            result.hint = _joined(EVICTED, result.hint)
         if result.error is not None and result.error.solution is None:
             starlark = (request.engine or self.settings.engine) == "starlark"
             solution = STARLARK_SOLUTIONS.get(result.error.code) if starlark else None
@@ -261,8 +312,9 @@ class Runtime:
             # No static check: the Python one does not apply, and Starlark is parsed only inside the worker
             # (a pathological program must never reach starlark-rust in the server process).
             return await self._run(program.code, target, run, engine)
-        # The static check happens in the worker, under the run's deadline (attp_server.sandbox.static_check).
-        return await self._run(program.code, target, run, engine)
+        # The static check happens in the worker, under the run's deadline (attp_server.sandbox.static_check),
+        # with the names the session kept (they travel in the job's state).
+        return await self._run(program.code, target, run, engine, keep=True)
 
     async def _execute_tam(self, text: str, target: str | None, run: _Run) -> ExecutionResult:
         """TAM blocks (seed 003), translated to a program so they share the sandbox, limits and trace."""
@@ -280,8 +332,14 @@ class Runtime:
             result.status, result.error = "error", failure
         return result
 
-    async def _run(self, code: str, target: str | None, run: _Run, engine: Engine = "python") -> ExecutionResult:
+    async def _run(
+        self, code: str, target: str | None, run: _Run, engine: Engine = "python", *, keep: bool = False
+    ) -> ExecutionResult:
+        """Run `code` on a worker; with `keep`, the session state goes in and what the program leaves comes back."""
         run.deadline = time.monotonic() + self.settings.timeout_s
+        session = run.session
+        keeping = keep and engine == "python" and self.settings.session_state and session is not None
+        state = session.kept if keeping and session is not None else None
         job = Job(
             code=code,
             tools=self.registry.callable_names(),
@@ -292,11 +350,31 @@ class Runtime:
             max_tool_calls=self.settings.max_tool_calls,
             capture_print=self.settings.capture_print,
             engine=engine,
+            state=state.message() if state is not None else None,
+            keep=keeping,
+            max_state_bytes=self.settings.max_state_bytes,
             unavailable=self.registry.unavailable(),
         )
-        run.deadline = time.monotonic() + self.settings.timeout_s
         done = await self.pool.run(job, functools.partial(self._traced_call, run))
-        return self._result(done, run, target)
+        result = self._result(done, run, target)
+        if keeping and session is not None:
+            kept, hint = await kept_state.after_run(session.kept, done, self.settings.max_state_bytes)
+            self.sessions.keep(session, kept)
+            result.hint = _joined(result.hint, hint)
+        return result
+
+    async def tools_for(self, caller: Caller | None, session: Session | None) -> ToolRegistry:
+        """The tools working on the caller's folder and memory (`isolation`). Raises `NoSession`."""
+        return await self.scopes.tools(self.scopes.scope_for(caller, session))
+
+    async def end_idle_sessions(self) -> None:
+        """End the sessions idle past `session_idle_s`: their kept state goes, and their folders if their own."""
+        await self.scopes.end_sessions(self.sessions.expire())
+
+    async def close(self) -> None:
+        """End every session (the server is stopping)."""
+        with anyio.CancelScope(shield=True):
+            await self.scopes.end_sessions(self.sessions.close_all())
 
     def _result(self, done: dict[str, Any], run: _Run, target: str | None) -> ExecutionResult:
         # The worker is sandboxed, not trusted: its report is validated like any other input.
@@ -407,7 +485,7 @@ class Runtime:
                     ErrorInfo(code=ErrorCode.INVALID_ARGUMENT, message=f"call it as {usage}", tool_name=name)
                 )
             return {"ok": True, "value": meta(*args, *kwargs.values())}
-        tool = self.registry.resolve(name)
+        tool = (run.tools or self.registry).resolve(name)
         if tool is None:
             return _reply_error(
                 ErrorInfo(code=ErrorCode.NAME_NOT_FOUND, message=f"no tool named {name!r}", tool_name=name)
@@ -415,16 +493,20 @@ class Runtime:
         bound = tool.bind(args, kwargs)
         if isinstance(bound, ErrorInfo):
             return _reply_error(bound)
+        refused = await self.approvals.check(tool, bound, run.session, run.ask)
+        if refused is not None:
+            return _reply_error(refused)
         # The tool may read the run's deadline and report progress through `current_call()`.
-        token = set_current_call(ToolCall(deadline=run.deadline, progress=_forward_progress(run, tool)))
+        token = set_current_call(ToolCall(deadline=run.current_deadline(), progress=_forward_progress(run, tool)))
         try:
             if tool.is_async:  # cancelled with the run: the pool's deadline cancels this task
                 value = await tool.function(**bound)
             elif tool.inline and tool.name not in self.slow_inline:
                 value = self._inline(tool, bound)
             else:
-                deadline = run.deadline if run.deadline is not None else math.inf
-                value = await self.tools.call(tool.function, bound, session=run.session, deadline=deadline)
+                deadline = run.current_deadline()
+                limit = deadline if deadline is not None else math.inf
+                value = await self.tools.call(tool.function, bound, session=run.owner, deadline=limit)
         except NoThread as exc:
             return _reply_error(_no_thread(tool.name, exc, self.settings.tool_threads))
         except ToolError as exc:
@@ -499,6 +581,12 @@ def _capped(error: Any) -> Any:
 
 def _reply_error(info: ErrorInfo) -> dict[str, Any]:
     return {"ok": False, "error": _capped(info.model_dump(exclude_none=True))}
+
+
+def _joined(first: str | None, second: str | None) -> str | None:
+    if first and second:
+        return f"{first if first.endswith(('.', '?', '!')) else first + '.'} {second}"
+    return first or second
 
 
 def _error(target: str | None, info: ErrorInfo) -> ExecutionResult:
@@ -585,9 +673,24 @@ async def open_runtime(settings: Settings, *, registry: ToolRegistry | None = No
     async with (
         live_tools(registry, changed),
         WorkerPool(size=settings.workers, max_workers=settings.max_workers, memory_mb=settings.memory_mb) as pool,
+        anyio.create_task_group() as tasks,
     ):
         runtime = Runtime(settings, registry, pool)
+        runtime.tasks = tasks
+        if settings.isolation == "session":
+            await anyio.to_thread.run_sync(runtime.scopes.sweep_stale)
+        tasks.start_soon(_end_idle_sessions, runtime)
         try:
             yield runtime
         finally:
+            tasks.cancel_scope.cancel()
+            await runtime.close()
             runtime.tools.close()
+
+
+async def _end_idle_sessions(runtime: Runtime) -> None:
+    """Sessions end on time even when no call comes to notice it."""
+    period = min(60.0, runtime.settings.session_idle_s / 2)
+    while True:
+        await anyio.sleep(period)
+        await runtime.end_idle_sessions()

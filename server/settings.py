@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -17,10 +18,13 @@ from typing import Any, Literal
 from attp_server.errors import ConfigError, suggest
 from attp_server.mcp_config import McpServer, merge_servers
 from attp_server.sandbox import starlark_engine
-from pydantic import Field, PrivateAttr, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import Field, PrivateAttr, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 ENV_PREFIX = "ATTP_"
+DEFAULT_TENANT = "default"
+"""The tenant name of whoever presents `auth_token` (and of stdio and unauthenticated callers)."""
+TENANT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
 DEFAULT_CONFIG_FILE = Path("attp.toml")
 _SECRET_BEARING = frozenset({"mcp_servers", "auth_token"})
 """Settings whose values are never repeated in an error message (env and headers of upstream servers, tokens)."""
@@ -67,6 +71,11 @@ class Settings(BaseSettings):
     host: str = Field("127.0.0.1", description="HTTP bind address.")
     port: int = Field(8765, ge=0, le=65535, description="HTTP port (0 picks a free one).")
     auth_token: SecretStr | None = Field(None, description="Token every HTTP request must carry.")
+    auth_tokens: dict[str, SecretStr] = Field(
+        default_factory=dict,
+        description="Named tokens {name: token}, each accepted like auth_token; under isolation = tenant each name "
+        "(lower-case letters, digits, - and _) gets its own folder and memory.",
+    )
     allowed_hosts: list[str] = Field(default_factory=list, description="Extra Host values accepted over HTTP.")
     db_path: Path = Field(Path(".attp/memory.sqlite3"), description="SQLite file of the memory toolpack.")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="Log level (stderr).")
@@ -106,6 +115,64 @@ class Settings(BaseSettings):
         20.0, gt=0, le=600, description="How long startup waits for the upstream MCP servers (all at once)."
     )
     _upstream: dict[str, McpServer] = PrivateAttr(default_factory=dict)
+    session_state: bool = Field(
+        True,
+        description="Keep the variables and functions a program leaves for the next call of its MCP session "
+        "(reset = true clears them).",
+    )
+    max_state_bytes: int = Field(
+        1_048_576, ge=0, le=64 * 1024 * 1024, description="Most JSON bytes a session keeps; the rest is named in hint."
+    )
+    session_idle_s: float = Field(
+        1800.0,
+        gt=0,
+        le=7 * 24 * 3600,
+        description="A session idle this long ends: its kept state (and, under isolation = session, its folder and "
+        "memory) is removed, and its Streamable HTTP session closed.",
+    )
+    isolation: Literal["shared", "session", "tenant"] = Field(
+        "shared",
+        description="Whose files and memory a call sees: shared (everyone's the same), session (each MCP session its "
+        "own, removed when it ends), tenant (each token name of auth_tokens its own, kept across its sessions).",
+    )
+    approval: Literal["never", "destructive", "always"] = Field(
+        "never",
+        description="Ask the user (MCP elicitation) before a tool call: never, before destructive tools (writes, "
+        "shell, memory changes), or before every tool call.",
+    )
+    approval_fallback: Literal["deny", "allow"] = Field(
+        "deny",
+        description="What a call that needs approval does when the client cannot ask its user: deny "
+        "(APPROVAL_UNAVAILABLE) or allow.",
+    )
+    approval_timeout_s: float = Field(
+        300.0,
+        gt=0,
+        le=86400,
+        description="How long to wait for the user's answer before the call is denied; this wait does not count "
+        "against timeout_s.",
+    )
+
+    @field_validator("auth_tokens")
+    @classmethod
+    def _token_names(cls, tokens: dict[str, SecretStr], info: ValidationInfo) -> dict[str, SecretStr]:
+        for name, token in tokens.items():
+            if not TENANT_NAME.fullmatch(name):
+                raise ValueError(
+                    f"token name {name!r} must be 1-40 lower-case letters, digits, '-' or '_', starting with a letter "
+                    "or digit (it names the tenant's folder)"
+                )
+            if not token.get_secret_value():
+                raise ValueError(f"token {name!r} is empty")
+        values = [t.get_secret_value() for t in tokens.values()]
+        unnamed = info.data.get("auth_token")
+        if isinstance(unnamed, SecretStr):
+            if DEFAULT_TENANT in tokens:
+                raise ValueError(f"{DEFAULT_TENANT!r} is the name auth_token's holder goes by; choose another name")
+            values.append(unnamed.get_secret_value())
+        if len(set(values)) != len(values):
+            raise ValueError("two tokens have the same value; each holder needs a token of their own")
+        return tokens
 
     @field_validator("engine")
     @classmethod

@@ -413,18 +413,39 @@ class ToolRegistry:
         options: Mapping[str, Mapping[str, Any]],
         skills_dirs: Sequence[Path] = (),
         db_path: Path | None = None,
+        *,
+        reuse: Mapping[str, list[ToolFunction]] | None = None,
     ) -> None:
         self.packs: dict[str, Toolpack] = {}
         self.tools: dict[str, Tool] = {}
         self.aliases: dict[str, str] = {}
         self.skills_dirs = tuple(skills_dirs)
         self.db_path = db_path
+        self.options = options
+        self._built: dict[str, list[ToolFunction]] = {}
         self._fixed: dict[str, list[Tool]] = {}
         for pack in packs:
-            self._add_pack(pack, workspace, options.get(pack.name, {}))
+            self._add_pack(pack, workspace, options.get(pack.name, {}), reuse.get(pack.name) if reuse else None)
         self.refresh()
 
-    def _add_pack(self, pack: Toolpack, workspace: Path, raw_options: Mapping[str, Any]) -> None:
+    def rebuilt(self, workspace: Path, db_path: Path) -> ToolRegistry:
+        """The same packs, those that may keep things (built, not read-only) bound to another folder and database.
+
+        Isolation (``isolation = "session"`` / ``"tenant"``) gives each scope its own registry this way;
+        read-only packs and packs of fixed tools are shared as they are.
+        """
+        reuse = {name: self._built[name] for name, pack in self.packs.items() if name in self._built and pack.read_only}
+        return ToolRegistry(
+            list(self.packs.values()), workspace, self.options, self.skills_dirs, db_path=db_path, reuse=reuse
+        )
+
+    def _add_pack(
+        self,
+        pack: Toolpack,
+        workspace: Path,
+        raw_options: Mapping[str, Any],
+        built: list[ToolFunction] | None = None,
+    ) -> None:
         if not pack.name.isidentifier() or pack.name.startswith("_"):
             raise ToolpackLoadError(f"toolpack name {pack.name!r} must be a public Python identifier")
         if pack.name in self.packs:
@@ -445,7 +466,8 @@ class ToolRegistry:
             context = ToolpackContext(
                 workspace=workspace, options=options, skills_dirs=self.skills_dirs, db_path=self.db_path
             )
-            functions.extend(pack.build(context))
+            self._built[pack.name] = built if built is not None else list(pack.build(context))
+            functions.extend(self._built[pack.name])
         names = {str(getattr(f, "__name__", "")) for f in functions}
         unknown = set(pack.marks) - names
         if unknown:

@@ -86,6 +86,29 @@ def test_n8n_settings(tmp_path: Path, docker: bool) -> None:
         assert "host-gateway" in stdout
 
 
+def test_claude_entry_carries_isolation_and_approval(tmp_path: Path) -> None:
+    stdout, _ = attp_config("claude", "--approval", "destructive", "--isolation", "session", cwd=tmp_path)
+    args = json.loads(stdout)["mcpServers"]["attp"]["args"]
+    assert args[-4:] == ["--isolation", "session", "--approval", "destructive"]
+
+
+N8N_NOTES = [
+    pytest.param(["--approval", "destructive"], "APPROVAL_UNAVAILABLE", id="approval"),
+    pytest.param(["--isolation", "session"], "do not outlive one n8n execution", id="session-isolation"),
+    pytest.param(["--isolation", "tenant"], "own token", id="tenant-isolation"),
+    pytest.param([], None, id="neither"),
+]
+
+
+@pytest.mark.parametrize(("flags", "note"), N8N_NOTES)
+def test_n8n_settings_say_what_sessions_mean_for_n8n(tmp_path: Path, flags: list[str], note: str | None) -> None:
+    stdout, _ = attp_config("n8n", *flags, cwd=tmp_path)
+    if note is None:
+        assert "Approvals:" not in stdout and "Isolation:" not in stdout
+    else:
+        assert note in stdout
+
+
 def test_n8n_covers_both_nodes_and_how_to_check_status(tmp_path: Path) -> None:
     """The standalone MCP Client node reports a failed program as a successful step: the status check is printed.
 

@@ -173,7 +173,7 @@ def test_inspector_lists_the_tool(node_clients: NodeClients, inspector_target: I
     tools = inspect(node_clients, inspector_target, "--method", "tools/list")["tools"]
     assert [t["name"] for t in tools] == ["attp_execute"]
     tool = tools[0]
-    assert set(tool["inputSchema"]["properties"]) == {"code", "envelope", "target", "thought", "engine"}
+    assert set(tool["inputSchema"]["properties"]) == {"code", "envelope", "target", "thought", "engine", "reset"}
     assert {"status", "result", "stdout", "calls", "error"} <= set(tool["outputSchema"]["properties"])
     assert "read_file(path, max_lines=1000, offset=0) -> str — Read a UTF-8 text file" in tool["description"]
     assert tool["annotations"]["destructiveHint"] is True
@@ -238,7 +238,7 @@ def test_inspector_gets_the_prompt(node_clients: NodeClients, inspector_target: 
 TS_CHECKS = [
     "server is attp-server",
     "tools/list is exactly attp_execute",
-    "input schema is code/engine/envelope/target/thought",
+    "input schema is code/engine/envelope/reset/target/thought",
     "output schema has status",
     "description lists the tools",
     "extra toolCallId argument is accepted",
@@ -362,3 +362,53 @@ def test_inspector_with_token(node_clients: NodeClients, auth_server: Served, tr
     error = json.loads(refused.stderr.strip().splitlines()[-1])["error"]
     assert error["code"] == "auth_required", error
     assert "401" in error["message"] or "needs its token" in error["message"], error
+
+
+# ---------------------------------------------------------------- approvals and session state from the TypeScript SDK
+
+
+TS_APPROVAL = CLIENTS / "ts_approval.mjs"
+
+
+@pytest.fixture(scope="module")
+def approval_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """A real HTTP server that asks the user before destructive tool calls."""
+    workspace = tmp_path_factory.mktemp("approval-ws")
+    with serving_http(workspace, *SERVE_FLAGS, "--approval", "destructive") as served:
+        yield served
+
+
+APPROVAL_ANSWERS = [
+    pytest.param("accept", ["ok", "ok", "ok"], 2, id="accept"),
+    pytest.param("accept-for-session", ["ok", "ok", "ok"], 1, id="accept-for-session"),
+    pytest.param("decline", ["ok", "error", "error"], 2, id="decline"),
+]
+
+
+@pytest.mark.parametrize(("answer", "statuses", "asked"), APPROVAL_ANSWERS)
+def test_ts_sdk_client_answers_approvals_and_keeps_state(
+    node_clients: NodeClients, approval_server: Served, answer: str, statuses: list[str], asked: int
+) -> None:
+    """The TypeScript SDK's own elicitation handling, over SSE and Streamable HTTP (sessions with an Mcp-Session-Id)."""
+    assert approval_server.url is not None
+    folder = f"clients/ts-approval-{answer}"
+    done = node_clients.run(TS_APPROVAL, "--url", approval_server.url, "--answer", answer, "--folder", folder)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    for result in summary["results"]:
+        transport = result["transport"]
+        assert "error" not in result, result
+        assert [c["status"] for c in result["calls"]] == statuses, result
+        assert result["calls"][0]["result"] == 41
+        assert len(result["questions"]) == asked
+        question = result["questions"][0]
+        assert f"write_file(path='{folder}-{transport}.txt', content='approved')" in question["message"]
+        assert "allow_for_session" in question["schema"]["properties"]
+        written = approval_server.workspace / f"{folder}-{transport}.txt"
+        if answer == "decline":
+            assert [c["error"]["code"] for c in result["calls"][1:]] == ["APPROVAL_DENIED"] * 2
+            assert not written.exists()
+        else:
+            assert [c["result"] for c in result["calls"][1:]] == [42, 42]  # x kept from the first call
+            assert written.read_text() == "approved"
+    assert [r["transport"] for r in summary["results"]] == ["sse", "streamable-http"]

@@ -117,7 +117,7 @@ def test_the_comparison_is_constant_time(monkeypatch: pytest.MonkeyPatch) -> Non
     async def send(message: Message) -> None:
         sent.append(message)
 
-    middleware = TokenAuth(app, TOKEN)
+    middleware = TokenAuth(app, {"default": TOKEN.encode()})
     headers = [(b"authorization", b"Bearer nope"), (b"x-api-key", TOKEN.encode())]
     scope = {"type": "http", "path": "/mcp", "headers": headers}
     import anyio

@@ -6,6 +6,7 @@ Every signal here derives from `BaseException`, not `Exception`: a program's ``t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import ClassVar
 
 MAX_SEQUENCE_LEN = 10_000_000
@@ -38,3 +39,21 @@ class Forbidden(Abort):
 
 class ToolCallLimit(Abort):
     code = "TOOL_CALL_LIMIT"
+
+
+class Pauses:
+    """Tells a run's clocks that the server waited for a person (an approval) during a tool call.
+
+    The wait does not count against ``timeout_s``: each listener moves its own deadline by the
+    seconds the server reports with the tool's reply.
+    """
+
+    def __init__(self) -> None:
+        self._listeners: list[Callable[[float], None]] = []
+
+    def listen(self, listener: Callable[[float], None]) -> None:
+        self._listeners.append(listener)
+
+    def paused(self, seconds: float) -> None:
+        for listener in self._listeners:
+            listener(seconds)

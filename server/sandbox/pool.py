@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
+import math
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,9 +69,14 @@ class Job:
     engine: str = "python"
     unavailable: dict[str, str] = field(default_factory=dict)
     """Packs whose tools cannot be called now (an upstream server that is down) -> why: the static check says so."""
+    state: dict[str, Any] | None = None
+    """A session's kept state to restore before the program runs (`attp_server.sandbox.keep`)."""
+    keep: bool = False
+    """Report the state the program leaves (``done["state"]``), at most `max_state_bytes` of it."""
+    max_state_bytes: int = 0
 
     def message(self) -> dict[str, Any]:
-        return {
+        message: dict[str, Any] = {
             "op": "run",
             "engine": self.engine,
             "code": self.code,
@@ -82,8 +89,62 @@ class Job:
                 "max_result_bytes": self.max_result_bytes,
                 "max_tool_calls": self.max_tool_calls,
                 "capture_print": self.capture_print,
+                "max_state_bytes": self.max_state_bytes,
             },
         }
+        if self.keep:
+            message["keep"] = True
+        if self.state is not None:
+            message["state"] = self.state
+        return message
+
+
+class RunClock:
+    """The wall clock of one run, which stops while the server waits for a person (`paused`).
+
+    Holds the pool's cancel scope for the run: a pause lifts its deadline and puts it back, moved by
+    the length of the pause, when the last of the overlapping pauses ends. The worker is told of
+    each pause with the tool's reply, and moves its own deadline the same way.
+    """
+
+    def __init__(self, scope: anyio.CancelScope) -> None:
+        self._scope = scope
+        self._waiting = 0
+        self._since = 0.0
+        self._left = 0.0
+        self._unreported = 0.0
+        self.paused_total = 0.0
+        """Seconds the clock has been stopped so far in this run."""
+
+    @contextlib.asynccontextmanager
+    async def paused(self) -> AsyncIterator[None]:
+        if self._waiting == 0:
+            self._since = anyio.current_time()
+            self._left = self._scope.deadline - self._since
+            self._scope.deadline = math.inf
+        self._waiting += 1
+        try:
+            yield
+        finally:
+            self._waiting -= 1
+            if self._waiting == 0:
+                now = anyio.current_time()
+                self._unreported += now - self._since
+                self.paused_total += now - self._since
+                self._scope.deadline = now + self._left
+
+    def take_paused(self) -> float:
+        """Seconds paused since the last call (what to tell the worker with the next reply)."""
+        paused, self._unreported = self._unreported, 0.0
+        return paused
+
+
+_CLOCK: contextvars.ContextVar[RunClock | None] = contextvars.ContextVar("attp_run_clock", default=None)
+
+
+def run_clock() -> RunClock | None:
+    """The clock of the run whose tool call is being served, or None outside a run."""
+    return _CLOCK.get()
 
 
 class WorkerStartError(Exception):
@@ -176,14 +237,14 @@ def sweep_stale_directories(root: str | None = None) -> int:
     base = Path(root or tempfile.gettempdir())
     for path in base.glob(f"{_DIRECTORY_PREFIX}*-*"):
         owner = path.name[len(_DIRECTORY_PREFIX) :].split("-", 1)[0]
-        if not owner.isdigit() or _alive(int(owner)) or not path.is_dir() or path.is_symlink():
+        if not owner.isdigit() or process_alive(int(owner)) or not path.is_dir() or path.is_symlink():
             continue
         shutil.rmtree(path, ignore_errors=True)
         removed += not path.exists()
     return removed
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -273,8 +334,11 @@ class WorkerPool:
             self._running.add(worker)
             reusable = False
             demotion = asyncio.get_running_loop().call_later(LONG_RUN_S, _demote, worker)
+            token: contextvars.Token[RunClock | None] | None = None
             try:
-                with anyio.move_on_after(job.timeout_s + KILL_GRACE_S):
+                with anyio.move_on_after(job.timeout_s + KILL_GRACE_S) as scope:
+                    clock = RunClock(scope)
+                    token = _CLOCK.set(clock)  # for the tool calls served below (approvals pause it)
                     await worker.send(job.message())
                     while True:
                         message = await worker.receive()
@@ -284,7 +348,8 @@ class WorkerPool:
                                 list(message.get("args", [])),
                                 dict(message.get("kwargs", {})),
                             )
-                            await worker.send({"op": "reply", **reply})
+                            paused = clock.take_paused()
+                            await worker.send({"op": "reply", **reply, **({"paused_s": paused} if paused else {})})
                         elif message["op"] == "done":
                             reusable = not message.get("retire", True)
                             return message
@@ -303,6 +368,8 @@ class WorkerPool:
                 raise
             finally:
                 demotion.cancel()
+                if token is not None:
+                    _CLOCK.reset(token)
                 self._running.discard(worker)
                 self.runs += 1
                 if reusable and worker.alive and not worker.demoted:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from attp_server.sandbox.jsonify import to_json
-from attp_server.sandbox.limits import Abort, SizeLimitError, Timeout
+from attp_server.sandbox.limits import Abort, Pauses, SizeLimitError, Timeout
 from attp_server.sandbox.namespaces import SAFE_BUILTIN_FUNCTIONS, static_namespaces
 from attp_server.sandbox.starlark_source import (
     INSTALL,
@@ -143,6 +143,9 @@ class _Run:
         self.deadline = deadline
         self.failure: BaseException | None = None
 
+    def extend(self, seconds: float) -> None:
+        self.deadline += seconds
+
     def check_cancelled(self) -> bool:
         if time.monotonic() > self.deadline:
             raise Timeout("the program ran past its time limit")
@@ -191,6 +194,8 @@ class StarlarkEngine:
         invoke: Callable[[str, tuple[Any, ...], dict[str, Any]], Any],
         output: Any,
         deadline: float,
+        *,
+        pauses: Pauses | None = None,
     ) -> tuple[dict[str, Any], tuple[Any, int | None] | None]:
         """Evaluate `code`; return ``({"__result__": value} or {}, (last expression value, line) or None)``.
 
@@ -200,6 +205,8 @@ class StarlarkEngine:
         source = Source(code)
         program = source.parse(self.dialect)
         run = _Run(deadline)
+        if pauses is not None:
+            pauses.listen(run.extend)
         module = self.starlark.Module()
         tools = [name for name in [*job.get("tools", []), "help", "tools"] if _identifier(name)]
         for name in tools:

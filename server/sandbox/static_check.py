@@ -66,10 +66,13 @@ class KnownNames:
     namespaces: dict[str, frozenset[str]]
     unavailable: Mapping[str, str] = field(default_factory=dict)
     """Packs whose tools cannot be called now (an upstream server that is down) -> why, and the fix."""
+    kept: frozenset[str] = frozenset()
+    """Names the session kept from its earlier calls (variables and functions)."""
     everything: frozenset[str] = field(init=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "everything", frozenset({*self.tools, *self.builtins, *self.namespaces}))
+        everything = frozenset({*self.tools, *self.builtins, *self.namespaces, *self.kept})
+        object.__setattr__(self, "everything", everything)
 
     def all(self) -> set[str]:
         return set(self.everything)

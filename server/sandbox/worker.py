@@ -11,6 +11,8 @@ Imports nothing from the rest of ``server`` (only ``attp_server.sandbox``).
 from __future__ import annotations
 
 import ast
+import dataclasses
+import functools
 import json
 import os
 import random
@@ -20,13 +22,13 @@ import time
 from collections.abc import Callable, Mapping
 from typing import IO, Any
 
-from attp_server.sandbox import lockdown
+from attp_server.sandbox import keep, lockdown
 from attp_server.sandbox.evaluator import Evaluator, OutputBuffer, ToolError
 from attp_server.sandbox.jsonify import NotJSON, to_json
-from attp_server.sandbox.limits import Abort, SizeLimitError, Timeout, ToolCallLimit
+from attp_server.sandbox.limits import Abort, Pauses, SizeLimitError, Timeout, ToolCallLimit
 from attp_server.sandbox.namespaces import SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS, Namespace, random_namespace
 from attp_server.sandbox.namespaces import static_namespaces as build_static_namespaces
-from attp_server.sandbox.policy import RESULT_NAME
+from attp_server.sandbox.policy import RESULT_NAME, scan
 from attp_server.sandbox.protocol import ENGINES, MAX_MESSAGE_BYTES, decode, encode, text_of
 from attp_server.sandbox.starlark_engine import EngineUnavailable, StarlarkEngine, missing_extra_message
 from attp_server.sandbox.starlark_engine import available as starlark_available
@@ -115,6 +117,7 @@ class ToolBridge:
         self.channel = channel
         self.max_calls = max_calls
         self.count = 0
+        self.pauses = Pauses()
 
     def __call__(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         self.count += 1  # help() and tools() count too: every call crosses to the server
@@ -142,6 +145,9 @@ class ToolBridge:
         reply = self.channel.receive()
         if reply is None:
             raise ServerGone("the server closed the connection")
+        paused = reply.get("paused_s")
+        if isinstance(paused, int | float) and 0 < paused < float("inf"):
+            self.pauses.paused(float(paused))  # the server waited for a person: that time is not the program's
         if reply.get("ok"):
             return reply.get("value")
         error = reply.get("error") or {}
@@ -220,7 +226,8 @@ class Runner:
         self.module_members = {name: frozenset(space.members) for name, space in spaces.items()}
 
     def known_names(self, job: dict[str, Any]) -> KnownNames:
-        """The names the static check accepts: the same tools and packs in every run, so built once."""
+        """The names the static check accepts: the same tools and packs in every run (built once), and the
+        names the session kept from its earlier calls."""
         key = (
             tuple(job.get("tools", [])),
             tuple((p, tuple(n)) for p, n in job.get("namespaces", {}).items()),
@@ -228,7 +235,11 @@ class Runner:
         )
         if self._known is None or self._known[0] != key:
             self._known = (key, known_names(*key, modules=self.module_members))
-        return self._known[1]
+        state = job.get("state")
+        if not isinstance(state, dict):
+            return self._known[1]
+        kept = [name for part in ("values", "functions") if isinstance(state.get(part), dict) for name in state[part]]
+        return dataclasses.replace(self._known[1], kept=frozenset(map(str, kept)))
 
     def symbols(self, job: dict[str, Any], bridge: ToolBridge) -> dict[str, Any]:
         symbols = dict(self.base_symbols)
@@ -250,8 +261,11 @@ class Runner:
         bridge = ToolBridge(self.channel, int(limits["max_tool_calls"]))
         deadline = time.monotonic() + float(limits["timeout_s"])
         done: dict[str, Any] = {"op": "done", "status": "ok", "result": None, "hint": None, "error": None}
-        retire = False
+        retire = stopped = False
         evaluator: Evaluator | None = None
+        base: dict[str, Any] = {}
+        tree = ast.Module(body=[], type_ignores=[])
+        restored: keep.Restored | None = None
         known: list[str] = []
         engine = job.get("engine", "python")
         try:
@@ -259,18 +273,30 @@ class Runner:
                 if self.starlark is None:
                     raise EngineUnavailable(missing_extra_message())
                 known = self.starlark.known_names(job)
-                found, last_value = self.starlark.run(code, job, bridge, output, deadline)
+                found, last_value = self.starlark.run(code, job, bridge, output, deadline, pauses=bridge.pauses)
                 done.update(self._result(found, last_value, int(limits["max_result_bytes"])))
             elif engine == "python":
+                symbols = self.symbols(job, bridge)
+                restored = keep.restore(job["state"], symbols) if isinstance(job.get("state"), dict) else None
                 budget = min(CHECK_BUDGET_S, max(0.0, deadline - time.monotonic()))
-                tree, problem = check(code, self.known_names(job), budget_s=budget)
+                parsed, problem = check(code, self.known_names(job), budget_s=budget)
+                if problem is None and restored is not None and restored.definitions:
+                    # Kept functions are defined again ahead of the program: checked like it.
+                    refused = scan(ast.Module(body=restored.definitions, type_ignores=[]))
+                    if refused:
+                        problem = _error(refused[0].code, refused[0].message, code, (None, None))
                 if problem is not None:
                     done.update(status="error", error=problem)
                 else:
-                    assert tree is not None  # a program that does not parse is a problem
-                    evaluator = Evaluator(
-                        self.symbols(job, bridge), deadline=deadline, max_steps=MAX_STEPS, output=output
-                    )
+                    assert parsed is not None  # a program that does not parse is a problem
+                    tree = parsed
+                    if restored is not None:
+                        tree.body[:0] = restored.definitions
+                    evaluator = Evaluator(symbols, deadline=deadline, max_steps=MAX_STEPS, output=output)
+                    bridge.pauses.listen(functools.partial(_extend_deadline, evaluator))
+                    base = dict(evaluator.symtable)
+                    if restored is not None:
+                        evaluator.symtable.update(restored.values)
                     last = _execute(evaluator, tree)
                     done.update(self._result(evaluator.symtable, last, int(limits["max_result_bytes"])))
             else:
@@ -280,6 +306,7 @@ class Runner:
         except ServerGone:
             raise
         except Abort as exc:
+            stopped = True
             retire = isinstance(exc, Timeout | SizeLimitError) or bool(getattr(exc, "retire", False))
             done.update(status="error", error=_error(exc.code, text_of(exc), code, _where(exc)))
         except NameError as exc:
@@ -298,13 +325,17 @@ class Runner:
             message = "RecursionError: too many nested calls; rewrite the recursion as a loop"
             done.update(status="error", error=_error("RUNTIME_ERROR", message, code, (None, None)))
         except MemoryError:
-            retire = True
+            stopped = retire = True
             done.update(
                 status="error", error=_error("MEMORY_LIMIT", "the program ran out of memory", code, (None, None))
             )
         except Exception as exc:
             message = f"{type(exc).__name__}: {_explained(exc)}"
             done.update(status="error", error=_error("RUNTIME_ERROR", message, code, _where(exc)))
+        if job.get("keep"):
+            # None: the state stays as it was (the program did not run, or was stopped midway).
+            kept = None if evaluator is None or stopped else _kept(evaluator.symtable, base, tree, limits, restored)
+            done["state"] = kept
         done["stdout"] = output.text()
         done["truncated"] = output.truncated
         done["retire"] = retire
@@ -340,6 +371,28 @@ class Runner:
         return {"status": "ok", "result": result, "hint": hint}
 
 
+def _extend_deadline(evaluator: Evaluator, seconds: float) -> None:
+    evaluator.deadline += seconds
+
+
+def _kept(
+    symbols: Mapping[str, Any],
+    base: Mapping[str, Any],
+    tree: ast.Module,
+    limits: Mapping[str, Any],
+    restored: keep.Restored | None,
+) -> dict[str, Any] | None:
+    """The session state the run leaves, as the server's ``done`` message carries it."""
+    try:
+        collected = keep.collect(symbols, base, tree, max_bytes=int(limits.get("max_state_bytes", 0)))
+    except (MemoryError, RecursionError):
+        return None
+    if restored is not None:
+        for name, reason in restored.dropped.items():
+            collected.dropped.setdefault(name, reason)
+    return collected.as_message()
+
+
 def _execute(evaluator: Evaluator, tree: ast.Module) -> tuple[Any, int] | None:
     """Run the top-level statements; return the last non-None expression value and its line."""
     last: tuple[Any, int] | None = None
@@ -360,6 +413,8 @@ def _where(exc: BaseException) -> tuple[int | None, int | None]:
 
 def _location(code: str, line: int | None, column: int | None) -> dict[str, Any]:
     out: dict[str, Any] = {}
+    if line is not None and line >= keep.FIRST_LINE:
+        return out  # inside a function kept from an earlier call: no line of this program to show
     if line is not None:
         out["line"] = line
         lines = code.splitlines()

@@ -89,6 +89,10 @@ class Served:
     stdout_path: Path | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
+    def over_sse(self) -> Served:
+        """The same HTTP server, reached over its SSE transport."""
+        return Served("sse", self.workspace, url=self.url, process=self.process, stdout_path=self.stdout_path)
+
     def client(self, headers: dict[str, str] | None = None, **kwargs: Any) -> Client:
         if self.transport == "stdio":
             assert self.stdio is not None
@@ -99,6 +103,23 @@ class Served:
         if headers:
             return Client(_streamable_with_headers(self.url + "/mcp", headers), **kwargs)
         return Client(self.url + "/mcp", **kwargs)
+
+
+def stdio_client(workspace: Path, *flags: str, env: dict[str, str] | None = None, **options: Any) -> Client:
+    """A client that starts its own `attp serve` over stdio (one session, one process)."""
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "attp_server", "serve", "--workspace", str(workspace), *flags],
+        env={**server_env(), **(env or {})},
+    )
+    return Client(params, **options)
+
+
+async def execute(client: Client, code: str | None = None, **arguments: Any) -> dict[str, Any]:
+    """Call attp_execute with `code` (or other arguments) and return its structured content."""
+    result = await client.call_tool("attp_execute", {**({"code": code} if code is not None else {}), **arguments})
+    assert result.structured_content is not None
+    return dict(result.structured_content)
 
 
 @asynccontextmanager

@@ -1,0 +1,316 @@
+"""Session state: what a program leaves is there in the next call of its session, and nowhere else.
+
+The encoding (`attp_server.sandbox.keep`) and the server's re-check (`attp_server.kept_state`) are
+tested as functions; everything else through the runtime with a real worker. The transports are in
+test_sessions_served.py.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from attp_server.kept_state import accept
+from attp_server.runtime import CallContext, ExecuteRequest, Runtime
+from attp_server.sandbox.keep import NotKept, check_encoded, decode, encode, measure, references
+from attp_server.sandbox.namespaces import static_namespaces
+from attp_server.sessions import Caller, Sessions
+from harness import running
+
+pytestmark = pytest.mark.anyio
+
+BASE = dict(static_namespaces())
+REFS = references(BASE)
+
+
+def resolve(ref: str) -> Any:
+    name, _, member = ref.partition(".")
+    space = BASE[name]
+    return space.members[member] if member else space
+
+
+# ---------------------------------------------------------------- the JSON-plus encoding
+
+ROUND_TRIPS = [
+    pytest.param(None, id="none"),
+    pytest.param([1, "two", 3.5, True], id="list"),
+    pytest.param((1, (2, 3)), id="nested-tuple"),
+    pytest.param({1, 2, 3}, id="set"),
+    pytest.param(frozenset({"a"}), id="frozenset"),
+    pytest.param({(1, 2): "pair", "k": [1, {"x": None}]}, id="dict-with-tuple-key"),
+    pytest.param({"tuple": [1]}, id="dict-that-looks-like-a-tag"),
+    pytest.param(float("inf"), id="infinity"),
+    pytest.param(b"\x00bytes", id="bytes"),
+    pytest.param(dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.timezone(dt.timedelta(hours=2))), id="datetime"),
+    pytest.param(dt.date(2024, 1, 2), id="date"),
+    pytest.param(dt.timedelta(days=1, seconds=5), id="timedelta"),
+    pytest.param(2**200, id="big-int"),
+]
+
+
+@pytest.mark.parametrize("value", ROUND_TRIPS)
+def test_plain_values_round_trip(value: Any) -> None:
+    encoded = encode(value, REFS, 10_000)
+    check_encoded(encoded)
+    back = decode(encoded, resolve)
+    assert back == value and type(back) is type(value)
+
+
+def test_nan_pattern_and_references_round_trip() -> None:
+    assert str(decode(encode(float("nan"), REFS, 100), resolve)) == "nan"
+    pattern = re.compile(r"a+b", re.IGNORECASE)
+    assert decode(encode(pattern, REFS, 100), resolve).pattern == pattern.pattern
+    dumps = BASE["json"].members["dumps"]
+    assert encode(dumps, REFS, 100) == {"ref": "json.dumps"}
+    assert decode({"ref": "json.dumps"}, resolve) is dumps
+
+
+NOT_KEPT = [
+    pytest.param(re.match("a", "a"), "Match", id="match-object"),
+    pytest.param(ValueError("x"), "str(e)", id="exception"),
+    pytest.param(lambda: 1, "define it with def", id="function-made-at-run-time"),
+    pytest.param("x" * 200, "too big", id="over-the-budget"),
+]
+
+
+@pytest.mark.parametrize(("value", "reason"), NOT_KEPT)
+def test_what_is_not_plain_data_says_why(value: Any, reason: str) -> None:
+    with pytest.raises(NotKept, match=re.escape(reason)):
+        encode(value, REFS, 100)
+
+
+def test_a_structure_that_contains_itself_is_not_kept() -> None:
+    loop: list[Any] = []
+    loop.append(loop)
+    with pytest.raises(NotKept, match="levels deep"):
+        encode(loop, REFS, 10_000)
+
+
+def test_a_lone_surrogate_cannot_be_stored() -> None:
+    with pytest.raises(NotKept, match="surrogate"):
+        measure(encode("\ud800", REFS, 100))
+
+
+MALFORMED = [
+    pytest.param({"tuple": [1], "set": [2]}, id="two-tags"),
+    pytest.param({"object": 1}, id="unknown-tag"),
+    pytest.param({"dict": [[1]]}, id="dict-entry-not-a-pair"),
+    pytest.param({"float": "1e9"}, id="float-not-special"),
+    pytest.param({"ref": "json.__class__"}, id="ref-to-a-dunder"),
+    pytest.param({"ref": "a.b.c"}, id="ref-too-deep"),
+    pytest.param({"timedelta": [1, 2]}, id="timedelta-short"),
+    pytest.param({"pattern": [{"str": "a"}, 0]}, id="pattern-source-bad"),
+]
+
+
+@pytest.mark.parametrize("data", MALFORMED)
+def test_the_server_refuses_malformed_encodings(data: Any) -> None:
+    with pytest.raises(ValueError):
+        check_encoded(data)
+
+
+# ---------------------------------------------------------------- the server's re-check of a worker's report
+
+
+def report(values: dict[str, Any] | None = None, functions: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"values": values or {}, "functions": functions or {}, "dropped": []}
+
+
+HOSTILE_REPORTS = [
+    pytest.param(report(values={"__builtins__": 1}), "__builtins__", None, id="dunder-name"),
+    pytest.param(report(values={"x y": 1}), "x y", None, id="not-an-identifier"),
+    pytest.param(report(values={"x": {"object": 1}}), "x", "could not be stored", id="malformed-value"),
+    pytest.param(report(functions={"f": "def f():\n    return ().__class__"}), "f", "not allowed", id="forbidden"),
+    pytest.param(report(functions={"f": "def g():\n    pass"}), "f", "could not be stored", id="def-of-another"),
+    pytest.param(report(functions={"f": "def f(): pass\ndef h(): pass"}), "f", "could not", id="two-defs"),
+    pytest.param(report(functions={"f": "@d\ndef f(): pass"}), "f", "decorated", id="decorated"),
+    pytest.param(report(functions={"f": "def f(a=write_file('x', 'y')): pass"}), "f", "default", id="default-calls"),
+    pytest.param(report(functions={"f": "x = 1"}), "f", "could not be stored", id="not-a-def"),
+]
+
+
+@pytest.mark.parametrize(("raw", "name", "reason"), HOSTILE_REPORTS)
+def test_a_workers_report_is_checked_again(raw: dict[str, Any], name: str, reason: str | None) -> None:
+    accepted = accept(raw, max_bytes=10_000)
+    assert accepted is not None
+    assert name not in accepted.state.names()
+    if reason is not None:
+        assert reason in accepted.dropped[name]
+
+
+def test_a_report_over_the_cap_keeps_what_fits_and_names_the_rest() -> None:
+    accepted = accept(report(values={"small": "s", "big": "b" * 500}), max_bytes=100)
+    assert accepted is not None
+    assert accepted.state.names() == {"small"}
+    assert "too big" in accepted.dropped["big"]
+
+
+@pytest.mark.parametrize("raw", [None, [], {"values": []}, {"values": {}, "functions": {}}])
+def test_a_report_of_the_wrong_shape_keeps_nothing(raw: Any) -> None:
+    assert accept(raw, max_bytes=100) is None
+
+
+# ---------------------------------------------------------------- sessions
+
+
+def test_a_session_is_found_by_its_id_and_its_tenant() -> None:
+    sessions = Sessions(idle_s=60, max_total_bytes=1000)
+    first = sessions.open(Caller(session="s1", tenant="alice"))
+    assert first is not None
+    assert sessions.open(Caller(session="s1", tenant="alice")) is first
+    assert sessions.open(Caller(session="s1", tenant="bob")) is not first  # another holder: another session
+    assert sessions.open(Caller(session=None)) is None
+    assert "s1" not in first.id and len(first.id) == 32
+
+
+def test_an_idle_session_ends_but_not_while_busy() -> None:
+    now = [0.0]
+    sessions = Sessions(idle_s=10, max_total_bytes=1000, clock=lambda: now[0])
+    busy = sessions.open(Caller(session="busy"))
+    idle = sessions.open(Caller(session="idle"))
+    stdio = sessions.open(Caller(session="stdio"))
+    with sessions.using(busy):
+        now[0] = 11.0
+        assert sessions.expire() == [idle]
+    assert stdio is not None and stdio.lasting
+    now[0] = 22.0
+    assert sessions.expire() == [busy]
+
+
+# ---------------------------------------------------------------- through the runtime (a real worker)
+
+
+async def run(runtime: Runtime, code: str | None, session: str | None = "A", **request: Any) -> dict[str, Any]:
+    caller = Caller(session=session) if session is not None else None
+    result = await runtime.execute(ExecuteRequest(code=code, **request), CallContext(caller=caller))
+    return result.model_dump(mode="json")
+
+
+async def test_variables_and_functions_are_there_in_the_next_call(runtime: Runtime) -> None:
+    first = await run(
+        runtime,
+        "rows = [('a', 1), ('b', 2)]\ntags = {'x', 'y'}\nindex = {(1, 2): 'pair'}\npat = re.compile('b+')\n"
+        "dumps = json.dumps\ndef total(xs):\n    return sum(n for name, n in xs) + offset\noffset = 10\n__result__ = 1",
+    )
+    assert first["status"] == "ok" and first["hint"] is None, first
+    second = await run(
+        runtime, "__result__ = [total(rows), rows[0], sorted(tags), index[(1, 2)], pat.findall('abbb'), dumps(1)]"
+    )
+    assert second["result"] == [13, ["a", 1], ["x", "y"], "pair", ["bbb"], "1"], second
+    again = await run(runtime, "rows.append(('c', 3))\n__result__ = total(rows)")
+    assert again["result"] == 16
+
+
+async def test_reset_clears_the_kept_state_first(runtime: Runtime) -> None:
+    await run(runtime, "x = 1")
+    data = await run(runtime, "__result__ = x", reset=True)
+    assert data["error"]["code"] == "NAME_NOT_FOUND"
+
+
+async def test_a_kept_function_passes_the_static_check(runtime: Runtime) -> None:
+    await run(runtime, "def double(n):\n    return 2 * n")
+    data = await run(runtime, "__result__ = double(21)")
+    assert data["result"] == 42, data
+
+
+async def test_another_session_and_a_sessionless_call_see_nothing(runtime: Runtime) -> None:
+    await run(runtime, "secret = 'for A only'\ndef only_a():\n    return secret", session="A")
+    for session in ("B", None):
+        data = await run(runtime, "__result__ = secret", session=session)
+        assert data["error"]["code"] == "NAME_NOT_FOUND"
+        data = await run(runtime, "__result__ = only_a()", session=session)
+        assert data["error"]["code"] == "NAME_NOT_FOUND"
+    assert (await run(runtime, "__result__ = only_a()", session="A"))["result"] == "for A only"
+
+
+async def test_what_is_not_kept_is_named_in_the_hint(workspace: Path) -> None:
+    async with running(workspace, max_state_bytes=2000) as runtime:
+        data = await run(
+            runtime,
+            "small = 'fits'\nbig = 'x' * 5000\nm = re.match('a', 'a')\nsquare = lambda n: n * n\n"
+            "def uses_big():\n    return len(big)\n__result__ = 'done'",
+        )
+        assert data["status"] == "ok"
+        hint = data["hint"]
+        assert hint.startswith("Not kept for the next call:"), hint
+        for name, why in [("big", "too big"), ("m", "not plain data"), ("square", "def"), ("uses_big", "uses big")]:
+            assert re.search(rf"^- {name}: .*{re.escape(why)}", hint, re.MULTILINE), (name, hint)
+        assert "- small:" not in hint
+        after = await run(runtime, "__result__ = small")
+        assert after["result"] == "fits"
+
+
+async def test_a_restored_def_cannot_call_a_tool_again(runtime: Runtime) -> None:
+    data = await run(runtime, "def f(n=add(1, 2)):\n    return n\n__result__ = f()")
+    assert data["result"] == 3
+    assert "default values call a function" in data["hint"]
+    again = await run(runtime, "__result__ = 1")
+    assert [c["tool"] for c in again["calls"]] == []
+
+
+async def test_a_runtime_error_keeps_what_was_assigned_before_it(runtime: Runtime) -> None:
+    data = await run(runtime, "loaded = records(2)\nloaded[5]")
+    assert data["error"]["code"] == "RUNTIME_ERROR"
+    assert (await run(runtime, "__result__ = len(loaded)"))["result"] == 2
+
+
+async def test_a_stopped_run_leaves_the_state_as_it_was(runtime: Runtime) -> None:
+    await run(runtime, "x = 1")
+    data = await run(runtime, "x = 2\nwhile True:\n    pass")
+    assert data["error"]["code"] == "TIMEOUT"
+    assert (await run(runtime, "__result__ = x"))["result"] == 1
+
+
+async def test_a_killed_worker_says_the_state_is_unchanged(workspace: Path) -> None:
+    async with running(workspace, timeout_s=1.0) as runtime:
+        await run(runtime, "x = 1")
+        data = await run(runtime, "x = 2\nsum(range(10**12))")  # one C call: only the pool's kill ends it
+        assert data["error"]["code"] == "TIMEOUT"
+        assert "kept from earlier calls are as they were" in data["hint"]
+        assert (await run(runtime, "__result__ = x"))["result"] == 1
+
+
+async def test_an_error_inside_a_kept_function_points_at_no_line_of_the_program(runtime: Runtime) -> None:
+    await run(runtime, "def broken():\n    return 1 / 0")
+    data = await run(runtime, "y = 1\n__result__ = broken()")
+    assert data["error"]["code"] == "RUNTIME_ERROR"
+    assert data["error"]["line"] is None and data["error"]["source_line"] is None, data["error"]
+
+
+async def test_state_off_keeps_nothing(workspace: Path) -> None:
+    async with running(workspace, session_state=False) as runtime:
+        await run(runtime, "x = 1")
+        assert (await run(runtime, "__result__ = x"))["error"]["code"] == "NAME_NOT_FOUND"
+
+
+async def test_tam_chains_neither_read_nor_change_the_state(runtime: Runtime) -> None:
+    await run(runtime, "x = 1")
+    tam = "<|[REQUEST_TOOL]|>\ncommand:「始」add「末」\na:「始」1「末」\nb:「始」2「末」\n<|[END_TOOL]|>"
+    data = await run(runtime, None, envelope=tam)
+    assert data["status"] == "ok", data
+    assert (await run(runtime, "__result__ = x"))["result"] == 1
+
+
+async def test_an_idle_session_loses_its_state(workspace: Path) -> None:
+    async with running(workspace) as runtime:
+        await run(runtime, "x = 1")
+        now = runtime.sessions.clock() + runtime.settings.session_idle_s + 1
+        runtime.sessions.clock = lambda: now
+        await runtime.end_idle_sessions()
+        assert (await run(runtime, "__result__ = x"))["error"]["code"] == "NAME_NOT_FOUND"
+
+
+async def test_past_the_servers_total_the_least_recently_used_session_loses_its_state(workspace: Path) -> None:
+    async with running(workspace, max_state_bytes=2000) as runtime:
+        runtime.sessions.max_total_bytes = 2500  # room for two of these sessions, not three
+        for session in ("A", "B", "C"):
+            data = await run(runtime, "blob = 'x' * 1000", session=session)
+            assert data["status"] == "ok", data
+        assert runtime.sessions.kept_bytes <= 2500
+        oldest = await run(runtime, "__result__ = blob", session="A")
+        assert oldest["error"]["code"] == "NAME_NOT_FOUND"
+        assert oldest["hint"].startswith("The variables kept from this session's earlier calls were dropped")
+        assert (await run(runtime, "__result__ = len(blob)", session="C"))["result"] == 1000

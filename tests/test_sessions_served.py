@@ -1,0 +1,85 @@
+"""Session state through the real transports: a real `attp serve` and the SDK's own client.
+
+stdio is one session per connection; SSE one per ``/sse`` stream; Streamable HTTP one per
+``Mcp-Session-Id`` on the handshake protocols (the Python client's ``mode="legacy"``, and the
+TypeScript SDK 1.x that n8n uses). A 2026-07-28 Streamable HTTP request has no session, so nothing
+is kept for it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from harness import SERVE_FLAGS, Served, serving_http, stdio_client
+from harness import execute as run
+from mcp import Client
+
+pytestmark = pytest.mark.anyio
+
+STATE_ENV = {"ATTP_MAX_STATE_BYTES": "4000"}
+
+
+@pytest.fixture(scope="module")
+def http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    with serving_http(tmp_path_factory.mktemp("state-ws"), *SERVE_FLAGS, env=STATE_ENV) as served:
+        yield served
+
+
+def connect(transport: str, http: Served, workspace: Path) -> Client:
+    """A client with a session of its own on `transport`."""
+    if transport == "stdio":
+        return stdio_client(workspace, *SERVE_FLAGS, env=STATE_ENV)
+    if transport == "sse":
+        return http.over_sse().client()
+    return http.client(mode="legacy")  # the handshake: an Mcp-Session-Id
+
+
+TRANSPORTS = [pytest.param("stdio", id="stdio"), pytest.param("sse", id="sse"), pytest.param("http", id="http")]
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_state_is_kept_across_calls_reset_and_capped(transport: str, http: Served, tmp_path: Path) -> None:
+    async with connect(transport, http, tmp_path) as client:
+        first = await run(client, "x = 41\ndef answer():\n    return x + 1\n__result__ = 'set'")
+        assert first["status"] == "ok" and first["hint"] is None, first
+        assert (await run(client, "__result__ = answer()"))["result"] == 42
+        capped = await run(client, "big = 'b' * 10000\nsmall = 'fits'\n__result__ = len(big)")
+        assert capped["result"] == 10000
+        assert "- big: too big" in capped["hint"] and "4,000" in capped["hint"], capped["hint"]
+        assert (await run(client, "__result__ = [small, answer()]"))["result"] == ["fits", 42]
+        after_reset = await run(client, "__result__ = x", reset=True)
+        assert after_reset["error"]["code"] == "NAME_NOT_FOUND"
+
+
+@pytest.mark.parametrize("transport", [pytest.param("sse", id="sse"), pytest.param("http", id="http")])
+async def test_a_second_client_cannot_read_the_first_clients_state(transport: str, http: Served) -> None:
+    async with (
+        connect(transport, http, http.workspace) as first,
+        connect(transport, http, http.workspace) as second,
+    ):
+        await run(first, f"secret = {uuid.uuid4().hex!r}\ndef reveal():\n    return secret")
+        for code in ("__result__ = secret", "__result__ = reveal()"):
+            assert (await run(second, code))["error"]["code"] == "NAME_NOT_FOUND"
+        assert (await run(first, "__result__ = len(reveal())"))["result"] == 32
+
+
+def test_a_guessed_session_id_is_refused(http: Served) -> None:
+    """Session ids are the SDK's random UUIDs; one nobody was given answers 404 on both HTTP transports."""
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "attp_execute",
+            "arguments": {"code": "__result__ = secret"}}}  # fmt: skip
+    headers = {"accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-11-25"}
+    guessed = httpx.post(f"{http.url}/mcp", json=call, headers={**headers, "mcp-session-id": uuid.uuid4().hex})
+    assert guessed.status_code == 404
+    posted = httpx.post(f"{http.url}/messages/?session_id={uuid.uuid4().hex}", json=call)
+    assert posted.status_code == 404
+
+
+async def test_a_sessionless_request_keeps_nothing(http: Served) -> None:
+    """Protocol 2026-07-28 over HTTP has no session (each request stands alone): nothing is kept for it."""
+    async with http.client() as client:
+        await run(client, "x = 1")
+        assert (await run(client, "__result__ = x"))["error"]["code"] == "NAME_NOT_FOUND"
