@@ -13,6 +13,7 @@ Built once at startup (signatures and docstrings never change while serving).
 from __future__ import annotations
 
 import collections.abc
+import functools
 import inspect
 import types
 import typing
@@ -20,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from attp_server.prompt import REFUSED_PYTHON, CodeFacts, system_prompt
-from attp_server.sandbox.namespaces import MODULE_NAMES
+from attp_server.sandbox.modules import public_names
 from attp_server.sandbox.starlark_engine import LANGUAGE_NOTES
 from attp_server.settings import Settings
 from attp_server.toolpack import Tool, ToolRegistry
@@ -37,7 +38,7 @@ STARLARK_MODULES = ("json", "math")
 
 def enabled_modules(settings: Settings) -> tuple[str, ...]:
     """The modules a program can use by name: the one list the description, prompt and help() read."""
-    return STARLARK_MODULES if settings.engine == "starlark" else MODULE_NAMES
+    return STARLARK_MODULES if settings.engine == "starlark" else tuple(settings.modules)
 
 
 def tool_text(tool: Tool) -> str:
@@ -175,7 +176,7 @@ class Catalog:
             "Rules:",
             "- Tools are plain functions: call them by name (or as pack.tool); they return data (str, list, dict).",
         ]
-        modules = ", ".join(self.modules)
+        modules = ", ".join(self.modules) or "none"
         if s.engine == "starlark":
             lines.append(f"- Modules ready to use: {modules}. Nothing can be imported.")
             lines.append(f"- {LANGUAGE_NOTES}")
@@ -335,12 +336,20 @@ class Catalog:
         """The ATTP system prompt with this server's tools and code rules filled in."""
         return system_prompt(self.attp_text(), language, self.facts())
 
+    @functools.cached_property
+    def module_members(self) -> dict[str, frozenset[str]]:
+        """The enabled curated modules and their members, for ``help('collections')``."""
+        return public_names(self.modules)
+
     def help(self, name: object = None) -> str:
         """``help()`` inside a program: one tool's full description, or an overview."""
         if name is None:
             return self.description
         if not isinstance(name, str):
             return "help(name) takes a tool name as a string, e.g. help('read_file')"
+        if self.settings.engine == "python" and name in self.modules:
+            members = ", ".join(sorted(self.module_members[name], key=str.lower))
+            return f"{name}: a curated module, used by name without import. Members: {members}"
         if name in self.registry.packs:
             pack = self.registry.packs[name]
             tools = [t for t in self.registry.tools.values() if t.pack == name]

@@ -262,7 +262,7 @@ def system_prompt(available_tools: str, language: str = "en", facts: CodeFacts |
     template = _ZH if key == "zh" else _EN
     return (
         template.replace(PLACEHOLDER, available_tools.strip())
-        .replace("{{MODULES}}", ", ".join(facts.modules))
+        .replace("{{MODULES}}", ", ".join(facts.modules) or "none")
         .replace("{{LANGUAGE}}", "Starlark" if starlark else "Python")
         .replace("{{CODE_RULES}}", parts["starlark_rules" if starlark else "python_rules"])
         .replace("{{LIMITS}}", limits)

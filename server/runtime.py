@@ -12,7 +12,7 @@ import math
 import time
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -29,9 +29,10 @@ from attp_server.envelope import Declined, EnvelopeError, Program, parse_envelop
 from attp_server.errors import ErrorCode, ErrorInfo, short_repr
 from attp_server.results import CallRecord, ExecutionResult, Status
 from attp_server.sandbox import starlark_engine
+from attp_server.sandbox.namespaces import MODULE_NAMES
 from attp_server.sandbox.pool import Job, WorkerPool, run_clock
 from attp_server.sandbox.protocol import text_of
-from attp_server.sandbox.static_check import META_TOOLS, PARALLEL, KnownNames, known_names
+from attp_server.sandbox.static_check import META_TOOLS, PARALLEL, KnownNames, known_names, module_members
 from attp_server.scopes import NoSession, Scopes
 from attp_server.sessions import EVICTED, SESSIONS_AT_FULL_STATE, Caller, Session, Sessions
 from attp_server.settings import Settings
@@ -147,7 +148,7 @@ class Runtime:
         self.registry = registry
         self.pool = pool
         self.catalog = Catalog(registry, settings)
-        self.known = self.known_names(registry)
+        self.known = self.known_names(registry, settings.modules)
         self.listeners: list[Callable[[], Awaitable[None]]] = []
         """Told after `refresh` (the MCP face tells its clients that the tool list changed)."""
         self.sessions = Sessions(settings.session_idle_s, SESSIONS_AT_FULL_STATE * settings.max_state_bytes)
@@ -162,10 +163,12 @@ class Runtime:
         self._inline_strikes: Counter[str] = Counter()
 
     @staticmethod
-    def known_names(registry: ToolRegistry) -> KnownNames:
-        """Every name a program may use without defining it: tools, builtins, modules and pack namespaces."""
+    def known_names(registry: ToolRegistry, modules: Sequence[str] = MODULE_NAMES) -> KnownNames:
+        """Every name a program may use without defining it: tools, builtins, the enabled modules and pack
+        namespaces."""
         packs = tuple((pack, tuple(names)) for pack, names in registry.namespaces().items())
-        return known_names(tuple(registry.callable_names()), packs, tuple(registry.unavailable().items()))
+        unavailable = tuple(registry.unavailable().items())
+        return known_names(tuple(registry.callable_names()), packs, unavailable, module_members(tuple(modules)))
 
     async def refresh(self) -> None:
         """A live pack's tools or availability changed: settle the names again, rebuild what is derived from
@@ -174,7 +177,7 @@ class Runtime:
         self.registry.refresh()
         self.scopes.refresh()
         self.catalog = Catalog(self.registry, self.settings)
-        self.known = self.known_names(self.registry)
+        self.known = self.known_names(self.registry, self.settings.modules)
         if (self.catalog.description, self.catalog.attp_text()) == before:
             return
         for listener in list(self.listeners):
@@ -354,6 +357,7 @@ class Runtime:
             keep=keeping,
             max_state_bytes=self.settings.max_state_bytes,
             unavailable=self.registry.unavailable(),
+            modules=self.settings.modules,
         )
         done = await self.pool.run(job, functools.partial(self._traced_call, run))
         result = self._result(done, run, target)

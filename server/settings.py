@@ -18,6 +18,7 @@ from typing import Any, Literal
 from attp_server.errors import ConfigError, suggest
 from attp_server.mcp_config import McpServer, merge_servers
 from attp_server.sandbox import starlark_engine
+from attp_server.sandbox.namespaces import MODULE_NAMES
 from pydantic import Field, PrivateAttr, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -45,6 +46,12 @@ class Settings(BaseSettings):
         default_factory=dict, description="Per-pack options, the file's [toolpacks.<pack>] tables."
     )
     skills_dirs: list[Path] = Field(default_factory=list, description="Skills library directories.")
+    modules: list[str] = Field(
+        default_factory=lambda: list(MODULE_NAMES),
+        description="Curated modules programs can use by name (an import of one binds the same): "
+        + ", ".join(MODULE_NAMES)
+        + ". Default: all of them.",
+    )
     engine: Literal["python", "starlark"] = Field(
         "python", description="Language of programs: python (asteval), or starlark (extra attp-server[starlark])."
     )
@@ -173,6 +180,19 @@ class Settings(BaseSettings):
         if len(set(values)) != len(values):
             raise ValueError("two tokens have the same value; each holder needs a token of their own")
         return tokens
+
+    @field_validator("modules")
+    @classmethod
+    def _modules_exist(cls, modules: list[str]) -> list[str]:
+        unknown = [name for name in modules if name not in MODULE_NAMES]
+        if unknown:
+            hint = suggest(unknown[0], MODULE_NAMES)
+            raise ValueError(
+                f"unknown module {unknown[0]!r}"
+                + (f" (did you mean {hint!r}?)" if hint else "")
+                + f"; the modules are {', '.join(MODULE_NAMES)}"
+            )
+        return list(dict.fromkeys(modules))  # each once, in the order given
 
     @field_validator("engine")
     @classmethod

@@ -54,9 +54,13 @@ logger = logging.getLogger(__name__)
 ENTRY_POINT_GROUP = "attp.toolpacks"
 
 RESERVED_NAMES = frozenset(
-    {"math", "json", "datetime", "re", "random", "statistics", "help", "tools", "parallel", "print", "ToolError"}
-)
-"""Names the sandbox itself defines; no pack or tool may take them."""
+    {
+        "math", "json", "datetime", "re", "random", "statistics", "collections", "itertools", "functools", "operator",
+        "csv", "io", "string", "textwrap", "copy", "heapq", "bisect", "base64", "hashlib", "difflib", "uuid", "typing",
+        "help", "tools", "parallel", "print", "ToolError",
+    }
+)  # fmt: skip
+"""Names the sandbox itself defines (every curated module, enabled or not); no pack or tool may take them."""
 
 ToolFunction = Callable[..., Any]
 

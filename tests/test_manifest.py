@@ -10,6 +10,7 @@ import jsonschema
 import pytest
 from attp_server import Toolpack
 from attp_server.cli import main
+from attp_server.sandbox.namespaces import MODULE_NAMES
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads((Path(__file__).parent / "data" / "mcp-registry-server.schema.json").read_text())
@@ -26,7 +27,7 @@ def test_committed_manifest_is_valid_for_the_registry() -> None:
     details = manifest["_meta"]["io.modelcontextprotocol.registry/publisher-provided"]
     assert details["tool"]["name"] == "attp_execute"
     assert {"inputSchema", "outputSchema"} <= set(details["tool"])
-    assert details["whitelistedModules"] == ["math", "json", "datetime", "re", "random", "statistics"]
+    assert details["whitelistedModules"] == list(MODULE_NAMES)
 
 
 def test_committed_manifest_is_current(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:

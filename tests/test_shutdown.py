@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from attp_server.sandbox.pool import sweep_stale_directories
+from attp_server.sandbox.pool import WorkerPool, sweep_stale_directories
 from harness import server_env, serving_http
 
 
@@ -40,7 +40,10 @@ def alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:  # gone between the two looks
+        return False
     return state != "Z"
 
 
@@ -149,3 +152,15 @@ def test_sweep_counts_what_it_removed(tmp_path: Path) -> None:
     (tmp_path / f"attp-worker-{os.getpid()}-c").mkdir()
     assert sweep_stale_directories(str(tmp_path)) == 2
     assert [p.name for p in worker_directories(tmp_path)] == [f"attp-worker-{os.getpid()}-c"]
+
+
+@pytest.mark.anyio
+async def test_kill_now_returns_once_the_workers_are_gone() -> None:
+    """SIGKILL is asynchronous: a stdio server that exits right after kill_now() must not leave a worker
+    still tearing itself down (test_stdio_server_stops_on_a_signal_while_stdin_is_open failed on that, flakily)."""
+    async with WorkerPool(size=2, max_workers=2, memory_mb=256) as pool:
+        pids = pool.worker_pids()
+        assert len(pids) == 2
+        pool.kill_now()
+        survivors = [pid for pid in pids if alive(pid)]
+    assert survivors == []  # asserted outside the pool: its task group would wrap the failure in a group

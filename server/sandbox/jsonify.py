@@ -2,15 +2,20 @@
 
 Only plain data crosses the boundary, so no rich object (a frame, a function, a path) ever leaves
 or enters. Datetimes become ISO strings, timedeltas seconds, tuples and sets lists; anything else is
-refused with the exact place it sits (``__result__['rows'][3]``).
+refused with the exact place it sits (``__result__['rows'][3]``). The curated modules' data types
+turn into what they hold: ``Counter``/``OrderedDict``/``defaultdict``/``ChainMap`` into objects,
+``deque`` and named tuples into arrays, a ``UUID`` into its string.
 
 Imported by the worker; imports nothing from the rest of ``server``.
 """
 
 from __future__ import annotations
 
+import collections
 import datetime as dt
 import math
+import uuid
+from collections.abc import Iterator
 from typing import Any
 
 MAX_DEPTH = 100
@@ -50,6 +55,18 @@ def to_json(value: Any, where: str = "__result__", depth: int = 0) -> Any:
         return value.total_seconds()
     if cls in (type({}.keys()), type({}.values()), type({}.items()), range):
         return [to_json(item, f"{where}[{i}]", depth + 1) for i, item in enumerate(value)]
+    if isinstance(value, dict):  # Counter, OrderedDict, defaultdict
+        return to_json(dict(value.items()), where, depth)
+    if isinstance(value, collections.ChainMap):
+        try:
+            merged = dict(value.items())
+        except Exception as exc:  # a map that is not a mapping: ChainMap(math)
+            raise NotJSON(f"{where} is a ChainMap whose maps cannot be read ({type(exc).__name__}: {exc})") from None
+        return to_json(merged, where, depth)
+    if isinstance(value, tuple | collections.deque):  # named tuples, deque
+        return to_json(list(value), where, depth)
+    if cls is uuid.UUID:
+        return str(value)
     raise NotJSON(f"{where} is {_describe(value)}, which has no JSON form; {_advice(value)}")
 
 
@@ -62,6 +79,8 @@ def _key(key: Any, where: str) -> str:
 
 
 def _describe(value: Any) -> str:
+    if isinstance(value, Iterator) and not hasattr(type(value), "getvalue"):
+        return "an iterator"
     name = type(value).__name__
     return f"a {name} value" if name[0] not in "aeiou" else f"an {name} value"
 
@@ -73,4 +92,10 @@ def _advice(value: Any) -> str:
         return "return m.group(0) or m.groups() instead"
     if callable(value):
         return "call it and return what it gives, or return its name as a string"
+    if hasattr(type(value), "getvalue"):
+        return "return value.getvalue()"
+    if hasattr(type(value), "hexdigest"):
+        return "return value.hexdigest()"
+    if isinstance(value, Iterator):
+        return "turn it into a list first, e.g. list(value)"
     return "convert it first, e.g. str(value), or pick its fields into a dict"

@@ -57,3 +57,9 @@ class Pauses:
     def paused(self, seconds: float) -> None:
         for listener in self._listeners:
             listener(seconds)
+
+
+def check_size(what: str, size: int) -> None:
+    """Refuse an operation that would build more than `MAX_SEQUENCE_LEN` items."""
+    if size > MAX_SEQUENCE_LEN:
+        raise SizeLimitError(f"{what} would build {size:,} items; the limit is {MAX_SEQUENCE_LEN:,}")

@@ -332,7 +332,12 @@ SAFE_EXCEPTIONS: dict[str, type[Exception]] = {
     )
 }  # fmt: skip
 
-MODULE_NAMES = ("math", "json", "datetime", "re", "random", "statistics")
+MODULE_NAMES = (
+    "math", "json", "datetime", "re", "random", "statistics", "collections", "itertools", "functools", "operator",
+    "csv", "io", "string", "textwrap", "copy", "heapq", "bisect", "base64", "hashlib", "difflib", "uuid", "typing",
+)  # fmt: skip
+"""Every curated module, in the order descriptions list them (``attp_server.sandbox.modules`` builds them all;
+the ``modules`` setting picks which a run gets). The first six are seed 000's."""
 
 
 def static_namespaces() -> dict[str, Namespace]:
@@ -344,10 +349,3 @@ def static_namespaces() -> dict[str, Namespace]:
         "re": _re_namespace(),
         "statistics": _statistics_namespace(),
     }
-
-
-def public_names() -> dict[str, frozenset[str]]:
-    """Module name -> member names, for the server's static check and suggestions."""
-    spaces = static_namespaces()
-    spaces["random"] = random_namespace(_random.Random(0))
-    return {name: frozenset(space.members) for name, space in spaces.items()}

@@ -19,7 +19,8 @@ import json as _json
 import re as _re
 import statistics as _statistics
 import string as _string
-from collections.abc import Callable, Iterable, Iterator
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -375,6 +376,39 @@ def register_exception(cls: type[BaseException], names: Iterable[str]) -> None:
     EXCEPTION_ATTRIBUTES[cls] = frozenset({"args", *names})
 
 
+Wrapper = Callable[[Any], Callable[..., Any]]
+"""Given the object, the size-checked stand-in for one of its methods."""
+
+
+def allow_attributes(
+    cls: type, names: Iterable[str], *, wrappers: Mapping[str, Wrapper] | None = None, on_class: Iterable[str] = ()
+) -> None:
+    """Open `names` on instances of `cls`, a type a curated module hands out (``Counter``, ``deque``, a hash object).
+
+    `wrappers` swap some of those methods for size-checked versions; `on_class` names what is
+    reachable on the class itself (``OrderedDict.fromkeys``), never a wrapped name (it would skip the wrapper).
+    """
+    allowed = frozenset(names)
+    private = sorted(name for name in allowed | frozenset(on_class) if name.startswith("_"))
+    if private:
+        raise ValueError(f"private names cannot be allowed on {cls.__name__}: {private}")
+    ATTRIBUTES[cls] = allowed
+    if wrappers:
+        _WRAPPERS[cls] = dict(wrappers)
+    if on_class:
+        CLASS_ATTRIBUTES[cls] = frozenset(on_class) - frozenset(wrappers or {})
+
+
+_RECORDS: weakref.WeakKeyDictionary[type, frozenset[str]] = weakref.WeakKeyDictionary()
+"""Record classes a program made with ``collections.namedtuple``: their field names, weakly held (a class a run
+made must not outlive the run in this table)."""
+
+
+def allow_record(cls: type, fields: Iterable[str]) -> None:
+    """Open the fields (and ``count``/``index``) on instances of a ``namedtuple`` class made during a run."""
+    _RECORDS[cls] = frozenset({"count", "index", *fields})
+
+
 def _describe(obj: Any) -> str:
     if isinstance(obj, type):
         return f"class {obj.__name__}"
@@ -397,6 +431,8 @@ def get_attribute(obj: Any, name: str) -> Any:
             allowed = CLASS_ATTRIBUTES[obj]
         elif isinstance(obj, BaseException):
             allowed = EXCEPTION_ATTRIBUTES.get(cls, frozenset({"args"}))
+        elif cls in _RECORDS:
+            allowed = _RECORDS[cls]
         else:
             raise Forbidden(f"attribute '.{name}' of {_describe(obj)} is not available in the sandbox")
     if name not in allowed:

@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -74,8 +75,11 @@ class Job:
     keep: bool = False
     """Report the state the program leaves (``done["state"]``), at most `max_state_bytes` of it."""
     max_state_bytes: int = 0
+    modules: list[str] | None = None
+    """The curated modules the program may use; None: all of them."""
 
     def message(self) -> dict[str, Any]:
+        modules = {} if self.modules is None else {"modules": self.modules}
         message: dict[str, Any] = {
             "op": "run",
             "engine": self.engine,
@@ -83,6 +87,7 @@ class Job:
             "tools": self.tools,
             "namespaces": self.namespaces,
             "unavailable": self.unavailable,
+            **modules,
             "limits": {
                 "timeout_s": self.timeout_s,
                 "max_output_bytes": self.max_output_bytes,
@@ -297,13 +302,15 @@ class WorkerPool:
             await worker.kill()
 
     def kill_now(self) -> None:
-        """Kill every worker, idle or running, and remove their directories, without waiting for
-        anything: for a process that exits right after (a stop signal in stdio mode)."""
-        for worker in [*self._idle, *self._running]:
+        """Kill every worker, idle or running, and remove their directories, without waiting for the
+        event loop: for a process that exits right after (a stop signal in stdio mode)."""
+        workers = [*self._idle, *self._running]
+        for worker in workers:
             worker.killed = True
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(worker.pid, signal.SIGKILL)
             shutil.rmtree(worker.directory, ignore_errors=True)
+        _reap([worker.pid for worker in workers], REAP_TIMEOUT_S)
 
     def stats(self) -> dict[str, Any]:
         return {
@@ -451,6 +458,27 @@ class WorkerPool:
         worker.lockdown = dict(ready.get("lockdown") or {})
         self.lockdown = worker.lockdown
         return worker
+
+
+REAP_TIMEOUT_S = 1.0
+"""How long `WorkerPool.kill_now` waits for killed workers to be gone (a SIGKILL takes effect in milliseconds)."""
+
+
+def _reap(pids: list[int], timeout: float) -> None:
+    """Wait until the killed children `pids` have exited, so that none outlives a server exiting right after:
+    SIGKILL is asynchronous, and tearing down a worker's memory takes a few milliseconds."""
+    waiting = set(pids)
+    deadline = time.monotonic() + timeout
+    while waiting and time.monotonic() < deadline:
+        for pid in list(waiting):
+            try:
+                finished, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:  # already reaped (by the event loop's child watcher)
+                finished = pid
+            if finished:
+                waiting.discard(pid)
+        if waiting:
+            time.sleep(0.002)
 
 
 def _set_nice(pid: int, nice: int) -> None:

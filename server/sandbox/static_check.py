@@ -22,7 +22,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from attp_server.sandbox.namespaces import SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS, public_names
+from attp_server.sandbox.modules import public_names
+from attp_server.sandbox.namespaces import MODULE_NAMES, SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS
 from attp_server.sandbox.policy import bound_names, nodes, scan
 from attp_server.sandbox.suggestions import closest
 
@@ -64,6 +65,8 @@ class KnownNames:
     tools: frozenset[str]
     builtins: frozenset[str]
     namespaces: dict[str, frozenset[str]]
+    members: Mapping[str, str] = field(default_factory=dict)
+    """A module member's bare name -> where it lives (``Counter`` -> ``collections.Counter``)."""
     unavailable: Mapping[str, str] = field(default_factory=dict)
     """Packs whose tools cannot be called now (an upstream server that is down) -> why, and the fix."""
     kept: frozenset[str] = frozenset()
@@ -84,11 +87,14 @@ META_TOOLS = ("help", "tools")
 PARALLEL = "parallel"
 """The sandbox built-in that runs one tool over many argument dicts at once."""
 
+DISABLED_MODULE = "<disabled module>"
+"""Marks, among the unknown names, a curated module the `modules` setting leaves out."""
+
 
 @functools.cache
-def module_members() -> dict[str, frozenset[str]]:
-    """Each curated module's member names (built once per process)."""
-    return public_names()
+def module_members(enabled: tuple[str, ...] = MODULE_NAMES) -> dict[str, frozenset[str]]:
+    """The `enabled` curated modules' member names (built once per process and set of modules)."""
+    return public_names(enabled)
 
 
 def known_names(
@@ -97,14 +103,20 @@ def known_names(
     unavailable: tuple[tuple[str, str], ...] = (),
     modules: Mapping[str, frozenset[str]] | None = None,
 ) -> KnownNames:
-    """Every name a program may use without defining it: `tools`, builtins, the `modules` (default: the
-    curated ones) and the `packs` namespaces; `unavailable` packs (name, why) cannot be called now."""
+    """Every name a program may use without defining it: `tools`, builtins, the enabled `modules` (name ->
+    member names; default: every curated one) and the `packs` namespaces; `unavailable` packs (name, why)
+    cannot be called now."""
     spaces = dict(module_members() if modules is None else modules)
+    members: dict[str, str] = {}
+    for module, names in spaces.items():
+        if module != "typing":  # typing's names are for annotations: never suggest typing.Counter(...)
+            members.update({name: f"{module}.{name}" for name in sorted(names) if name not in members})
     spaces.update({pack: frozenset(names) for pack, names in packs})
     return KnownNames(
         tools=frozenset([*tools, *META_TOOLS]),
         builtins=frozenset([*SAFE_BUILTIN_FUNCTIONS, *SAFE_EXCEPTIONS, "ToolError", "print", PARALLEL]),
         namespaces=spaces,
+        members=members,
         unavailable=dict(unavailable),
     )
 
@@ -185,7 +197,14 @@ def _unknown_name(walked: list[ast.AST], code: str, known: KnownNames, deadline:
     for count, node in enumerate(walked):
         if not count % CHECK_EVERY and time.monotonic() > deadline:
             raise CheckTimeout
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        if (
+            isinstance(node, ast.Name)
+            and node.id in MODULE_NAMES
+            and node.id not in known.everything
+            and node.id not in bound
+        ):
+            name, space = node.id, DISABLED_MODULE
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             name, space = node.func.id, None
             if name in known.everything or name in bound:
                 continue
@@ -206,8 +225,18 @@ def _unknown_name(walked: list[ast.AST], code: str, known: KnownNames, deadline:
     if first is None:
         return None
     line, column, node, name, space = first
-    if space is not None and space in known.unavailable:  # its tools are unknown while it is down: say that
+    if space is DISABLED_MODULE:
+        enabled = [module for module in MODULE_NAMES if module in known.namespaces]
         problem: Problem = {
+            "code": "NAME_NOT_FOUND",
+            "message": f"the module {name!r} is not enabled on this server (its `modules` setting); the modules are: "
+            + (", ".join(enabled) or "none"),
+            "received": name,
+            "solution": "Do it with the enabled modules and plain Python, or ask the operator to add the module.",
+        }
+        return _located(problem, code, line, column + 1)
+    if space is not None and space in known.unavailable:  # its tools are unknown while it is down: say that
+        problem = {
             "code": "UPSTREAM_UNAVAILABLE",
             "message": f"the MCP server {space!r} is unavailable: {known.unavailable[space]}",
             "tool_name": f"{space}.{name}",
@@ -216,9 +245,12 @@ def _unknown_name(walked: list[ast.AST], code: str, known: KnownNames, deadline:
         }
         return _located(problem, code, line, column + 1)
     if space is None:
-        suggestion = closest(name, known.tools) or closest(name, known.everything | bound)
+        qualified = known.members.get(name)
+        suggestion = qualified or closest(name, known.tools) or closest(name, known.everything | bound)
         message = f"{name}() is not a tool or function available here"
-        if suggestion:
+        if qualified:
+            message += f"; it is in a module: call {qualified}(...)"
+        elif suggestion:
             message += f"; did you mean {suggestion}()?"
         if known.unavailable:
             message += f" (tools of {', '.join(sorted(known.unavailable))} are unknown while that server is down)"

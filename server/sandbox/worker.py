@@ -26,8 +26,8 @@ from attp_server.sandbox import keep, lockdown
 from attp_server.sandbox.evaluator import Evaluator, OutputBuffer, ToolError
 from attp_server.sandbox.jsonify import NotJSON, to_json
 from attp_server.sandbox.limits import Abort, Pauses, SizeLimitError, Timeout, ToolCallLimit
-from attp_server.sandbox.namespaces import SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS, Namespace, random_namespace
-from attp_server.sandbox.namespaces import static_namespaces as build_static_namespaces
+from attp_server.sandbox.modules import build_namespaces, run_namespaces
+from attp_server.sandbox.namespaces import MODULE_NAMES, SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS, Namespace
 from attp_server.sandbox.policy import RESULT_NAME, scan
 from attp_server.sandbox.protocol import ENGINES, MAX_MESSAGE_BYTES, decode, encode, text_of
 from attp_server.sandbox.starlark_engine import EngineUnavailable, StarlarkEngine, missing_extra_message
@@ -217,13 +217,11 @@ class Runner:
 
     def __init__(self, channel: Channel) -> None:
         self.channel = channel
-        self.static_namespaces = build_static_namespaces()
+        self.namespaces = build_namespaces()  # before lockdown: some load pieces of the standard library
         self.base_symbols: dict[str, Any] = {**SAFE_BUILTIN_FUNCTIONS, **SAFE_EXCEPTIONS, "ToolError": ToolError}
         # Built before lockdown, while the extra can still be found on disk.
         self.starlark = StarlarkEngine() if starlark_available() else None
         self._known: tuple[Any, KnownNames] | None = None
-        spaces = {**self.static_namespaces, "random": random_namespace(random.Random(0))}
-        self.module_members = {name: frozenset(space.members) for name, space in spaces.items()}
 
     def known_names(self, job: dict[str, Any]) -> KnownNames:
         """The names the static check accepts: the same tools and packs in every run (built once), and the
@@ -232,19 +230,25 @@ class Runner:
             tuple(job.get("tools", [])),
             tuple((p, tuple(n)) for p, n in job.get("namespaces", {}).items()),
             tuple((p, str(why)) for p, why in job.get("unavailable", {}).items()),
+            tuple(job.get("modules", MODULE_NAMES)),
         )
         if self._known is None or self._known[0] != key:
-            self._known = (key, known_names(*key, modules=self.module_members))
+            enabled = run_namespaces(self.namespaces, key[3], random.Random(0))
+            modules = {name: frozenset(space.members) for name, space in enabled.items()}
+            self._known = (key, known_names(*key[:3], modules=modules))
         state = job.get("state")
         if not isinstance(state, dict):
             return self._known[1]
         kept = [name for part in ("values", "functions") if isinstance(state.get(part), dict) for name in state[part]]
         return dataclasses.replace(self._known[1], kept=frozenset(map(str, kept)))
 
-    def symbols(self, job: dict[str, Any], bridge: ToolBridge) -> dict[str, Any]:
+    def modules(self, job: dict[str, Any]) -> dict[str, Namespace]:
+        """The curated modules this run may use: the job's list (every module when it names none)."""
+        return run_namespaces(self.namespaces, job.get("modules", MODULE_NAMES), random.Random(os.urandom(16)))
+
+    def symbols(self, job: dict[str, Any], bridge: ToolBridge, modules: dict[str, Namespace]) -> dict[str, Any]:
         symbols = dict(self.base_symbols)
-        symbols.update(self.static_namespaces)
-        symbols["random"] = random_namespace(random.Random(os.urandom(16)))
+        symbols.update(modules)
         stubs = {name: ToolStub(name, bridge) for name in [*job.get("tools", []), *META_TOOLS]}
         symbols.update(stubs)
         for pack, names in job.get("namespaces", {}).items():
@@ -276,7 +280,7 @@ class Runner:
                 found, last_value = self.starlark.run(code, job, bridge, output, deadline, pauses=bridge.pauses)
                 done.update(self._result(found, last_value, int(limits["max_result_bytes"])))
             elif engine == "python":
-                symbols = self.symbols(job, bridge)
+                symbols = self.symbols(job, bridge, self.modules(job))
                 restored = keep.restore(job["state"], symbols) if isinstance(job.get("state"), dict) else None
                 budget = min(CHECK_BUDGET_S, max(0.0, deadline - time.monotonic()))
                 parsed, problem = check(code, self.known_names(job), budget_s=budget)

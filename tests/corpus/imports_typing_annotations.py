@@ -1,5 +1,5 @@
 # expect: ok
-# needs: imports, modules
+# needs: imports
 from typing import List, Dict, Optional
 
 def top_scores(scores: Dict[str, int], n: int = 2) -> List[str]:

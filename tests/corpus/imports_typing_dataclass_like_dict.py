@@ -1,5 +1,5 @@
 # expect: ok
-# needs: imports, modules
+# needs: imports
 from typing import Any
 
 def make_record(**fields: Any) -> dict:

@@ -1,5 +1,5 @@
 # expect: ok
-# needs: imports, modules
+# needs: imports
 import base64
 
 token = base64.b64encode("user:secret ✓".encode("utf-8")).decode("ascii")

@@ -1,5 +1,5 @@
 # expect: ok
-# needs: imports, modules
+# needs: imports
 import bisect
 
 breakpoints = [60, 70, 80, 90]

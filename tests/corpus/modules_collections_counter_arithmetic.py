@@ -1,5 +1,5 @@
 # expect: ok
-# needs: imports, modules
+# needs: imports
 from collections import Counter
 
 a = Counter(apples=3, pears=1)

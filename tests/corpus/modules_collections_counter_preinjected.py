@@ -1,4 +1,3 @@
 # expect: ok
-# needs: modules
 letters = collections.Counter("mississippi")
 __result__ = dict(sorted(letters.items()))

@@ -1,5 +1,4 @@
 # expect: ok
-# needs: modules
 counts = collections.defaultdict(int)
 for ch in "hello world":
     if ch != " ":

@@ -1,5 +1,5 @@
 # expect: ok
-# needs: imports, modules
+# needs: imports
 from collections import OrderedDict, deque
 
 recent = deque(maxlen=3)

@@ -1,5 +1,5 @@
 # expect: ok
-# needs: imports, modules
+# needs: imports
 import copy
 
 original = {"a": [1, 2], "b": {"c": 3}}

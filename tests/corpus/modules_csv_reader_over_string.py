@@ -1,5 +1,5 @@
 # expect: ok
-# needs: imports, modules
+# needs: imports
 import csv
 
 text = 'name,city,note\nAna,Lisbon,"likes, commas"\nBo,Oslo,"says ""hi"""\n'

@@ -1,5 +1,5 @@
 # expect: ok
-# needs: imports, modules, io
+# needs: imports
 import csv
 import io
 

@@ -1,5 +1,5 @@
 # expect: ok
-# needs: imports, modules
+# needs: imports
 import difflib
 
 commands = ["status", "commit", "checkout", "branch", "merge"]

@@ -1,5 +1,5 @@
 # expect: ok
-# needs: imports, modules
+# needs: imports
 import difflib
 
 old = ["a\n", "b\n", "c\n"]

@@ -1,5 +1,5 @@
 # expect: ok
-# needs: imports, modules
+# needs: imports
 from functools import cmp_to_key
 
 def compare(a, b):

@@ -1,5 +1,5 @@
 # expect: ok
-# needs: imports, modules, decorators
+# needs: imports, decorators
 from functools import lru_cache
 
 @lru_cache(maxsize=None)

@@ -1,5 +1,5 @@
 # expect: ok
-# needs: imports, modules
+# needs: imports
 from functools import reduce, partial
 
 product = reduce(lambda a, b: a * b, [1, 2, 3, 4, 5], 1)

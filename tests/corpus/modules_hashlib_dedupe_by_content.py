@@ -1,5 +1,4 @@
 # expect: ok
-# needs: modules
 docs = ["alpha", "beta", "alpha", "gamma", "beta"]
 seen = {}
 for i, d in enumerate(docs):

@@ -1,5 +1,5 @@
 # expect: ok
-# needs: imports, modules
+# needs: imports
 import hashlib
 
 text = "the quick brown fox"

@@ -1,3 +1,2 @@
 # expect: ok
-# needs: modules
 __result__ = list(heapq.merge([1, 4, 9], [2, 3, 10], [5]))

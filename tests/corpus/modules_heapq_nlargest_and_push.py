@@ -1,5 +1,5 @@
 # expect: ok
-# needs: imports, modules, underscore
+# needs: imports, underscore
 import heapq
 
 scores = [88, 42, 97, 63, 75, 91]

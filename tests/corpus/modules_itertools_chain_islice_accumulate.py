@@ -1,5 +1,5 @@
 # expect: ok
-# needs: imports, modules
+# needs: imports
 from itertools import chain, islice, accumulate, count
 
 merged = list(chain([1, 2], [3], [4, 5]))

@@ -1,5 +1,5 @@
 # expect: ok
-# needs: imports, modules, underscore
+# needs: imports, underscore
 from itertools import groupby
 
 rows = [("2024-01", 10), ("2024-01", 5), ("2024-02", 7), ("2024-03", 1), ("2024-03", 2)]

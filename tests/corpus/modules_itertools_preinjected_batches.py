@@ -1,5 +1,4 @@
 # expect: ok
-# needs: modules
 data = list(range(10))
 it = iter(data)
 batches = []

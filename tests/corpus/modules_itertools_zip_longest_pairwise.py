@@ -1,5 +1,5 @@
 # expect: ok
-# needs: imports, modules
+# needs: imports
 from itertools import zip_longest, pairwise
 
 a = [1, 2, 3]

@@ -1,5 +1,5 @@
 # expect: ok
-# needs: imports, modules
+# needs: imports
 from operator import itemgetter
 
 rows = [{"name": "b", "score": 3}, {"name": "a", "score": 9}, {"name": "c", "score": 5}]

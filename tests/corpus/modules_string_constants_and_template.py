@@ -1,5 +1,5 @@
 # expect: ok
-# needs: imports, modules
+# needs: imports
 import string
 
 t = string.Template("Dear $name, your order $order is ready")

@@ -1,5 +1,5 @@
 # expect: ok
-# needs: imports, modules
+# needs: imports
 import textwrap
 
 para = "Models write short programs that call tools in a loop, and the server runs them safely in a sandbox."

@@ -1,5 +1,5 @@
 # expect: ok
-# needs: imports, modules
+# needs: imports
 from typing import Iterable, Tuple
 
 def minmax(values: Iterable[float]) -> Tuple[float, float]:

@@ -1,5 +1,5 @@
 # expect: ok
-# needs: imports, modules
+# needs: imports
 import uuid
 
 __result__ = str(uuid.uuid5(uuid.NAMESPACE_DNS, "example.com"))

@@ -1,6 +1,6 @@
 # expect: ok
 # result: {"length": 36, "version": 4, "dashes": 4, "unique": true}
-# needs: imports, modules, underscore
+# needs: imports, underscore
 import uuid
 
 ids = [str(uuid.uuid4()) for _ in range(5)]

@@ -1,5 +1,5 @@
 # expect: ok
-# needs: imports, modules
+# needs: imports
 import hashlib
 
 write_file("dupes/a.txt", "same text\n")

@@ -1,5 +1,5 @@
 # expect: ok
-# needs: imports, modules
+# needs: imports
 from collections import defaultdict
 
 index = defaultdict(set)

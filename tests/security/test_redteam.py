@@ -22,6 +22,7 @@ import pytest
 from attp_server.runtime import ExecuteRequest, Runtime, open_runtime
 from harness import make_settings
 from redteam_cases import CASES, CONTROLS, Case
+from redteam_modules import MODULE_CASES, MODULE_CONTROLS
 from redteam_pack import CREDENTIAL
 
 pytestmark = pytest.mark.anyio
@@ -140,7 +141,7 @@ def _assert_no_escape(target: Target, data: dict[str, Any], captured_out: str) -
     assert captured_out == "", "bytes reached the server's stdout"
 
 
-@pytest.mark.parametrize("case", [pytest.param(case, id=case.id) for case in CASES])
+@pytest.mark.parametrize("case", [pytest.param(case, id=case.id) for case in [*CASES, *MODULE_CASES]])
 async def test_attack_is_contained(target: Target, case: Case, capfd: pytest.CaptureFixture[str]) -> None:
     data = await _run(target, case.code)
     _assert_no_escape(target, data, capfd.readouterr().out)
@@ -151,7 +152,10 @@ async def test_attack_is_contained(target: Target, case: Case, capfd: pytest.Cap
     assert after["result"] == "alive", "the next call must work"
 
 
-@pytest.mark.parametrize(("code", "expected"), [pytest.param(code, exp, id=cid) for cid, code, exp in CONTROLS])
+@pytest.mark.parametrize(
+    ("code", "expected"),
+    [pytest.param(code, exp, id=cid) for cid, code, exp in [*CONTROLS, *MODULE_CONTROLS]],
+)
 async def test_controls_still_compute(target: Target, code: str, expected: object) -> None:
     data = await _run(target, code)
     assert data["status"] == "ok", data["error"]
@@ -160,7 +164,8 @@ async def test_controls_still_compute(target: Target, code: str, expected: objec
 
 async def test_suite_has_at_least_100_attacks() -> None:
     assert len(CASES) >= 100
-    assert len({case.id for case in CASES}) == len(CASES)
+    every = [*CASES, *MODULE_CASES]
+    assert len({case.id for case in every}) == len(every)
 
 
 async def test_inside_symlink_to_outside_secret_is_refused(target: Target) -> None:
