@@ -75,6 +75,8 @@ class LoadResult:
     cpu_after: float = 0.0
     """CPU-s per second, 2 to 3 seconds after the hostile load ended."""
     abandoned_after: int = 0
+    server_cpu: float = 0.0
+    """CPU-s per second of the server process itself (its workers not included) while the normal client ran."""
 
     def p(self, q: float) -> float:
         ordered = sorted(self.latencies)
@@ -170,9 +172,11 @@ async def run_load(scratch: Path, *, hostile: int, duration: float) -> LoadResul
         try:
             await anyio.sleep(1.0)  # the hostile sessions are connected and busy
             stop = time.monotonic() + max(0.5, duration - 1.5)
+            cpu, started = _stat_cpu(server.pid, with_children=False), time.monotonic()
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(_normal, url, stop, result)
                 tasks.start_soon(_watch, url, server.pid, stop, result)
+            result.server_cpu = (_stat_cpu(server.pid, with_children=False) - cpu) / (time.monotonic() - started)
             out, _ = await anyio.to_thread.run_sync(attacker.communicate)
         finally:
             if attacker.poll() is None:
@@ -199,6 +203,7 @@ async def load(report: Report, quick: bool) -> None:
     server = sorted(result.server_ms) or [0.0]
     report.add(SECTION, "load.normal_runtime_p99_ms", server[min(len(server) - 1, int(0.99 * len(server)))], "ms")
     report.add(SECTION, "load.healthz_max_ms", round(max(result.health_latencies) * 1000, 1), "ms")
+    report.add(SECTION, "load.server_cpu_pct", round(result.server_cpu * 100, 1), "%")
     report.add(SECTION, "load.server_threads_max", result.max_threads, "threads")
     report.add(SECTION, "load.server_threads_after", result.threads_after, "threads")
     settle = result.settle_s if result.settle_s is not None else 10.0
