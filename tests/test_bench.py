@@ -36,7 +36,11 @@ def test_bench_quick_run_prints_and_writes_every_figure(tmp_path: Path) -> None:
     for key, value in rows.items():
         assert key in stdout
         assert key in data["units"]
-        if key.startswith("errors_") or key.endswith(("_errors", "_after_pct", "_after_s", "_cpu_pct")) or "_growth_" in key:
+        if (
+            key.startswith("errors_")
+            or key.endswith(("_errors", "_after_pct", "_after_s", "_cpu_pct"))
+            or "_growth_" in key
+        ):
             # may be zero (or, for memory, negative)
             assert value >= 0 or "_growth_" in key, (key, value)
         else:
