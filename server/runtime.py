@@ -125,6 +125,8 @@ class _Run:
     (`RunClock.paused_total`: waiting for a person's approval); tool calls are bounded by it."""
     reported: float = 0.0
     """The last progress value sent: MCP progress must increase, and parallel calls finish in any order."""
+    notices: list[str] = field(default_factory=list)
+    """What tools asked the model to know (`ToolCall.notice`), added to the result's hint."""
     session: Session | None = None
     owner: str = "-"
     """Who runs it, for the fair shares of runs in flight and tool threads: the caller's session label."""
@@ -394,6 +396,8 @@ class Runtime:
         if status == "error" and error is None:
             error = ErrorInfo(code=ErrorCode.INTERNAL_ERROR, message="the sandbox reported an error without details")
         hint = done.get("hint") if isinstance(done.get("hint"), str) else None
+        for notice in run.notices:
+            hint = _joined(hint, notice)
         return ExecutionResult(
             status=status,
             target=target,
@@ -501,7 +505,9 @@ class Runtime:
         if refused is not None:
             return _reply_error(refused)
         # The tool may read the run's deadline and report progress through `current_call()`.
-        token = set_current_call(ToolCall(deadline=run.current_deadline(), progress=_forward_progress(run, tool)))
+        token = set_current_call(
+            ToolCall(deadline=run.current_deadline(), progress=_forward_progress(run, tool), notices=run.notices)
+        )
         try:
             if tool.is_async:  # cancelled with the run: the pool's deadline cancels this task
                 value = await tool.function(**bound)

@@ -140,6 +140,10 @@ READ_ONLY = ToolMarks(read_only=True, idempotent=True)
 """The marks of a tool that only reads."""
 
 
+MAX_NOTICES = 5
+MAX_NOTICE_CHARS = 300
+
+
 @dataclass(frozen=True)
 class ToolCall:
     """What a running tool may know about its call: the run's deadline, and where progress goes."""
@@ -148,6 +152,20 @@ class ToolCall:
     """`time.monotonic()` value by which the run that made this call ends; None when unbounded."""
     progress: Callable[[float | None, str], Awaitable[None]] | None = None
     """Report progress from inside a long call: a fraction done (0..1, or None when unknown) and a message."""
+    notices: list[str] | None = None
+    """The run's notices (see `notice`); None outside a run."""
+
+    def notice(self, text: str) -> None:
+        """Tell the model something it must not miss about this call, in the result's ``hint``.
+
+        For what a program could silently get wrong, e.g. a read that returned only part of a file.
+        A run keeps its first `MAX_NOTICES` distinct notices, each cut to `MAX_NOTICE_CHARS`.
+        """
+        if self.notices is None:
+            return
+        text = text[:MAX_NOTICE_CHARS]
+        if len(self.notices) < MAX_NOTICES and text not in self.notices:
+            self.notices.append(text)
 
     def remaining(self) -> float | None:
         """Seconds left before the run's deadline (never negative), or None when the call is unbounded."""
