@@ -19,6 +19,8 @@ Sections (each figure a median over many runs; each ratio two medians measured i
   attp_execute program, and parallel() against a loop of upstream calls (``bench/gateway.py``, which
   also runs alone and prints the whole comparison).
 - Sessions: W1 without a session, keeping its own variables, and with about 1 MiB kept.
+- Reliability: a normal client's W1 latency (p50, p99) and errors while hostile clients send issue
+  12's programs and runaways; the server's threads, and how soon it is idle afterwards (``bench/load.py``).
 
 ``--quick`` runs everything at tiny sizes (the test suite's smoke test); its figures mean nothing.
 """
@@ -35,13 +37,14 @@ from bench.callheavy import callheavy
 from bench.containment import containment
 from bench.evaluation import evaluation
 from bench.gateway import gateway
+from bench.load import load
 from bench.memory_search import memory
 from bench.report import Report
 from bench.sessions import sessions
 from bench.transport import transport
 
 RESULTS = Path(__file__).parent / "results.json"
-SECTIONS = ("evaluation", "callheavy", "transport", "containment", "memory", "gateway", "sessions")
+SECTIONS = ("evaluation", "callheavy", "transport", "containment", "memory", "load", "gateway", "sessions")
 
 
 async def measure(quick: bool, only: list[str]) -> Report:
@@ -56,6 +59,8 @@ async def measure(quick: bool, only: list[str]) -> Report:
         await containment(report, quick)
     if "memory" in only:
         await anyio.to_thread.run_sync(memory, report, quick)
+    if "load" in only:  # before gateway, whose upstream servers configure logging for this process
+        await load(report, quick)
     if "gateway" in only:
         await gateway(report, quick)
     if "sessions" in only:

@@ -1,61 +1,101 @@
-"""``python -m bench.breakdown``: where W1's time goes in the server process, in medians.
+"""``python -m bench.breakdown``: where ``attp_execute(W1)``'s time goes, over stdio and in the server, in medians.
 
-Prints the runtime's whole ``execute`` for W1 (worker included) beside the pieces the server adds
-around the worker: the static check of the program, and one hop to a thread and back (the check
-takes one, and so does every call of a synchronous tool; W1 makes five). The evaluator's own share
-and the pipe floor are in ``python -m bench`` (``w1.evaluator_ms``, ``w1.pipe_ms``).
+Over stdio, three servers of the same SDK, sampled round-robin: the no-op tool (the ratio's
+denominator); ``attp_shape``, a tool with ``attp_execute``'s parameters and output schema that
+answers W1's canned result (what the SDK costs for the shape of our tool: argument and output
+validation on both sides, a larger reply); and ``attp serve`` running W1. In process: the runtime's
+whole ``execute`` of W1 with the bench pack's tools inline and with them on tool threads, a trivial
+program (one worker round trip), and the server's CPU per W1 run. ``python -m bench`` has the
+evaluator's share and the pipe floor (``w1.evaluator_ms``, ``w1.pipe_ms``).
 """
 
 from __future__ import annotations
 
-import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import anyio
-from attp_server.checks import check_program
-from attp_server.runtime import ExecuteRequest, open_runtime
+from attp_server.runtime import ExecuteRequest, Runtime, open_runtime
 from attp_server.settings import Settings
 from attp_server.toolpack import ToolRegistry
 
-from bench.workloads import W1, toolpack
+from bench.timing import interleaved, median_ms, ratio
+from bench.transport import attp_args, attp_call, clients, noop_call, stdio
+from bench.workloads import W1, threaded_toolpack, toolpack
 
 ROUNDS = 300
 
 
-def _nothing() -> None:
-    return None
+async def _shape_call(client: object) -> None:
+    result = await client.call_tool("attp_shape", {"code": W1})  # type: ignore[attr-defined]
+    if result.is_error:
+        raise RuntimeError("attp_shape failed")
 
 
-async def breakdown(rounds: int = ROUNDS) -> dict[str, float]:
-    checks: list[float] = []
-    hops: list[float] = []
-    runs: list[float] = []
+async def _cpu_per_run(runtime: Runtime, rounds: int) -> float:
+    """The server process's CPU time per W1 run (the worker's is its own): less noisy than wall time."""
+    started = time.process_time()
+    for _ in range(rounds):
+        await runtime.execute(ExecuteRequest(code=W1))
+    return (time.process_time() - started) / rounds
+
+
+async def in_process(rounds: int) -> dict[str, float]:
+    samples: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as workspace:
         settings = Settings(workspace=Path(workspace), toolpacks=[], workers=2)
-        registry = ToolRegistry([toolpack], Path(workspace), {})
-        async with open_runtime(settings, registry=registry) as runtime:
-            for _ in range(rounds):
-                started = time.perf_counter()
-                check_program(W1, runtime.known)
-                checks.append(time.perf_counter() - started)
-                started = time.perf_counter()
-                await anyio.to_thread.run_sync(_nothing)
-                hops.append(time.perf_counter() - started)
-                started = time.perf_counter()
-                await runtime.execute(ExecuteRequest(code=W1))
-                runs.append(time.perf_counter() - started)
+        inline = ToolRegistry([toolpack], Path(workspace), {})
+        threaded = ToolRegistry([threaded_toolpack], Path(workspace), {})
+        async with open_runtime(settings, registry=inline) as fast, open_runtime(settings, registry=threaded) as slow:
+            samples = await interleaved(
+                {
+                    "w1_runtime_execute_ms": lambda: fast.execute(ExecuteRequest(code=W1)),
+                    "w1_runtime_execute_threaded_ms": lambda: slow.execute(ExecuteRequest(code=W1)),
+                    "trivial_runtime_execute_ms": lambda: fast.execute(ExecuteRequest(code="__result__ = 1")),
+                },
+                rounds,
+            )
+            cpu = await _cpu_per_run(fast, rounds)
+    figures = {name: median_ms(values) for name, values in samples.items()}
+    figures["w1_server_cpu_per_run_ms"] = round(cpu * 1000, 3)
+    return figures
+
+
+async def over_stdio(rounds: int) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as directory:
+        scratch = Path(directory)
+        workspace = scratch / "workspace"
+        workspace.mkdir()
+        servers = [
+            stdio(attp_args(workspace), scratch),
+            stdio(["-m", "bench.noop_server"], scratch),
+            stdio(["-m", "bench.noop_server", "--shape"], scratch),
+        ]
+        async with clients(servers) as (attp, noop, shape):
+            samples = await interleaved(
+                {"attp": lambda: attp_call(attp), "noop": lambda: noop_call(noop), "shape": lambda: _shape_call(shape)},
+                rounds,
+            )
     return {
-        "w1_runtime_execute_ms": round(statistics.median(runs) * 1000, 3),
-        "static_check_ms": round(statistics.median(checks) * 1000, 3),
-        "thread_hop_ms": round(statistics.median(hops) * 1000, 3),
+        "stdio_noop_ms": median_ms(samples["noop"]),
+        "stdio_shape_ms": median_ms(samples["shape"]),
+        "stdio_attp_w1_ms": median_ms(samples["attp"]),
+        "stdio_shape_vs_noop": ratio(samples["shape"], samples["noop"]),
+        "stdio_attp_vs_noop": ratio(samples["attp"], samples["noop"]),
     }
 
 
+async def breakdown(rounds: int = ROUNDS) -> dict[str, float]:
+    return {**await over_stdio(rounds), **await in_process(rounds)}
+
+
 def main() -> None:
-    for key, value in anyio.run(breakdown).items():
-        print(f"{key:<24} {value:>8.3f} ms")
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else ROUNDS
+    for key, value in anyio.run(breakdown, rounds).items():
+        unit = "x" if key.endswith("_vs_noop") else "ms"
+        print(f"{key:<32} {value:>8.3f} {unit}")
 
 
 if __name__ == "__main__":

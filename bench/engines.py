@@ -15,7 +15,6 @@ An engine whose package is not installed is reported as missing, never as a fail
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import importlib.util
 import json
@@ -108,24 +107,26 @@ class PipeEngine:
 
 
 class EvaluatorEngine:
-    """What the worker does for a run (parse, scan, fresh evaluator, evaluate), minus the process and IPC."""
+    """What the worker does for a run (the static check, a fresh evaluator, evaluate), minus the process and IPC."""
 
     name = "evaluator"
 
     def __init__(self) -> None:
         from attp_server.sandbox.evaluator import ToolError
         from attp_server.sandbox.namespaces import SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS, static_namespaces
+        from attp_server.sandbox.static_check import known_names
 
         self.modules = static_namespaces()
         self.base = {**SAFE_BUILTIN_FUNCTIONS, **SAFE_EXCEPTIONS, "ToolError": ToolError, **self.modules}
+        self.known = known_names(tuple(TOOLS), ())
 
     async def run(self, workload: Workload) -> Any:
         from attp_server.sandbox.evaluator import Evaluator, OutputBuffer
-        from attp_server.sandbox.policy import scan
+        from attp_server.sandbox.static_check import check
 
-        tree = ast.parse(workload.code)
-        if scan(tree, modules=self.modules):
-            raise RuntimeError(f"{workload.name} does not pass the sandbox's scan")
+        tree, problem = check(workload.code, self.known)
+        if tree is None or problem is not None:
+            raise RuntimeError(f"{workload.name} does not pass the static check: {problem}")
         symbols = {**self.base, **TOOLS}
         evaluator = Evaluator(
             symbols,

@@ -76,8 +76,18 @@ toolpack = Toolpack(
     description="Cheap tools for benchmarks.",
     tools=[lookup, score, document],
     read_only=True,
+    inline=["lookup", "score", "document"],
 )
-"""Loaded by ``attp serve --toolpack bench.workloads:toolpack``."""
+"""Loaded by ``attp serve --toolpack bench.workloads:toolpack``. Its tools take microseconds: the server calls
+them on its event loop (`Toolpack.inline`)."""
+
+threaded_toolpack = Toolpack(
+    name="bench",
+    description="The same tools, not declared inline: each call hops to a tool thread and back.",
+    tools=[lookup, score, document],
+    read_only=True,
+)
+"""Loaded by ``attp serve --toolpack bench.workloads:threaded_toolpack``."""
 
 
 def _async_twin(function: Callable[..., Any]) -> Callable[..., Any]:

@@ -22,7 +22,7 @@ from attp_server.catalog import tool_text
 from attp_server.elicitation import Rounds, ask_over_connection, can_elicit
 from attp_server.errors import ErrorCode, ErrorInfo, suggest
 from attp_server.http import tenant_of
-from attp_server.results import ExecutionResult, render
+from attp_server.results import ExecutionResult, render, structured
 from attp_server.runtime import CallContext, ExecuteRequest, Runtime
 from attp_server.scopes import NoSession
 from attp_server.sessions import STDIO_SESSION, Caller
@@ -185,7 +185,7 @@ def tool_result(result: ExecutionResult, text: Literal["toml", "json"]) -> CallT
     """The MCP result of a run: its rendering as text, the object as structured content, isError on error."""
     return CallToolResult(
         content=[TextContent(type="text", text=render(result, text))],
-        structured_content=result.model_dump(mode="json"),
+        structured_content=structured(result),
         is_error=result.is_error,
     )
 

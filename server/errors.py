@@ -10,11 +10,11 @@ Two kinds of failure live here and must not be confused:
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 from enum import StrEnum
 from typing import Any
 
+from attp_server.sandbox.suggestions import closest
 from pydantic import BaseModel, ConfigDict
 
 
@@ -35,6 +35,7 @@ class ErrorCode(StrEnum):
     RESULT_TOO_LARGE = "RESULT_TOO_LARGE"
     RESULT_NOT_SERIALIZABLE = "RESULT_NOT_SERIALIZABLE"
     TOOL_CALL_LIMIT = "TOOL_CALL_LIMIT"
+    SERVER_BUSY = "SERVER_BUSY"
     INTERNAL_ERROR = "INTERNAL_ERROR"
     UPSTREAM_UNAVAILABLE = "UPSTREAM_UNAVAILABLE"
     APPROVAL_DENIED = "APPROVAL_DENIED"
@@ -71,15 +72,8 @@ class ConfigError(AttpError):
 
 
 def suggest(name: str, candidates: Iterable[str], cutoff: float = 0.6) -> str | None:
-    """Return the candidate closest to `name` (typo-tolerant, case-insensitive), or None."""
-    pool = sorted(set(candidates))
-    if not pool:
-        return None
-    lowered = {c.lower(): c for c in pool}
-    if name.lower() in lowered:
-        return lowered[name.lower()]
-    match = difflib.get_close_matches(name.lower(), list(lowered), n=1, cutoff=cutoff)
-    return lowered[match[0]] if match else None
+    """Return the candidate closest to `name` (typo-tolerant, case-insensitive), or None; bounded work."""
+    return closest(name, candidates, cutoff)
 
 
 def short_repr(value: Any, limit: int = 120) -> str:

@@ -14,6 +14,7 @@ import ipaddress
 import json
 import logging
 import signal
+import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 
 import anyio
@@ -201,6 +202,9 @@ def _healthz(runtime: Runtime) -> Callable[[Request], Awaitable[JSONResponse]]:
                 "version": __version__,
                 "transports": {"streamable_http": "/mcp", "sse": "/sse"},
                 "workers": runtime.pool.stats(),
+                "runs": runtime.admission.stats(),
+                "tools": runtime.tools.stats(),
+                "threads": threading.active_count(),
                 "sandbox": runtime.pool.lockdown,
                 "upstream": {
                     name: pack.live.health() for name, pack in runtime.registry.packs.items() if pack.live is not None

@@ -13,6 +13,7 @@ import json
 from collections import Counter
 from typing import Any, Literal
 
+import pydantic_core
 import tomli_w
 from attp_server.errors import ErrorInfo
 from pydantic import BaseModel, ConfigDict, Field
@@ -62,11 +63,36 @@ def render(result: ExecutionResult, result_format: TextFormat) -> str:
     64 bits, a carriage return) is written as JSON instead, never as an escaped string.
     """
     view = lean_view(result)
-    if result_format == "toml":
+    if result_format == "toml" and not _large(result):
         fields = {key: value for key, value in view.items() if value is not None}
         if _toml_exact(fields):
             return tomli_w.dumps(fields, multiline_strings=True)
     return render_json(view)
+
+
+LARGE_TEXT_BYTES = 65_536
+"""Past this much JSON in the result and stdout, the text is JSON even where TOML was asked for.
+
+tomli_w is written in Python: a result of 1 MB took about a second of the server's event loop, during
+which no other session was answered. JSON is written by C code in milliseconds; the model reads it as well.
+"""
+
+
+def _large(result: ExecutionResult) -> bool:
+    if len(result.stdout) > LARGE_TEXT_BYTES:
+        return True
+    try:
+        return len(pydantic_core.to_json(result.result)) + len(result.stdout) > LARGE_TEXT_BYTES
+    except (pydantic_core.PydanticSerializationError, ValueError):  # e.g. a lone surrogate: measured the slow way
+        return len(json.dumps(result.result, ensure_ascii=False)) + len(result.stdout) > LARGE_TEXT_BYTES
+
+
+def structured(result: ExecutionResult) -> dict[str, Any]:
+    """``structuredContent``: the whole result as JSON data. The value of ``__result__`` is JSON data already
+    (decoded from the worker's report), so it is passed on as it is, not copied item by item."""
+    data = result.model_dump(mode="json", exclude={"result"})
+    data["result"] = result.result
+    return {key: data[key] for key in ExecutionResult.model_fields}
 
 
 def lean_view(result: ExecutionResult) -> dict[str, Any]:

@@ -6,11 +6,12 @@ either. Tools run here, in the server process: the worker only asks for them by 
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
+import math
 import time
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -20,22 +21,23 @@ import anyio
 import anyio.abc
 import pydantic_core
 from attp_server import kept_state
+from attp_server.admission import Admission
 from attp_server.approvals import Approvals, Ask
 from attp_server.catalog import Catalog
-from attp_server.checks import KnownNames, check_program
 from attp_server.docstrings import docstring_warnings
 from attp_server.envelope import Declined, EnvelopeError, Program, parse_envelope
 from attp_server.errors import ErrorCode, ErrorInfo, short_repr
 from attp_server.results import CallRecord, ExecutionResult, Status
 from attp_server.sandbox import starlark_engine
-from attp_server.sandbox.modules import public_names
-from attp_server.sandbox.namespaces import MODULE_NAMES, SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS
+from attp_server.sandbox.namespaces import MODULE_NAMES
 from attp_server.sandbox.pool import Job, WorkerPool, run_clock
 from attp_server.sandbox.protocol import text_of
+from attp_server.sandbox.static_check import META_TOOLS, PARALLEL, KnownNames, known_names, module_members
 from attp_server.scopes import NoSession, Scopes
 from attp_server.sessions import EVICTED, SESSIONS_AT_FULL_STATE, Caller, Session, Sessions
 from attp_server.settings import Settings
 from attp_server.tam import TamError, looks_like_tam, translate_tam
+from attp_server.tool_executor import NoThread, ToolExecutor
 from attp_server.toolpack import (
     Tool,
     ToolCall,
@@ -50,11 +52,6 @@ from attp_server.toolpack import (
 from pydantic import ValidationError
 
 logger = logging.getLogger(__name__)
-
-META_TOOLS = ("help", "tools")
-
-PARALLEL = "parallel"
-"""The sandbox built-in that runs one tool over many argument dicts at once (`Runtime._parallel`)."""
 
 MAX_PARALLEL = 16
 """Calls of one ``parallel()`` in flight at once; the rest wait their turn (every one still counts)."""
@@ -77,6 +74,11 @@ STARLARK_SOLUTIONS: dict[str, str] = {
 }
 
 Engine = Literal["python", "starlark"]
+
+INLINE_BUDGET_S = 0.002
+INLINE_STRIKES = 3
+"""A tool declared inline (`Toolpack.inline`) that holds the event loop longer than INLINE_BUDGET_S (CPU time, so
+that a garbage collection or a preemption is not held against it) INLINE_STRIKES times runs on tool threads after."""
 
 
 @dataclass(frozen=True)
@@ -123,7 +125,11 @@ class _Run:
     (`RunClock.paused_total`: waiting for a person's approval); tool calls are bounded by it."""
     reported: float = 0.0
     """The last progress value sent: MCP progress must increase, and parallel calls finish in any order."""
+    notices: list[str] = field(default_factory=list)
+    """What tools asked the model to know (`ToolCall.notice`), added to the result's hint."""
     session: Session | None = None
+    owner: str = "-"
+    """Who runs it, for the fair shares of runs in flight and tool threads: the caller's session label."""
     tools: ToolRegistry | None = None
     """The tools of the call's scope (isolation); None means the server's own registry."""
     ask: Ask | None = None
@@ -152,26 +158,19 @@ class Runtime:
         self.approvals = Approvals(settings)
         self.tasks: anyio.abc.TaskGroup | None = None
         """Work that outlives the call that started it (a run waiting for an approval across calls)."""
+        self.admission = Admission(settings)
+        self.tools = ToolExecutor(settings.tool_threads, settings.max_runs_per_session)
+        self.slow_inline: set[str] = set()
+        """Tools declared inline that took longer than INLINE_BUDGET_S INLINE_STRIKES times: they run on threads."""
+        self._inline_strikes: Counter[str] = Counter()
 
     @staticmethod
     def known_names(registry: ToolRegistry, modules: Sequence[str] = MODULE_NAMES) -> KnownNames:
         """Every name a program may use without defining it: tools, builtins, the enabled modules and pack
         namespaces."""
-        spaces = public_names(modules)
-        members: dict[str, str] = {}
-        for module, names in spaces.items():
-            if module != "typing":  # typing's names are for annotations: never suggest typing.Counter(...)
-                members.update({name: f"{module}.{name}" for name in names if name not in members})
-        importable = tuple(spaces)
-        spaces.update({pack: frozenset(names) for pack, names in registry.namespaces().items()})
-        return KnownNames(
-            tools=frozenset([*registry.callable_names(), *META_TOOLS]),
-            builtins=frozenset([*SAFE_BUILTIN_FUNCTIONS, *SAFE_EXCEPTIONS, "ToolError", "print", PARALLEL]),
-            namespaces=spaces,
-            members=members,
-            unavailable=registry.unavailable(),
-            modules=importable,
-        )
+        packs = tuple((pack, tuple(names)) for pack, names in registry.namespaces().items())
+        unavailable = tuple(registry.unavailable().items())
+        return known_names(tuple(registry.callable_names()), packs, unavailable, module_members(tuple(modules)))
 
     async def refresh(self) -> None:
         """A live pack's tools or availability changed: settle the names again, rebuild what is derived from
@@ -198,19 +197,32 @@ class Runtime:
         if session is not None and (request.reset or evicted):
             self.sessions.keep(session, None)
             session.evicted = False
+        ticket = await self.admission.enter(context.session)
         try:
-            with self.sessions.using(session):
-                try:
-                    tools = await self.tools_for(context.caller, session)
-                except NoSession as refused:
-                    result = _error(request.target, refused.info)
-                else:
-                    run = _Run(progress=context.progress, session=session, tools=tools, ask=context.ask)
-                    result = await self._execute(request, run)
+            if isinstance(ticket, ErrorInfo):
+                result = _error(request.target, ticket)
+            else:
+                with self.sessions.using(session):
+                    try:
+                        tools = await self.tools_for(context.caller, session)
+                    except NoSession as refused:
+                        result = _error(request.target, refused.info)
+                    else:
+                        run = _Run(
+                            progress=context.progress,
+                            session=session,
+                            owner=context.session,
+                            tools=tools,
+                            ask=context.ask,
+                        )
+                        result = await self._execute(request, run)
         except Exception:
             # A bug of ours must still come back as a result, never a traceback; details go to the log only.
             logger.exception("attp_execute failed inside the server")
             result = _error(request.target, ErrorInfo(code=ErrorCode.INTERNAL_ERROR, message="the server failed"))
+        finally:
+            if not isinstance(ticket, ErrorInfo):
+                self.admission.leave(ticket)
         result.elapsed_ms = round((time.perf_counter() - started) * 1000, 2)
         if evicted and not request.reset:
             result.hint = _joined(EVICTED, result.hint)
@@ -305,14 +317,8 @@ class Runtime:
             # No static check: the Python one does not apply, and Starlark is parsed only inside the worker
             # (a pathological program must never reach starlark-rust in the server process).
             return await self._run(program.code, target, run, engine)
-        known = self.known
-        if run.session is not None and run.session.kept is not None:
-            known = dataclasses.replace(known, kept=run.session.kept.names())
-        problem = await anyio.to_thread.run_sync(
-            functools.partial(check_program, program.code, known, allow_imports=self.settings.allow_imports)
-        )
-        if problem is not None:
-            return _error(target, problem)
+        # The static check happens in the worker, under the run's deadline (attp_server.sandbox.static_check),
+        # with the names the session kept (they travel in the job's state).
         return await self._run(program.code, target, run, engine, keep=True)
 
     async def _execute_tam(self, text: str, target: str | None, run: _Run) -> ExecutionResult:
@@ -353,6 +359,7 @@ class Runtime:
             state=state.message() if state is not None else None,
             keep=keeping,
             max_state_bytes=self.settings.max_state_bytes,
+            unavailable=self.registry.unavailable(),
             modules=self.settings.modules,
         )
         done = await self.pool.run(job, functools.partial(self._traced_call, run))
@@ -390,6 +397,8 @@ class Runtime:
         if status == "error" and error is None:
             error = ErrorInfo(code=ErrorCode.INTERNAL_ERROR, message="the sandbox reported an error without details")
         hint = done.get("hint") if isinstance(done.get("hint"), str) else None
+        for notice in run.notices:
+            hint = _joined(hint, notice)
         return ExecutionResult(
             status=status,
             target=target,
@@ -402,6 +411,23 @@ class Runtime:
         )
 
     # ------------------------------------------------------------ tool calls from the worker
+
+    def _inline(self, tool: Tool, bound: dict[str, Any]) -> Any:
+        """Call a tool its pack declares cheap on the event loop; one that is not cheap goes to the threads."""
+        started = time.thread_time()  # CPU time: a preemption of the server on a busy machine is not the tool's
+        try:
+            return tool.function(**bound)
+        finally:
+            spent = time.thread_time() - started
+            if spent > INLINE_BUDGET_S:
+                self._inline_strikes[tool.name] += 1
+                if self._inline_strikes[tool.name] >= INLINE_STRIKES:
+                    self.slow_inline.add(tool.name)
+                    logger.warning(
+                        "tool %s is declared inline but held the event loop %.1f ms; it runs on tool threads now",
+                        tool.name,
+                        spent * 1000,
+                    )
 
     async def _traced_call(self, run: _Run, name: str, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
         if name == PARALLEL:
@@ -480,14 +506,20 @@ class Runtime:
         if refused is not None:
             return _reply_error(refused)
         # The tool may read the run's deadline and report progress through `current_call()`.
-        token = set_current_call(ToolCall(deadline=run.current_deadline(), progress=_forward_progress(run, tool)))
+        token = set_current_call(
+            ToolCall(deadline=run.current_deadline(), progress=_forward_progress(run, tool), notices=run.notices)
+        )
         try:
-            if tool.is_async:
+            if tool.is_async:  # cancelled with the run: the pool's deadline cancels this task
                 value = await tool.function(**bound)
+            elif tool.inline and tool.name not in self.slow_inline:
+                value = self._inline(tool, bound)
             else:
-                value = await anyio.to_thread.run_sync(
-                    functools.partial(tool.function, **bound), abandon_on_cancel=True
-                )
+                deadline = run.current_deadline()
+                limit = deadline if deadline is not None else math.inf
+                value = await self.tools.call(tool.function, bound, session=run.owner, deadline=limit)
+        except NoThread as exc:
+            return _reply_error(_no_thread(tool.name, exc, self.settings.tool_threads))
         except ToolError as exc:
             return _reply_error(exc.info(tool.name))
         except Exception as exc:
@@ -512,6 +544,20 @@ class Runtime:
                     tool_name=tool.name,
                 )
             )
+
+
+def _no_thread(tool: str, exc: NoThread, threads: int) -> ErrorInfo:
+    why = (
+        f"{exc.abandoned} tool call(s) of runs that already ended are still running"
+        if exc.abandoned
+        else f"all {threads} tool threads (tool_threads) are busy"
+    )
+    return ErrorInfo(
+        code=ErrorCode.SERVER_BUSY,
+        message=f"{tool}() could not start before the run's time limit: {why}",
+        tool_name=tool,
+        solution="Retry in a few seconds, with smaller inputs so that each tool call ends within the run's time limit.",
+    )
 
 
 async def _tell(run: _Run, value: float, message: str) -> None:
@@ -650,6 +696,7 @@ async def open_runtime(settings: Settings, *, registry: ToolRegistry | None = No
         finally:
             tasks.cancel_scope.cancel()
             await runtime.close()
+            runtime.tools.close()
 
 
 async def _end_idle_sessions(runtime: Runtime) -> None:

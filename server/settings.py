@@ -96,7 +96,25 @@ class Settings(BaseSettings):
         False, description="Allow serving HTTP on a non-loopback address without auth_token (not recommended)."
     )
     workers: int = Field(2, ge=0, le=64, description="Sandbox worker processes kept ready.")
-    max_workers: int = Field(16, ge=1, le=256, description="Most programs running at once.")
+    max_workers: int = Field(
+        16,
+        ge=1,
+        le=256,
+        description="Most programs running at once; more wait up to queue_timeout_s, then get SERVER_BUSY.",
+    )
+    max_runs_per_session: int = Field(
+        4, ge=1, le=256, description="Most programs one session may run at once (also its share of tool_threads)."
+    )
+    queue_timeout_s: float = Field(
+        10.0, ge=0, le=3600, description="Longest a program waits for its turn to run before SERVER_BUSY."
+    )
+    tool_threads: int = Field(
+        16,
+        ge=1,
+        le=1024,
+        description="Threads for synchronous tool calls, shared by all sessions; a call whose run ended keeps "
+        "its thread until it returns.",
+    )
     mcp_servers: dict[str, McpServer] = Field(
         default_factory=dict,
         description="Upstream MCP servers, the file's [mcp_servers.NAME] tables: each becomes a toolpack named NAME.",

@@ -140,6 +140,10 @@ READ_ONLY = ToolMarks(read_only=True, idempotent=True)
 """The marks of a tool that only reads."""
 
 
+MAX_NOTICES = 5
+MAX_NOTICE_CHARS = 300
+
+
 @dataclass(frozen=True)
 class ToolCall:
     """What a running tool may know about its call: the run's deadline, and where progress goes."""
@@ -148,6 +152,20 @@ class ToolCall:
     """`time.monotonic()` value by which the run that made this call ends; None when unbounded."""
     progress: Callable[[float | None, str], Awaitable[None]] | None = None
     """Report progress from inside a long call: a fraction done (0..1, or None when unknown) and a message."""
+    notices: list[str] | None = None
+    """The run's notices (see `notice`); None outside a run."""
+
+    def notice(self, text: str) -> None:
+        """Tell the model something it must not miss about this call, in the result's ``hint``.
+
+        For what a program could silently get wrong, e.g. a read that returned only part of a file.
+        A run keeps its first `MAX_NOTICES` distinct notices, each cut to `MAX_NOTICE_CHARS`.
+        """
+        if self.notices is None:
+            return
+        text = text[:MAX_NOTICE_CHARS]
+        if len(self.notices) < MAX_NOTICES and text not in self.notices:
+            self.notices.append(text)
 
     def remaining(self) -> float | None:
         """Seconds left before the run's deadline (never negative), or None when the call is unbounded."""
@@ -215,6 +233,11 @@ class Toolpack:
     marks: Mapping[str, ToolMarks] = field(default_factory=dict)
     """Per-tool marks by tool name. A tool without an entry gets `default_marks`: read-only in a
     read-only pack, else destructive (the safe assumption when a pack does not say)."""
+    inline: Sequence[str] = ()
+    """Synchronous tools, by name, that return within microseconds whatever their arguments: no I/O, no
+    waiting, no work that grows past their arguments' size. The server calls them on its event loop,
+    saving the hop to a tool thread and back (about 30 µs each); one that takes longer than 2 ms is moved
+    to the threads for good, with a warning in the log."""
     live: LiveTools | None = None
     """Tools discovered while serving (an upstream MCP server). Their names yield: a tool gets its bare
     name only when no other enabled pack has a tool (or alias) of that name; it is always ``pack.tool``."""
@@ -245,6 +268,8 @@ class Tool:
     is_async: bool
     adapters: Mapping[str, TypeAdapter[Any]]
     marks: ToolMarks = field(default_factory=ToolMarks)
+    inline: bool = False
+    """Called on the server's event loop instead of a tool thread (`Toolpack.inline`)."""
     qualified: bool = False
     """True when the tool is reachable only as ``pack.name`` (its bare name is another pack's, or reserved)."""
     check: Callable[[str, Mapping[str, Any]], ErrorInfo | None] | None = None
@@ -364,6 +389,8 @@ def make_tool(
     name: str | None = None,
     marks: ToolMarks | None = None,
     check: Callable[[str, Mapping[str, Any]], ErrorInfo | None] | None = None,
+    *,
+    inline: bool = False,
 ) -> Tool:
     """Inspect a callable once: signature (with string annotations resolved) and validators.
 
@@ -390,6 +417,7 @@ def make_tool(
         adapters=adapters,
         marks=marks or ToolMarks(),
         check=check,
+        inline=inline,
     )
 
 
@@ -462,13 +490,22 @@ class ToolRegistry:
             )
             self._built[pack.name] = built if built is not None else list(pack.build(context))
             functions.extend(self._built[pack.name])
-        unknown = set(pack.marks) - {str(getattr(f, "__name__", "")) for f in functions}
+        names = {str(getattr(f, "__name__", "")) for f in functions}
+        unknown = set(pack.marks) - names
         if unknown:
             raise ToolpackLoadError(f"toolpack {pack.name!r}: marks name unknown tools {sorted(unknown)}")
+        if unknown := set(pack.inline) - names:
+            raise ToolpackLoadError(f"toolpack {pack.name!r}: inline names unknown tools {sorted(unknown)}")
         tools = []
         for function in functions:
             name = str(getattr(function, "__name__", ""))
-            tools.append(make_tool(function, pack.name, marks=pack.marks.get(name, pack.default_marks())))
+            marks = pack.marks.get(name, pack.default_marks())
+            tool = make_tool(function, pack.name, marks=marks, inline=name in pack.inline)
+            if tool.inline and tool.is_async:
+                raise ToolpackLoadError(
+                    f"toolpack {pack.name!r}: {name!r} is async (on the event loop already): not inline"
+                )
+            tools.append(tool)
         self._fixed[pack.name] = tools
         for tool in tools:
             if tool.name in self.packs or tool.name == pack.name or tool.name in RESERVED_NAMES:

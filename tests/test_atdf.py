@@ -85,10 +85,9 @@ def test_builtin_descriptor_validates(registry: ToolRegistry, name: str) -> None
 
 def test_read_file_descriptor(registry: ToolRegistry) -> None:
     descriptor = atdf_descriptor(registry.tools["read_file"])
-    assert descriptor["description"] == "Read a UTF-8 text file from the workspace, optionally a window of its lines."
-    assert descriptor["when_to_use"] == (
-        "When you need to read a UTF-8 text file from the workspace, optionally a window of its lines."
-    )
+    summary = "a UTF-8 text file from the workspace, or a window of its lines (at most 5000 a call: page with offset)."
+    assert descriptor["description"] == "Read " + summary
+    assert descriptor["when_to_use"] == "When you need to read " + summary
     assert inputs(descriptor) == {
         "path": {
             "name": "path",
@@ -159,7 +158,7 @@ def test_edit_file_optional_inputs_and_rich_failures(registry: ToolRegistry) -> 
     assert inputs(descriptor)["start_line"]["type"] == "integer"
     assert "Use exactly one of two modes:" in descriptor["description"]
     assert failures(descriptor)["OLD_STRING_NOT_UNIQUE"] == "Old string not unique: names the count and line numbers."
-    assert [e["input_values"] for e in descriptor["examples"]][1] == {
+    assert [e["input_values"] for e in descriptor["examples"]][2] == {
         "path": "notes/todo.md",
         "start_line": 3,
         "end_line": 4,

@@ -23,6 +23,8 @@ REQUIRED = [
     "find_page.single_word_median_ms", "find_page.short_term_median_ms",
     "attp_over_direct", "parallel_5x0.5s_s", "direct_batched_chars", "attp_chars",
     "sessions.w1_without_session_ms", "sessions.w1_keeping_its_variables_ms", "sessions.1mib_vs_none",
+    "load.normal_p50_ms", "load.normal_p99_ms", "load.normal_errors", "load.idle_after_s", "load.cpu_2s_after_pct",
+    "load.server_threads_max",
 ]  # fmt: skip
 """Figures every run has; smolagents, Monty and Starlark rows appear only where those are installed."""
 
@@ -36,7 +38,12 @@ def test_bench_quick_run_prints_and_writes_every_figure(tmp_path: Path) -> None:
     for key, value in rows.items():
         assert key in stdout
         assert key in data["units"]
-        if key.startswith("errors_") or "_growth_" in key:  # may be zero (or, for memory, negative)
+        if (
+            key.startswith("errors_")
+            or key.endswith(("_errors", "_after_pct", "_after_s", "_cpu_pct"))
+            or "_growth_" in key
+        ):
+            # may be zero (or, for memory, negative)
             assert value >= 0 or "_growth_" in key, (key, value)
         else:
             assert value > 0, (key, value)
@@ -48,7 +55,11 @@ def test_bench_quick_run_prints_and_writes_every_figure(tmp_path: Path) -> None:
 def test_breakdown_runs_and_reports_each_piece() -> None:
     """``python -m bench.breakdown`` at a few rounds: its figures exist and are positive, never their values."""
     figures = anyio.run(breakdown, 3)
-    assert set(figures) == {"w1_runtime_execute_ms", "static_check_ms", "thread_hop_ms"}
+    assert set(figures) == {
+        "stdio_noop_ms", "stdio_shape_ms", "stdio_attp_w1_ms", "stdio_shape_vs_noop", "stdio_attp_vs_noop",
+        "w1_runtime_execute_ms", "w1_runtime_execute_threaded_ms", "trivial_runtime_execute_ms",
+        "w1_server_cpu_per_run_ms",
+    }  # fmt: skip
     assert all(value > 0 for value in figures.values())
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import sys
 import threading
 
@@ -9,6 +10,8 @@ import pytest
 from attp_server.checks import KnownNames, check_program
 from attp_server.errors import ErrorInfo
 from attp_server.runtime import Runtime
+from attp_server.sandbox.static_check import check
+from attp_server.sandbox.suggestions import MAX_COMPARED, closest
 from attp_server.toolpack import Toolpack, ToolRegistry
 
 
@@ -553,3 +556,47 @@ def test_concurrent_checks_on_threads_never_fail_a_valid_program(known: KnownNam
     finally:
         sys.setswitchinterval(interval)
     assert problems == []
+
+
+# ---------------------------------------------------------------- bounded work (issue 12)
+
+
+def _long_name_bomb() -> str:
+    stem = "x" * 145
+    return "\n".join([f"b{stem}{i:04d}=0" for i in range(65)] + [f"u{stem}{i:04d}()" for i in range(65)])
+
+
+def test_long_name_bomb_compares_no_names_in_full(known: KnownNames, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 12: 65 names of 150 characters bound, 65 near-identical ones called; difflib cost ~10 s of CPU."""
+    compared: list[str] = []
+    original = difflib.SequenceMatcher.ratio
+
+    def counting(self: difflib.SequenceMatcher[str]) -> float:
+        compared.append(str(self.a))
+        return original(self)
+
+    monkeypatch.setattr(difflib.SequenceMatcher, "ratio", counting)
+    info = problem(_long_name_bomb(), known)
+    assert info.code == "NAME_NOT_FOUND" and info.line == 66
+    assert compared == []  # names past MAX_NAME_CHARS get no fuzzy suggestion at all
+
+
+def test_a_suggestion_compares_a_bounded_number_of_candidates(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = 0
+    original = difflib.SequenceMatcher.ratio
+
+    def counting(self: difflib.SequenceMatcher[str]) -> float:
+        nonlocal calls
+        calls += 1
+        return original(self)
+
+    monkeypatch.setattr(difflib.SequenceMatcher, "ratio", counting)
+    names = [f"{'x' * 40}{i:05d}" for i in range(20_000)]
+    assert closest("x" * 40 + "9999z", names) is not None
+    assert calls <= MAX_COMPARED
+
+
+def test_a_check_past_its_budget_is_a_timeout_error(known: KnownNames) -> None:
+    _tree, found = check("a = b()\n" * 2000, known, budget_s=0.0)
+    assert found is not None and found["code"] == "TIMEOUT"
+    assert "checking the program took more than" in found["message"]

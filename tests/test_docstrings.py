@@ -184,7 +184,7 @@ def test_parse_docstring(doc: str | None, expected: Docstring) -> None:
         pytest.param(FileTools.write_file, ["path", "content"], ["ToolError"], 1, id="write_file"),
         pytest.param(
             FileTools.edit_file,
-            ["path", "old_string", "new_string", "start_line", "end_line", "new_content"],
+            ["path", "old_string", "new_string", "start_line", "end_line", "new_content", "replace_all"],
             ["ToolError"],
             1,
             id="edit_file",

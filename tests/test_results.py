@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from attp_server.errors import ErrorInfo
-from attp_server.results import CallRecord, ExecutionResult, call_summary, render
+from attp_server.results import CallRecord, ExecutionResult, call_summary, render, structured
 
 SPEC_FIELDS = {"status", "target", "result", "stdout", "truncated", "hint", "calls", "error", "elapsed_ms"}
 SPEC_ERROR_FIELDS = {
@@ -299,3 +299,26 @@ def test_schema_calls_have_tool_ok_ms_error_code() -> None:
 def test_schema_is_json_serialisable() -> None:
     schema = ExecutionResult.model_json_schema()
     assert json.loads(json.dumps(schema)) == schema
+
+
+# ---------------------------------------------------------------- the rendering budget (issue 12)
+
+
+def test_a_large_result_is_written_as_json_even_where_toml_was_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 1 MB result took about a second of the event loop in tomli_w, which is written in Python."""
+
+    def refuse(*_args: Any, **_kwargs: Any) -> str:
+        raise AssertionError("tomli_w rendered a large result")
+
+    monkeypatch.setattr("attp_server.results.tomli_w.dumps", refuse)
+    big = ExecutionResult(status="ok", result=[[i, "x"] for i in range(20_000)], stdout="done\n")
+    assert json.loads(render(big, "toml"))["result"] == big.result
+    small = ExecutionResult(status="ok", result=[1, 2], stdout="x" * 70_000)
+    assert json.loads(render(small, "toml"))["stdout"] == small.stdout
+
+
+def test_structured_content_is_the_whole_result() -> None:
+    for result in (OK, ERROR):
+        data = structured(result)
+        assert data == result.model_dump(mode="json")
+        assert list(data) == list(result.model_dump(mode="json"))

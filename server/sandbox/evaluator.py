@@ -109,9 +109,9 @@ class OutputBuffer:
         return "".join(self.parts)
 
 
-def _check_percent_format(template: str | bytes) -> None:
+def _check_percent_format(template: str | bytes | bytearray) -> None:
     """Refuse %-format widths that would build a huge string, parsing specs the way Python does."""
-    text = template.decode("latin-1") if isinstance(template, bytes) else template
+    text = template if isinstance(template, str) else bytes(template).decode("latin-1")
     size, i = len(text), 0
     while (i := text.find("%", i)) >= 0:
         i += 1
@@ -185,7 +185,7 @@ def _lshift(a: Any, b: Any) -> Any:
 
 
 def _mod(a: Any, b: Any) -> Any:
-    if isinstance(a, str | bytes):
+    if isinstance(a, str | bytes | bytearray):
         _check_percent_format(a)
     return a % b
 

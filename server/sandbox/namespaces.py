@@ -72,7 +72,7 @@ def _prod(iterable: Iterable[Any], *, start: Any = 1) -> Any:
         total = total * item
         if isinstance(total, int) and total.bit_length() > MAX_INT_BITS:
             raise SizeLimitError(f"math.prod() result exceeds {MAX_INT_BITS:,} bits")
-        if isinstance(total, str | bytes | list | tuple):
+        if isinstance(total, str | bytes | bytearray | list | tuple):
             _check_size("math.prod()", len(total))
     return total
 
@@ -182,7 +182,7 @@ _RE_FLAGS = ("IGNORECASE", "I", "MULTILINE", "M", "DOTALL", "S", "VERBOSE", "X",
 
 def check_substitution(pattern: Any, repl: Any, string: Any, count: int = 0, flags: int = 0) -> None:
     """Refuse a ``sub``/``subn`` whose replacement text, repeated per match, would be huge."""
-    if not isinstance(repl, str | bytes) or not isinstance(string, str | bytes) or not repl:
+    if not isinstance(repl, str | bytes | bytearray) or not isinstance(string, str | bytes | bytearray) or not repl:
         return
     if len(repl) * (len(string) + 1) <= MAX_SEQUENCE_LEN:
         return

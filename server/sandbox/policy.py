@@ -232,6 +232,10 @@ def _public(cls: type, *, without: Iterable[str] = ()) -> frozenset[str]:
     return frozenset(n for n in dir(cls) if not n.startswith("_")) - frozenset(without)
 
 
+_TEXT = (str, bytes, bytearray)
+"""What a size check measures in characters or bytes (memoryview is not reachable: no builtin or method makes one)."""
+
+
 def _check_len(size: int, what: str) -> None:
     if size > MAX_SEQUENCE_LEN:
         raise SizeLimitError(f"{what} would build {size:,} items; the limit is {MAX_SEQUENCE_LEN:,}")
@@ -254,7 +258,7 @@ def _padded(method_name: str) -> Callable[[Any], Callable[..., Any]]:
 def _join(obj: Any) -> Callable[..., Any]:
     def join(iterable: Iterable[Any]) -> Any:
         items = list(iterable)
-        total = len(obj) * max(0, len(items) - 1) + sum(len(i) for i in items if isinstance(i, str | bytes))
+        total = len(obj) * max(0, len(items) - 1) + sum(len(i) for i in items if isinstance(i, _TEXT))
         _check_len(total, "join()")
         return obj.join(items)
 
@@ -263,7 +267,7 @@ def _join(obj: Any) -> Callable[..., Any]:
 
 def _replace(obj: Any) -> Callable[..., Any]:
     def replace(old: Any, new: Any, count: int = -1) -> Any:
-        if isinstance(old, str | bytes) and isinstance(new, str | bytes) and len(new) > len(old):
+        if isinstance(old, _TEXT) and isinstance(new, _TEXT) and len(new) > len(old):
             hits = obj.count(old) if old else len(obj) + 1
             if count >= 0:
                 hits = min(hits, count)
@@ -329,7 +333,7 @@ def _format_map(obj: str) -> Callable[..., str]:
 def _translate(obj: Any) -> Callable[..., Any]:
     def translate(table: Any, *rest: Any) -> Any:
         if isinstance(table, dict):
-            longest = max((len(v) for v in table.values() if isinstance(v, str | bytes)), default=1)
+            longest = max((len(v) for v in table.values() if isinstance(v, _TEXT)), default=1)
             _check_len(len(obj) * max(1, longest), "translate()")
         return obj.translate(table, *rest)
 

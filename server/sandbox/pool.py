@@ -9,6 +9,7 @@ own worker, so concurrent runs never share one.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import logging
@@ -34,6 +35,12 @@ logger = logging.getLogger(__name__)
 
 KILL_GRACE_S = 0.1
 """How long past its own deadline a worker may take to report TIMEOUT before it is killed."""
+
+LONG_RUN_S = 0.5
+LONG_RUN_NICE = 19
+"""A run still going after LONG_RUN_S drops to the lowest CPU priority, so that on a busy CPU short runs (most
+calls) go first and runaways share what is left. Its worker retires afterwards: raising a priority back
+needs a privilege the server may not have."""
 
 _BOOT = "from attp_server.sandbox.worker import main; main()"
 """The worker's whole program: the installed package (a wheel, or an editable checkout) is importable as is."""
@@ -62,6 +69,8 @@ class Job:
     capture_print: bool = True
     engine: str = "python"
     allow_imports: bool = True
+    unavailable: dict[str, str] = field(default_factory=dict)
+    """Packs whose tools cannot be called now (an upstream server that is down) -> why: the static check says so."""
     state: dict[str, Any] | None = None
     """A session's kept state to restore before the program runs (`attp_server.sandbox.keep`)."""
     keep: bool = False
@@ -79,6 +88,7 @@ class Job:
             "tools": self.tools,
             "namespaces": self.namespaces,
             "allow_imports": self.allow_imports,
+            "unavailable": self.unavailable,
             **modules,
             "limits": {
                 "timeout_s": self.timeout_s,
@@ -163,6 +173,7 @@ class WorkerProcess:
     directory: str
     lockdown: dict[str, Any] = field(default_factory=dict)
     killed: bool = False
+    demoted: bool = False
     _buffer: bytearray = field(default_factory=bytearray)
 
     @property
@@ -331,6 +342,7 @@ class WorkerPool:
             worker = await self._acquire()
             self._running.add(worker)
             reusable = False
+            demotion = asyncio.get_running_loop().call_later(LONG_RUN_S, _demote, worker)
             token: contextvars.Token[RunClock | None] | None = None
             try:
                 with anyio.move_on_after(job.timeout_s + KILL_GRACE_S) as scope:
@@ -364,11 +376,12 @@ class WorkerPool:
                 self.cancelled += 1  # the client cancelled the call: the worker is killed below, at once
                 raise
             finally:
+                demotion.cancel()
                 if token is not None:
                     _CLOCK.reset(token)
                 self._running.discard(worker)
                 self.runs += 1
-                if reusable and worker.alive:
+                if reusable and worker.alive and not worker.demoted:
                     self._idle.append(worker)
                 else:
                     await worker.kill()
@@ -468,6 +481,18 @@ def _reap(pids: list[int], timeout: float) -> None:
                 waiting.discard(pid)
         if waiting:
             time.sleep(0.002)
+
+
+def _set_nice(pid: int, nice: int) -> None:
+    """Set the CPU priority of a worker's process group (its own session); best effort."""
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PGRP, pid, min(nice, LONG_RUN_NICE))
+
+
+def _demote(worker: WorkerProcess) -> None:
+    if not worker.killed and worker.alive:
+        worker.demoted = True
+        _set_nice(worker.pid, LONG_RUN_NICE)
 
 
 async def _drain_stderr(stream: anyio.abc.ByteReceiveStream, pid: int) -> None:

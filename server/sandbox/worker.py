@@ -11,7 +11,7 @@ Imports nothing from the rest of ``server`` (only ``attp_server.sandbox``).
 from __future__ import annotations
 
 import ast
-import difflib
+import dataclasses
 import functools
 import gc
 import json
@@ -33,6 +33,8 @@ from attp_server.sandbox.policy import RESULT_NAME, scan
 from attp_server.sandbox.protocol import ENGINES, MAX_MESSAGE_BYTES, decode, encode, text_of
 from attp_server.sandbox.starlark_engine import EngineUnavailable, StarlarkEngine, missing_extra_message
 from attp_server.sandbox.starlark_engine import available as starlark_available
+from attp_server.sandbox.static_check import CHECK_BUDGET_S, META_TOOLS, KnownNames, check, known_names
+from attp_server.sandbox.suggestions import closest
 
 MAX_STEPS = 50_000_000
 """Evaluation steps (AST nodes) one run may take; the wall clock usually ends a runaway first."""
@@ -44,8 +46,6 @@ through C callbacks (sorted keys, map, re.sub) up to 10,000; past about 14,000 t
 
 MAX_RUNS_PER_WORKER = 1000
 """A worker retires after this many runs, so slow leaks in C extensions cannot accumulate."""
-
-META_TOOLS = ("help", "tools")
 
 _TOOL_ERROR_FIELDS = frozenset(
     {"code", "message", "tool_name", "parameter_name", "received", "expected", "suggested_value", "solution"}
@@ -231,6 +231,26 @@ class Runner:
         self.base_symbols: dict[str, Any] = {**SAFE_BUILTIN_FUNCTIONS, **SAFE_EXCEPTIONS, "ToolError": ToolError}
         # Built before lockdown, while the extra can still be found on disk.
         self.starlark = StarlarkEngine() if starlark_available() else None
+        self._known: tuple[Any, KnownNames] | None = None
+
+    def known_names(self, job: dict[str, Any]) -> KnownNames:
+        """The names the static check accepts: the same tools and packs in every run (built once), and the
+        names the session kept from its earlier calls."""
+        key = (
+            tuple(job.get("tools", [])),
+            tuple((p, tuple(n)) for p, n in job.get("namespaces", {}).items()),
+            tuple((p, str(why)) for p, why in job.get("unavailable", {}).items()),
+            tuple(job.get("modules", MODULE_NAMES)),
+        )
+        if self._known is None or self._known[0] != key:
+            enabled = run_namespaces(self.namespaces, key[3], random.Random(0))
+            modules = {name: frozenset(space.members) for name, space in enabled.items()}
+            self._known = (key, known_names(*key[:3], modules=modules))
+        state = job.get("state")
+        if not isinstance(state, dict):
+            return self._known[1]
+        kept = [name for part in ("values", "functions") if isinstance(state.get(part), dict) for name in state[part]]
+        return dataclasses.replace(self._known[1], kept=frozenset(map(str, kept)))
 
     def modules(self, job: dict[str, Any]) -> dict[str, Namespace]:
         """The curated modules this run may use: the job's list (every module when it names none)."""
@@ -270,19 +290,28 @@ class Runner:
                 found, last_value = self.starlark.run(code, job, bridge, output, deadline, pauses=bridge.pauses)
                 done.update(self._result(found, last_value, int(limits["max_result_bytes"])))
             elif engine == "python":
-                tree = ast.parse(code)
                 allow_imports = bool(job.get("allow_imports", True))
                 modules = self.modules(job)
                 symbols = self.symbols(job, bridge, modules)
                 restored = keep.restore(job["state"], symbols) if isinstance(job.get("state"), dict) else None
-                if restored is not None:
-                    tree.body[:0] = restored.definitions  # kept functions are defined again, checked like the program
-                violations = scan(tree, modules=modules, allow_imports=allow_imports)
-                if violations:
-                    first = violations[0]
-                    column = None if first.column is None else first.column + 1
-                    done.update(status="error", error=_error(first.code, first.message, code, (first.line, column)))
+                budget = min(CHECK_BUDGET_S, max(0.0, deadline - time.monotonic()))
+                parsed, problem = check(code, self.known_names(job), budget_s=budget, allow_imports=allow_imports)
+                if problem is None and restored is not None and restored.definitions:
+                    # Kept functions are defined again ahead of the program: checked like it.
+                    refused = scan(
+                        ast.Module(body=restored.definitions, type_ignores=[]),
+                        modules=modules,
+                        allow_imports=allow_imports,
+                    )
+                    if refused:
+                        problem = _error(refused[0].code, refused[0].message, code, (None, None))
+                if problem is not None:
+                    done.update(status="error", error=problem)
                 else:
+                    assert parsed is not None  # a program that does not parse is a problem
+                    tree = parsed
+                    if restored is not None:
+                        tree.body[:0] = restored.definitions
                     evaluator = Evaluator(
                         symbols,
                         deadline=deadline,
@@ -295,7 +324,7 @@ class Runner:
                     base = dict(evaluator.symtable)
                     if restored is not None:
                         evaluator.symtable.update(restored.values)
-                    last = evaluator.execute(tree)
+                    last = _deep(evaluator.execute, tree)
                     done.update(self._result(evaluator.symtable, last, int(limits["max_result_bytes"])))
                     if done["status"] == "ok" and evaluator.imported:
                         done["hint"] = _joined(done.get("hint"), _import_hint(evaluator.imported))
@@ -379,6 +408,17 @@ class Runner:
         return {"status": "ok", "result": result, "hint": hint}
 
 
+def _deep(run: Callable[[ast.Module], Any], tree: ast.Module) -> Any:
+    """`run(tree)` with room for a program's recursion (`RECURSION_LIMIT`); the static check before it keeps
+    CPython's default, so its compile refuses absurd nesting as it always did."""
+    default = sys.getrecursionlimit()
+    sys.setrecursionlimit(RECURSION_LIMIT)
+    try:
+        return run(tree)
+    finally:
+        sys.setrecursionlimit(default)
+
+
 def _import_hint(modules: list[str]) -> str:
     names = ", ".join(modules)
     return f"imports are unnecessary here: {names} {'is' if len(modules) == 1 else 'are'} already available by name"
@@ -443,10 +483,10 @@ def _name_error(exc: NameError, known: list[str], code: str) -> dict[str, Any]:
         error["message"] += f": {advice}"
         error["solution"] = advice
         return error
-    close = difflib.get_close_matches(name, [k for k in known if not k.startswith("_")], n=1)
+    close = closest(name, [k for k in known if not k.startswith("_")])
     if close:
-        error["suggested_value"] = close[0]
-        error["message"] += f"; did you mean {close[0]!r}?"
+        error["suggested_value"] = close
+        error["message"] += f"; did you mean {close!r}?"
     error["solution"] = "Use a tool or name that exists; help() lists the tools, tools('word') searches them."
     return error
 
@@ -457,7 +497,6 @@ def main() -> None:
     memory_mb = int(sys.argv[1]) if len(sys.argv) > 1 else 256
     lockdown.preload()
     runner = Runner(channel)
-    sys.setrecursionlimit(RECURSION_LIMIT)
     gc.freeze()  # what is loaded by now lives as long as the worker: the collector need not walk it in every run
     report = lockdown.apply(memory_mb)
     channel.send({"op": "ready", "pid": os.getpid(), "lockdown": report})

@@ -19,6 +19,7 @@ import httpx
 import httpx2
 from attp_server.runtime import ExecuteRequest, Runtime, open_runtime
 from attp_server.settings import Settings
+from attp_server.toolpack import ToolCall, reset_current_call, set_current_call
 from mcp import Client
 from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters
@@ -28,6 +29,16 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 SUPPORT = Path(__file__).parent
 
 DEMO_PACKS = ["files", "demo_pack:toolpack"]
+
+
+@contextmanager
+def past_deadline() -> Iterator[None]:
+    """Run the block as a tool call whose run's deadline has passed (`current_call().remaining()` is 0)."""
+    token = set_current_call(ToolCall(deadline=time.monotonic() - 1))
+    try:
+        yield
+    finally:
+        reset_current_call(token)
 
 
 def make_settings(workspace: Path, **overrides: Any) -> Settings:

@@ -381,6 +381,24 @@ EXHAUSTION = [
     c("mem-expandtabs", "('\\t' * 10**5).expandtabs(10**5)", "expandtabs bomb", LIMITED),
     c("mem-randbytes", "random.randbytes(10**10)", "randbytes bomb", LIMITED),
     c("mem-to-bytes", "(1).to_bytes(10**10, 'big')", "to_bytes bomb", LIMITED),
+    c(
+        "issue12-bytearray-percent-width",
+        '__result__ = len(bytearray(b"%9999999d") % 1)',
+        "a format width past 10,000 through bytearray",
+        LIMITED,
+    ),
+    c(
+        "issue12-bytearray-join",
+        '__result__ = len(b"".join([bytearray(5000000)] * 3))',
+        "a join past 10 MB from bytearray items",
+        LIMITED,
+    ),
+    c(
+        "issue12-bytearray-re-sub",
+        "__result__ = len(re.sub(b'', bytearray(5000), bytearray(5000)))",
+        "a substitution past 10 MB with bytearray text",
+        LIMITED,
+    ),
     c("result-too-large", "__result__ = 'x' * 5_000_000", "giant result", frozenset({"RESULT_TOO_LARGE"})),
     c(
         "result-self-reference",

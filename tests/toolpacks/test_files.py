@@ -12,6 +12,7 @@ import pytest
 from attp_server.toolpack import ToolError, ToolpackContext, ToolRegistry, load_toolpack
 from attp_server.toolpacks.files import FilesOptions, toolpack
 from attp_server.toolpacks.files import tools as files_tools
+from harness import past_deadline
 from pydantic import ValidationError
 
 
@@ -236,7 +237,7 @@ def test_failed_write_keeps_old_content_and_no_temp_files(
 def test_edit_replace_unique(files: SimpleNamespace) -> None:
     files.write_file("app.py", "DEBUG = True\nNAME = 'x'\n")
     result = files.edit_file("app.py", old_string="DEBUG = True", new_string="DEBUG = False\nVERBOSE = 1")
-    assert result == {"path": "app.py", "mode": "replace", "lines_before": 2, "lines_after": 3}
+    assert result == {"path": "app.py", "mode": "replace", "lines_before": 2, "lines_after": 3, "replacements": 1}
     assert files.read_file("app.py") == "DEBUG = False\nVERBOSE = 1\nNAME = 'x'\n"
     files.edit_file("app.py", old_string="VERBOSE = 1\n", new_string="")
     assert files.read_file("app.py") == "DEBUG = False\nNAME = 'x'\n"
@@ -265,6 +266,28 @@ def test_edit_replace_needs_exactly_one_occurrence(
     assert in_message in error.message
     assert error.parameter_name == "old_string"
     assert files.read_file("f.py") == content
+
+
+def test_edit_replace_all_renames_every_occurrence(files: SimpleNamespace) -> None:
+    """The trial's rename of a key used three times took a read and a whole-file rewrite without it."""
+    files.write_file("c.json", '{"a": {"timeout": 3}, "b": {"timeout": 10}, "c": {"timeout": 2}}\n')
+    result = files.edit_file("c.json", old_string='"timeout"', new_string='"timeout_seconds"', replace_all=True)
+    assert result["replacements"] == 3
+    assert files.read_file("c.json").count('"timeout_seconds"') == 3
+    raises_code("OLD_STRING_NOT_FOUND", files.edit_file, "c.json", old_string="nope", new_string="x", replace_all=True)
+    error = raises_code(
+        "INVALID_EDIT_MODE", files.edit_file, "c.json", start_line=1, end_line=1, new_content="{}", replace_all=True
+    )
+    assert error.parameter_name == "replace_all"
+
+
+def test_edit_replace_all_checks_the_size_before_building_it(files: SimpleNamespace) -> None:
+    files.write_file("a.txt", "a" * 100_000)
+    error = raises_code(
+        "FILE_TOO_LARGE", files.edit_file, "a.txt", old_string="a", new_string="b" * 1000, replace_all=True
+    )
+    assert "100000 occurrences" in error.message
+    assert files.read_file("a.txt") == "a" * 100_000
 
 
 @pytest.mark.parametrize(
@@ -404,6 +427,12 @@ def test_list_files_refused(tree: SimpleNamespace, kwargs: dict[str, Any], code:
 def test_list_files_suggests_folder(tree: SimpleNamespace) -> None:
     assert raises_code("FILE_NOT_FOUND", tree.list_files, "srcc").suggested_value == "src"
     assert raises_code("INVALID_PATTERN", tree.list_files, pattern="src/*.py").suggested_value == "*.py"
+
+
+def test_recursive_listing_stops_at_its_programs_time_limit(tree: SimpleNamespace) -> None:
+    with past_deadline():
+        assert raises_code("TIMEOUT", tree.list_files, recursive=True).parameter_name == "directory"
+    assert tree.list_files(recursive=True)  # outside a run: no time limit
 
 
 def test_list_files_too_many(files: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -549,3 +578,23 @@ def test_workspace_reached_through_a_symlink(tmp_path: Path) -> None:
     files.write_file("a.txt", "x")
     assert (tmp_path / "real_ws" / "a.txt").read_text() == "x"
     assert files.list_files() == ["a.txt"]
+
+
+@pytest.mark.anyio
+async def test_a_read_cut_short_is_named_in_the_result_hint(tmp_path: Path) -> None:
+    """A model parsing a 20,000-line JSONL read 5,000 lines and took the truncation line for bad data."""
+    from harness import run_code, running
+
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "big.jsonl").write_text("".join(f'{{"i": {i}}}\n' for i in range(6000)))
+    async with running(tmp_path / "ws") as runtime:
+        cut = await run_code(
+            runtime, "lines = read_file('big.jsonl', max_lines=100000).splitlines()\n__result__ = len(lines)"
+        )
+        whole = await run_code(
+            runtime, "__result__ = len(read_file('big.jsonl', max_lines=10, offset=5990).splitlines())"
+        )
+    assert cut["status"] == "ok" and cut["result"] == 5001
+    assert "read_file('big.jsonl') returned lines 1-5000 of 6000" in cut["hint"]
+    assert "offset=5000" in cut["hint"]
+    assert whole["result"] == 10 and not whole["hint"]

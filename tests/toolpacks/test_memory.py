@@ -14,6 +14,8 @@ import pytest
 from attp_server.docstrings import docstring_warnings
 from attp_server.toolpack import ToolError, ToolpackLoadError, ToolRegistry, load_toolpack
 from attp_server.toolpacks.memory import SCHEMA_VERSION, MemoryOptions, toolpack
+from attp_server.toolpacks.memory.search import terms_of
+from harness import past_deadline
 
 # --------------------------------------------------------------------------------------- helpers
 
@@ -471,6 +473,50 @@ def test_find_page_results_limit_segment_and_freshness(library: Memory) -> None:
     assert raises_code("INVALID_ARGUMENT", library.find_page, "x", limit=0).parameter_name == "limit"
     assert raises_code("SEGMENT_NOT_FOUND", library.find_page, "x", segment="nope").parameter_name == "segment"
     assert_consistent(library.db_path)
+
+
+@pytest.mark.parametrize(
+    ("query", "says"),
+    [
+        pytest.param(" ".join(f"t{i:06d}" for i in range(60_000)), "1,000 characters", id="issue12-60000-terms"),
+        pytest.param(" ".join(f"w{i}" for i in range(21)), "at most 20 distinct words", id="21-words"),
+        pytest.param("x" * 1_001, "at most 1,000 characters", id="1001-characters"),
+    ],
+)
+def test_find_page_refuses_oversized_queries(library: Memory, query: str, says: str) -> None:
+    """Issue 12: a query of 60,000 terms cost minutes of server CPU (a term set rebuilt per term)."""
+    error = raises_code("INVALID_ARGUMENT", library.find_page, query)
+    assert says in error.message and error.parameter_name == "query"
+
+
+def test_find_page_takes_twenty_words_and_repeats_count_once(library: Memory) -> None:
+    assert [h["index"] for h in library.find_page(" ".join(["deploy"] * 50 + [f"w{i}" for i in range(19)]))] == [
+        "usr-1",
+        "usr-2",
+        "usr-3",
+    ]
+
+
+def test_terms_are_distinct_in_linear_time() -> None:
+    words = [f"t{i:06d}" for i in range(200_000)]
+    assert terms_of(" ".join(words + [w.upper() for w in words])) == words
+
+
+def test_create_contents_page_refuses_more_than_1000_children(library: Memory) -> None:
+    """A list of 100,000 children cost a quadratic duplicate check (list.count per child) before any move."""
+    before = library.rows()
+    error = raises_code("INVALID_ARGUMENT", library.create_contents_page, "G", "", "usr-0", ["usr-1"] * 100_000)
+    assert error.parameter_name == "children" and "1,000" in error.message
+    assert library.rows() == before
+
+
+def test_memory_call_past_its_runs_deadline_is_stopped(library: Memory) -> None:
+    """Within a run, a memory call never outlives the run's deadline: SQLite is interrupted there."""
+    with past_deadline():
+        error = raises_code("TIMEOUT", library.find_page, "deploy")
+        assert "time limit" in error.message
+        raises_code("TIMEOUT", library.update_page, "usr-1", name="late")
+    assert [h["index"] for h in library.find_page("deploy")] == ["usr-1", "usr-2", "usr-3"]  # nothing changed
 
 
 # ---------------------------------------------------------------------------- permissions (Memci)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re._constants as sre_constants
+import re._parser as sre_parse
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -144,6 +146,41 @@ def test_stdin_is_empty(bash: Bash) -> None:
 
 def test_output_is_utf8_with_replacement(bash: Bash) -> None:
     assert bash("printf 'h\\xc3\\xa9 \\xff\\n'")["stdout"] == "hé \ufffd\n"
+
+
+def _nested_unbounded_repeats(pattern: str) -> list[str]:
+    """Repetitions without an upper bound of a group that itself holds one: the shape of super-linear search."""
+    found: list[str] = []
+
+    def walk(items: Any, inside_unbounded: bool) -> None:
+        for op, value in items:
+            if op in (sre_constants.MAX_REPEAT, sre_constants.MIN_REPEAT, sre_constants.POSSESSIVE_REPEAT):
+                _low, high, sub = value
+                unbounded = high == sre_constants.MAXREPEAT
+                if unbounded and inside_unbounded:
+                    found.append(f"{op}{value[:2]}")
+                walk(sub, inside_unbounded or (unbounded and _repeats_a_group(sub)))
+            elif op == sre_constants.SUBPATTERN:
+                walk(value[-1], inside_unbounded)
+            elif op == sre_constants.BRANCH:
+                for branch in value[1]:
+                    walk(branch, inside_unbounded)
+            elif op in (sre_constants.ASSERT, sre_constants.ASSERT_NOT, sre_constants.ATOMIC_GROUP):
+                walk(value[-1] if isinstance(value, tuple) else value, inside_unbounded)
+
+    walk(sre_parse.parse(pattern), False)
+    return found
+
+
+def _repeats_a_group(sub: Any) -> bool:
+    return any(op in (sre_constants.SUBPATTERN, sre_constants.BRANCH) for op, _ in sub) or len(sub) > 1
+
+
+@pytest.mark.parametrize("pattern", [pytest.param(p, id=f"pattern-{i}") for i, p in enumerate(DEFAULT_DENY_PATTERNS)])
+def test_default_deny_patterns_search_in_linear_time(pattern: str) -> None:
+    """Issue 12's tool review: `(?:-\\S*\\s+)*` searched a 100 kB command of '-rm ' words for 18 s, holding the
+    server's interpreter. No default pattern repeats, without bound, a group that repeats without bound."""
+    assert _nested_unbounded_repeats(pattern) == []
 
 
 # --- timeouts and process cleanup -------------------------------------------------------------
@@ -347,6 +384,16 @@ async def test_bash_through_the_runtime(workspace: Path) -> None:
         denied = await run_code(runtime, 'bash("rm -rf /")')
         assert denied["status"] == "error"
         assert denied["error"]["code"] == "COMMAND_DENIED"
+
+
+@pytest.mark.anyio
+async def test_command_ends_with_its_program_not_at_its_own_timeout(workspace: Path) -> None:
+    """Issue 12: a command outliving its run kept a tool thread (and itself) for up to its 120 s timeout."""
+    async with running(workspace, toolpacks=["files", "shell"], timeout_s=1.0) as runtime:
+        result = await run_code(runtime, '__result__ = bash("sleep 300 & echo $! > pid; sleep 300")["timed_out"]')
+        assert result["result"] is True or result["error"]["code"] == "TIMEOUT", result  # killed at the time limit
+        assert wait_dead(int((workspace / "pid").read_text()), within=10), "the command outlived its program"
+        assert runtime.tools.stats()["abandoned"] == 0
 
 
 def test_pid_helper_sees_live_processes() -> None:

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from fnmatch import fnmatchcase
 from pathlib import Path, PurePosixPath
 
-from attp_server.toolpack import ToolError, ToolFunction
+from attp_server.toolpack import ToolError, ToolFunction, current_call
 from attp_server.toolpacks.files.workspace import Resolved, Workspace, os_errors
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -87,7 +87,7 @@ class FileTools:
         return len(data), self.workspace.atomic_write(target, data)
 
     def read_file(self, path: str, max_lines: int = 1000, offset: int = 0) -> str:
-        """Read a UTF-8 text file from the workspace, optionally a window of its lines.
+        """Read a UTF-8 text file from the workspace, or a window of its lines (at most 5000 a call: page with offset).
 
         Args:
             path: File path relative to the workspace root, e.g. "notes/todo.md".
@@ -146,6 +146,10 @@ class FileTools:
                 f"... [truncated: showing lines {offset + 1}-{end} of {total}{capped}; "
                 f"call read_file({path!r}, offset={end}) for more]"
             )
+            current_call().notice(
+                f"read_file({path!r}) returned lines {offset + 1}-{end} of {total}{capped}; the text's last line is "
+                f"the truncation note, not the file's: continue with read_file({path!r}, offset={end})"
+            )
         return text
 
     def write_file(self, path: str, content: str) -> dict[str, str | int | bool]:
@@ -180,12 +184,14 @@ class FileTools:
         start_line: int | None = None,
         end_line: int | None = None,
         new_content: str | None = None,
+        replace_all: bool = False,
     ) -> dict[str, str | int]:
         """Change part of an existing text file, by exact text or by line numbers.
 
         Use exactly one of two modes:
         - replace mode: old_string and new_string. old_string must occur exactly once in the file
-          (copy it exactly, including indentation; add surrounding lines to make it unique).
+          (copy it exactly, including indentation; add surrounding lines to make it unique), or
+          give replace_all=True to replace every occurrence (a rename).
         - line-range mode: start_line, end_line and new_content. Lines start_line..end_line
           (1-based, inclusive) are replaced by new_content; "" deletes them. A newline is added to
           new_content if it lacks one, so the next line stays on its own line.
@@ -197,9 +203,11 @@ class FileTools:
             start_line: Line-range mode: first line to replace, 1-based.
             end_line: Line-range mode: last line to replace, inclusive.
             new_content: Line-range mode: the text replacing those lines.
+            replace_all: Replace mode: replace every occurrence of old_string (at least one), not just one.
 
         Returns:
-            {"path": ..., "mode": "replace" or "line_range", "lines_before": n, "lines_after": m}.
+            {"path": ..., "mode": "replace" or "line_range", "lines_before": n, "lines_after": m,
+            "replacements": how many places changed (replace mode)}.
 
         Raises:
             ToolError: OLD_STRING_NOT_FOUND, OLD_STRING_NOT_UNIQUE (names the count and line numbers),
@@ -208,26 +216,47 @@ class FileTools:
 
         Example:
             edit_file("src/app.py", old_string="DEBUG = True", new_string="DEBUG = False")
+            edit_file("config.toml", old_string="timeout =", new_string="timeout_s =", replace_all=True)
             edit_file("notes/todo.md", start_line=3, end_line=4, new_content="- done\\n")
         """
         arguments = zip(
             REPLACE_ARGS + RANGE_ARGS, (old_string, new_string, start_line, end_line, new_content), strict=True
         )
-        _check_edit_mode([name for name, value in arguments if value is not None])
+        given = [name for name, value in arguments if value is not None]
+        _check_edit_mode(given)
+        if replace_all and old_string is None:
+            raise ToolError(
+                "INVALID_EDIT_MODE",
+                "replace_all=True belongs to replace mode (old_string and new_string); line-range mode replaces "
+                "the lines it names.",
+                parameter_name="replace_all",
+                received=", ".join(given),
+                solution="Drop replace_all, or use old_string and new_string.",
+            )
         target = self.workspace.resolve_file(path)
         text = self._read_text(target)
+        replacements = 0
         if old_string is not None and new_string is not None:
-            mode, new_text = "replace", _replace_once(text, old_string, new_string, target.rel)
+            if replace_all:
+                new_text, replacements = _replace_every(
+                    text, old_string, new_string, target.rel, self.options.max_bytes
+                )
+            else:
+                new_text, replacements = _replace_once(text, old_string, new_string, target.rel), 1
+            mode = "replace"
         else:
             assert start_line is not None and end_line is not None and new_content is not None  # checked above
             mode, new_text = "line_range", _replace_lines(text, start_line, end_line, new_content, target.rel)
         self._write_text(target, new_text, "new_string" if mode == "replace" else "new_content")
-        return {
+        result: dict[str, str | int] = {
             "path": target.rel,
             "mode": mode,
             "lines_before": len(split_lines(text)),
             "lines_after": len(split_lines(new_text)),
         }
+        if mode == "replace":
+            result["replacements"] = replacements
+        return result
 
     def list_files(self, directory: str = ".", pattern: str = "*", recursive: bool = False) -> list[str]:
         """List the files in a workspace folder whose names match a glob pattern.
@@ -288,6 +317,13 @@ class FileTools:
             return
         # followlinks=False: linked folders are neither escaped through nor listed twice.
         for dirpath, _dirnames, filenames in os.walk(top, followlinks=False):
+            if current_call().remaining() == 0.0:  # the program's time is up: nobody waits for the rest of a huge tree
+                raise ToolError(
+                    "TIMEOUT",
+                    "list_files() was stopped at the program's time limit, still walking the folders.",
+                    parameter_name="directory",
+                    solution="List a smaller folder, or use recursive=False and go down one folder at a time.",
+                )
             base = PurePosixPath(Path(dirpath).relative_to(top).as_posix())
             yield from ((base / name, False) for name in filenames if self._kind(Path(dirpath, name)) == "file")
 
@@ -387,6 +423,28 @@ def _replace_once(text: str, old: str, new: str, rel: str) -> str:
         received=old if len(old) <= 200 else old[:200] + "...",
         solution="Include more surrounding lines in old_string to make it unique, or use line-range mode.",
     )
+
+
+def _replace_every(text: str, old: str, new: str, rel: str, max_bytes: int) -> tuple[str, int]:
+    """Every non-overlapping occurrence, left to right, as `str.replace` does; none is an error.
+
+    The new length is checked before the new text is built: a short old_string repeated a million
+    times, each replaced by a long new_string, must not build gigabytes in the server.
+    """
+    count = text.count(old) if old else 0
+    if count == 0:
+        _replace_once(text, old, new, rel)  # raises the precise error (empty old_string, or not found)
+    size = len(text) + count * (len(new) - len(old))
+    if size > max_bytes:  # characters: a lower bound of the UTF-8 bytes
+        raise ToolError(
+            "FILE_TOO_LARGE",
+            f"replacing all {count} occurrences would make {rel!r} at least {size} bytes, over the limit of "
+            f"{max_bytes}.",
+            parameter_name="new_string",
+            expected=f"at most {max_bytes} bytes of UTF-8 text",
+            solution="Replace fewer occurrences, or use a shorter new_string.",
+        )
+    return text.replace(old, new), count
 
 
 def _find_all(text: str, needle: str, limit: int) -> list[int]:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from attp_server.toolpacks.memory.store import Page, Tx
@@ -52,12 +52,26 @@ _CHUNK = 500
 """Page ids per ``IN (...)`` list, well under SQLite's limit on parameters."""
 
 
+MAX_QUERY_CHARS = 1_000
+"""Longest query find_page takes: a search box, not a document."""
+MAX_TERMS = 20
+"""Most distinct terms in one query (each is a phrase of the FTS query and a column of the ranking)."""
+CHECK_EVERY = 50
+"""Candidates scored between two looks at the run's deadline."""
+
+
+class SearchStopped(Exception):
+    """The run that asked for the search has ended; nobody waits for the answer."""
+
+
 def terms_of(query: str) -> list[str]:
     """Distinct terms in order; quotes group words, otherwise spaces separate them."""
     terms: list[str] = []
+    seen: set[str] = set()
     for quoted, bare in _TERM.findall(query):
         term = (quoted or bare).strip()
-        if term and term.casefold() not in {t.casefold() for t in terms}:
+        if term and term.casefold() not in seen:
+            seen.add(term.casefold())
             terms.append(term)
     return terms
 
@@ -90,13 +104,22 @@ class _Scored:
     """Occurrences of each term in name, description, detail."""
 
 
-def search(tx: Tx, query: str, segment_ids: Sequence[str], limit: int) -> list[Hit]:
+def search(
+    tx: Tx, query: str, segment_ids: Sequence[str], limit: int, time_left: Callable[[], float | None] = lambda: None
+) -> list[Hit]:
+    """The best `limit` pages for `query`; `SearchStopped` once `time_left` says the asking run has ended."""
     terms = terms_of(query)
     if not terms or not segment_ids:
         return []
     rowids = _candidate_ids(tx, terms, segment_ids)
     needles = [term.casefold() for term in terms]
-    scored = [s for s in (_score(c, needles) for c in _fetch(tx, rowids)) if s.matched]
+    scored: list[_Scored] = []
+    for count, candidate in enumerate(_fetch(tx, rowids)):
+        if not count % CHECK_EVERY and time_left() == 0.0:
+            raise SearchStopped
+        found = _score(candidate, needles)
+        if found.matched:
+            scored.append(found)
     relevance = _bm25(scored, len(terms), _page_count(tx))
     scored.sort(key=lambda s: (-s.matched, -s.weight, -relevance[s.candidate.rowid], s.candidate.rowid))
     hits: list[Hit] = []

@@ -9,6 +9,7 @@ at the end" can never interleave with another writer; WAL mode lets readers go o
 from __future__ import annotations
 
 import sqlite3
+import time
 import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -17,9 +18,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from attp_server.toolpack import ToolError
+from attp_server.toolpack import ToolError, current_call
 from attp_server.toolpacks.memory.options import Permission, SeedPage, SegmentSpec, SegmentType
 from attp_server.toolpacks.memory.schema import check_sqlite, connect, migrate
+
+PROGRESS_STEPS = 10_000
+"""SQLite VM steps between two looks at the run's deadline (a few hundred microseconds)."""
 
 Kind = Literal["contents", "detail"]
 Visibility = Literal["expanded", "hidden"]
@@ -364,8 +368,19 @@ class Store:
 
     @contextmanager
     def transaction(self, *, write: bool) -> Iterator[Tx]:
-        """One transaction: committed when the block ends normally, rolled back on any exception."""
-        conn = connect(self.path, self.busy_timeout_s)
+        """One transaction: committed when the block ends normally, rolled back on any exception.
+
+        Within a run, no wait for a lock and no query goes on past the run's deadline: nobody waits
+        for the answer any more, and the thread is needed by others.
+        """
+        left = current_call().remaining()
+        if left == 0.0:
+            raise stopped()
+        wait_s = self.busy_timeout_s if left is None else min(self.busy_timeout_s, left)
+        conn = connect(self.path, wait_s)
+        if left is not None:
+            deadline = time.monotonic() + left
+            conn.set_progress_handler(lambda: time.monotonic() > deadline, PROGRESS_STEPS)
         try:
             conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             yield Tx(conn)
@@ -373,10 +388,12 @@ class Store:
         except sqlite3.OperationalError as exc:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
+            if "interrupted" in str(exc):
+                raise stopped() from None
             if "locked" in str(exc) or "busy" in str(exc):
                 raise ToolError(
                     "MEMORY_BUSY",
-                    f"The memory database stayed locked by another writer for {self.busy_timeout_s:g} s.",
+                    f"The memory database stayed locked by another writer for {wait_s:g} s.",
                     solution="Call the tool again; nothing was changed by this call.",
                 ) from None
             raise
@@ -386,3 +403,12 @@ class Store:
             raise
         finally:
             conn.close()
+
+
+def stopped() -> ToolError:
+    """The error of a memory call stopped at its run's deadline."""
+    return ToolError(
+        "TIMEOUT",
+        "The memory call was stopped at the program's time limit; nothing was changed by it.",
+        solution="Do less per program: fewer or narrower memory calls.",
+    )

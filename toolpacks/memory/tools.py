@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from attp_server.errors import short_repr
-from attp_server.toolpack import ToolError, ToolFunction
+from attp_server.toolpack import ToolError, ToolFunction, current_call
 from attp_server.toolpacks.memory.access import (
     Located,
     check_move,
@@ -24,10 +24,12 @@ from attp_server.toolpacks.memory.access import (
 )
 from attp_server.toolpacks.memory.options import MemoryOptions
 from attp_server.toolpacks.memory.render import render
-from attp_server.toolpacks.memory.search import search
-from attp_server.toolpacks.memory.store import Page, Segment, Store
+from attp_server.toolpacks.memory.search import MAX_QUERY_CHARS, MAX_TERMS, SearchStopped, search, terms_of
+from attp_server.toolpacks.memory.store import Page, Segment, Store, stopped
 
 MAX_FIND_RESULTS = 100
+MAX_CHILDREN = 1_000
+"""Most pages one create_contents_page call moves (each move shifts its siblings' positions)."""
 
 
 def segment_info(segment: Segment) -> dict[str, Any]:
@@ -53,6 +55,24 @@ def page_summary(page: Page) -> dict[str, Any]:
         "segment": page.segment_id,
         "child_count": page.child_count,
     }
+
+
+def _check_query_size(query: str) -> None:
+    """INVALID_ARGUMENT for a query past MAX_QUERY_CHARS or MAX_TERMS (terms are counted in linear time)."""
+    if len(query) > MAX_QUERY_CHARS:
+        problem = f"a query of at most {MAX_QUERY_CHARS:,} characters; this one has {len(query):,}"
+    elif (terms := len(terms_of(query))) > MAX_TERMS:
+        problem = f"at most {MAX_TERMS} distinct words per query; this one has {terms}"
+    else:
+        return
+    raise ToolError(
+        "INVALID_ARGUMENT",
+        f"find_page() takes {problem}.",
+        parameter_name="query",
+        received=short_repr(query),
+        expected=f"at most {MAX_TERMS} words and {MAX_QUERY_CHARS:,} characters",
+        solution="Search for the few most distinctive words; call find_page again for other words.",
+    )
 
 
 class MemoryTools:
@@ -337,7 +357,8 @@ class MemoryTools:
             name: Short title, e.g. "Project Apollo".
             description: One-line summary of what the group holds; shown even when it is hidden.
             parent_index: Index of the contents page to put it in, e.g. "usr-0".
-            children: Indexes of existing pages (same segment) to move into it, in this order; [] or None for none.
+            children: Indexes of existing pages (same segment) to move into it, in this order (at most 1,000);
+                [] or None for none.
 
         Returns:
             The new page's index, e.g. "usr-13". New pages start expanded.
@@ -346,7 +367,8 @@ class MemoryTools:
             ToolError: PAGE_NOT_FOUND (suggested_value holds the closest index), PERMISSION_DENIED (a read-only
                 segment), NOT_A_CONTENTS_PAGE (parent_index is a detail page), INVALID_MOVE (a child is a root, the
                 parent itself or one of its ancestors, in another segment, or listed twice), INVALID_ARGUMENT (empty
-                name, text too long), MEMORY_BUSY (another server process held the database too long: call again).
+                name, text too long, over 1,000 children), MEMORY_BUSY (another server process held the database
+                too long: call again).
 
         Example:
             group = create_contents_page("Project Apollo", "Everything about Apollo", "usr-0", ["usr-4", "usr-7"])
@@ -354,13 +376,26 @@ class MemoryTools:
         check_text(self.options, "name", name)
         check_text(self.options, "description", description)
         wanted = list(children or [])
+        if len(wanted) > MAX_CHILDREN:
+            raise ToolError(
+                "INVALID_ARGUMENT",
+                f"create_contents_page() moves at most {MAX_CHILDREN:,} pages at once; children lists {len(wanted):,}.",
+                parameter_name="children",
+                received=f"{len(wanted):,} page indexes",
+                expected=f"at most {MAX_CHILDREN:,} page indexes",
+                solution="Create the page with some of them, then move the others with move_page(source, target).",
+            )
         with self.store.transaction(write=True) as tx:
             parent = writable(tx, parent_index, "create a page under", "parent_index")
             contents_page(parent, "create a page under", "parent_index")
             moving: list[Located] = []
+            seen: set[str] = set()
             for child in wanted:
-                if wanted.count(child) > 1:
+                if child in seen:
                     raise invalid_move(f"{child!r} is listed twice in children.", "children", child)
+                seen.add(child)
+                if current_call().remaining() == 0.0:
+                    raise stopped()
                 found = writable(tx, child, "move", "children")
                 check_move(tx, found, parent, "children")
                 moving.append(found)
@@ -477,7 +512,7 @@ class MemoryTools:
         description, then in the text.
 
         Args:
-            query: Words to look for, e.g. "deadline Apollo" or '"release notes"'.
+            query: Words to look for, e.g. "deadline Apollo" or '"release notes"' (at most 20 words).
             limit: Most results to return, 1 to 100.
             segment: Only search this segment id, e.g. "usr"; None searches all.
 
@@ -486,7 +521,8 @@ class MemoryTools:
             characters around the first hit (from the detail text when it matches there).
 
         Raises:
-            ToolError: INVALID_ARGUMENT (empty query, limit out of range), SEGMENT_NOT_FOUND.
+            ToolError: INVALID_ARGUMENT (empty query, over 1,000 characters or 20 words, limit out of range),
+                SEGMENT_NOT_FOUND.
 
         Example:
             hits = find_page("deadline Apollo", limit=5)
@@ -501,6 +537,7 @@ class MemoryTools:
                 expected='words to search for, e.g. "deadline"',
                 solution="Call view() to browse the whole tree instead.",
             )
+        _check_query_size(query)
         if not 1 <= limit <= MAX_FIND_RESULTS:
             raise ToolError(
                 "INVALID_ARGUMENT",
@@ -512,7 +549,10 @@ class MemoryTools:
             )
         with self.store.transaction(write=False) as tx:
             segments = [visible_segment(tx, segment, "segment")] if segment is not None else visible_segments(tx)
-            hits = search(tx, query, [s.id for s in segments], limit)
+            try:
+                hits = search(tx, query, [s.id for s in segments], limit, current_call().remaining)
+            except SearchStopped:
+                raise stopped() from None
             return [{**page_summary(hit.page), "snippet": hit.snippet} for hit in hits]
 
     def view(self, segment: str | None = None) -> str:

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from attp_server.errors import short_repr
-from attp_server.toolpack import ToolError, ToolFunction
+from attp_server.toolpack import ToolError, ToolFunction, current_call
 from attp_server.toolpacks.shell.options import ShellOptions
 from attp_server.toolpacks.shell.process import run_capped
 
@@ -55,8 +55,8 @@ class ShellTools:
                 Several commands may be joined with ';', '&&' or newlines.
             timeout: Seconds to wait before the command and everything it started are killed,
                 from 1 to the server's limit (600 unless configured). Default 120 (or the limit,
-                if that is lower). Your whole program also has its own time limit; keep
-                long-running commands within it.
+                if that is lower). The command is also killed when your whole program reaches
+                its own time limit; keep long-running commands within it.
 
         Returns:
             {"exit_code": int, "stdout": str, "stderr": str, "timed_out": bool, "truncated": bool}.
@@ -78,7 +78,10 @@ class ShellTools:
             count = int(bash("grep -c ERROR logs/app.log")["stdout"].strip() or 0)
         """
         self._check_command(command)
-        seconds = self._check_timeout(timeout)
+        seconds: float = self._check_timeout(timeout)
+        left = current_call().remaining()
+        if left is not None:  # past its program's time limit nobody waits for the command: it is killed there
+            seconds = min(seconds, left)
         self.workspace.mkdir(parents=True, exist_ok=True)
         done = run_capped(
             [BASH, "-c", command],

@@ -1,0 +1,258 @@
+"""Reliability under hostile load (issue 12): a normal session's calls while hostile sessions hammer the server.
+
+A real ``attp serve --transport http`` (the bench and memory toolpacks, ``timeout_s`` 3). `hostile`
+clients, each an MCP session of its own, send the programs of `HOSTILE` round-robin, back to back,
+for `duration` seconds, from a separate process (so that their own client-side work does not slow
+the normal client's measurement). Meanwhile one normal client calls W1 (five tool calls) every
+`PAUSE_S` and ``/healthz`` is read. Reported: the normal call's p50 and p99 latency and its errors,
+``/healthz``'s worst latency, the server's thread count (most during the load, and after), the
+hostile outcomes, and, once the hostile clients stop, how long the server (its process and its
+workers) takes to go idle (under 10 % of one CPU) and its CPU use 2 to 3 seconds after.
+
+``python -m bench --only load`` (long form); `tests/test_budgets.py` runs the short form and asserts
+what must hold whatever the machine: every normal call answers ok, threads stay bounded, the CPU
+settles. ``python -m bench.load --hostile URL --clients N --duration S`` is the hostile side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+import httpx
+from mcp import Client
+
+from bench.report import Report
+from bench.transport import ROOT, _environment, attp_args, free_port, http_server
+from bench.workloads import W1
+
+SECTION = "Reliability (hostile clients + one normal client over Streamable HTTP; issue 12)"
+
+_BOMB_STEM = "x" * 145
+HOSTILE: dict[str, str] = {
+    "static_check_bomb": "\n".join(
+        [f"b{_BOMB_STEM}{i:04d}=0" for i in range(65)] + [f"u{_BOMB_STEM}{i:04d}()" for i in range(65)]
+    ),
+    "find_page_60000_terms": 'q = " ".join(["t%06d" % i for i in range(60000)])\n__result__ = len(find_page(q))',
+    "bytearray_width": '__result__ = len(bytearray(b"%9999999d") % 1)',
+    "bytearray_join": '__result__ = len(b"".join([bytearray(5000000)] * 3))',
+    "runaway_loop": "while True:\n    pass",
+    "runaway_regex": "re.match('(a+)+$', 'a' * 40 + 'b')",
+}
+"""The three findings of issue 12, and runaways that hold a worker until their deadline."""
+
+TIMEOUT_S = 3.0
+PAUSE_S = 0.05
+"""Between two calls of the normal client."""
+NORMAL_PATIENCE_S = 60.0
+"""A normal call not answered within this counts as an error (and the load test goes on)."""
+IDLE_CPU = 0.10
+"""Idle: under 10 % of one CPU (the server process and its workers)."""
+
+
+@dataclass
+class LoadResult:
+    latencies: list[float] = field(default_factory=list)
+    server_ms: list[float] = field(default_factory=list)
+    """The normal calls' own ``elapsed_ms`` (inside the server's runtime)."""
+    errors: list[str] = field(default_factory=list)
+    health_latencies: list[float] = field(default_factory=list)
+    max_threads: int = 0
+    threads_after: int = 0
+    hostile: dict[str, int] = field(default_factory=dict)
+    settle_s: float | None = None
+    """Seconds from the end of the hostile load to the first quiet 0.25 s window; None if never within 10 s."""
+    cpu_after: float = 0.0
+    """CPU-s per second, 2 to 3 seconds after the hostile load ended."""
+    abandoned_after: int = 0
+    server_cpu: float = 0.0
+    """CPU-s per second of the server process itself (its workers not included) while the normal client ran."""
+
+    def p(self, q: float) -> float:
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def tree_cpu(pid: int) -> float:
+    """CPU seconds of a process, its reaped children, and its live children (the workers)."""
+    total = _stat_cpu(pid, with_children=True)
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = _stat_fields(int(entry))
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def _stat_fields(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def _stat_cpu(pid: int, *, with_children: bool) -> float:
+    fields = _stat_fields(pid)
+    ticks = int(fields[11]) + int(fields[12]) + (int(fields[13]) + int(fields[14]) if with_children else 0)
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def thread_count(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/task"))
+
+
+async def _normal(url: str, stop: float, result: LoadResult) -> None:
+    async with Client(url + "/mcp") as client:
+        while time.monotonic() < stop:
+            started = time.monotonic()
+            try:
+                with anyio.fail_after(NORMAL_PATIENCE_S):
+                    reply = await client.call_tool("attp_execute", {"code": W1})
+                data = reply.structured_content or {}
+                result.server_ms.append(float(data.get("elapsed_ms", 0.0)))
+                if data.get("status") != "ok":
+                    result.errors.append(str((data.get("error") or {}).get("code", data)))
+            except Exception as exc:  # a failure under load is a finding, counted and reported
+                result.errors.append(f"{type(exc).__name__}: {exc}")
+            result.latencies.append(time.monotonic() - started)
+            await anyio.sleep(PAUSE_S)
+
+
+async def _watch(url: str, pid: int, stop: float, result: LoadResult) -> None:
+    async with httpx.AsyncClient(timeout=30) as http:
+        while time.monotonic() < stop:
+            started = time.monotonic()
+            await http.get(url + "/healthz")
+            result.health_latencies.append(time.monotonic() - started)
+            result.max_threads = max(result.max_threads, thread_count(pid))
+            await anyio.sleep(0.25)
+
+
+async def _settle(pid: int, result: LoadResult) -> None:
+    ended = time.monotonic()
+    while time.monotonic() - ended < 10:
+        before, started = tree_cpu(pid), time.monotonic()
+        await anyio.sleep(0.25)
+        if (tree_cpu(pid) - before) / (time.monotonic() - started) < IDLE_CPU:
+            result.settle_s = round(started - ended, 2)
+            break
+    await anyio.sleep(max(0.0, ended + 2 - time.monotonic()))
+    before, started = tree_cpu(pid), time.monotonic()
+    await anyio.sleep(1.0)
+    result.cpu_after = (tree_cpu(pid) - before) / (time.monotonic() - started)
+
+
+async def run_load(scratch: Path, *, hostile: int, duration: float) -> LoadResult:
+    """Start a server, run the hostile and the normal clients for `duration` seconds, and watch it settle."""
+    workspace = scratch / "load-workspace"
+    workspace.mkdir()
+    port = free_port()
+    flags = ["--transport", "http", "--port", str(port), "--toolpack", "memory", "--db-path", str(scratch / "m.db")]
+    result = LoadResult()
+    with http_server([*attp_args(workspace, *flags), "--timeout-s", str(TIMEOUT_S)], scratch, port) as server:
+        url = f"http://127.0.0.1:{port}"
+        hostile_side = ["-m", "bench.load", "--hostile", url, "--clients", str(hostile), "--duration", str(duration)]
+        attacker = subprocess.Popen(
+            [sys.executable, *hostile_side],
+            cwd=ROOT,
+            env=_environment(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            await anyio.sleep(1.0)  # the hostile sessions are connected and busy
+            stop = time.monotonic() + max(0.5, duration - 1.5)
+            cpu, started = _stat_cpu(server.pid, with_children=False), time.monotonic()
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(_normal, url, stop, result)
+                tasks.start_soon(_watch, url, server.pid, stop, result)
+            result.server_cpu = (_stat_cpu(server.pid, with_children=False) - cpu) / (time.monotonic() - started)
+            out, _ = await anyio.to_thread.run_sync(attacker.communicate)
+        finally:
+            if attacker.poll() is None:
+                attacker.kill()
+                attacker.wait()
+        result.hostile = dict(json.loads(out or b"{}"))
+        await _settle(server.pid, result)
+        result.threads_after = thread_count(server.pid)
+        health = httpx.get(url + "/healthz", timeout=30).json()
+        result.abandoned_after = int(health.get("tools", {}).get("abandoned", -1))  # -1: a server without the count
+    return result
+
+
+async def load(report: Report, quick: bool) -> None:
+    hostile, duration = (3, 4.0) if quick else (12, 30.0)
+    with tempfile.TemporaryDirectory() as directory:
+        result = await run_load(Path(directory), hostile=hostile, duration=duration)
+    report.add(SECTION, "load.hostile_clients", hostile, "clients")
+    report.add(SECTION, "load.hostile_calls", sum(result.hostile.values()), "calls")
+    report.add(SECTION, "load.normal_calls", len(result.latencies), "calls")
+    report.add(SECTION, "load.normal_p50_ms", round(statistics.median(result.latencies) * 1000, 1), "ms")
+    report.add(SECTION, "load.normal_p99_ms", round(result.p(0.99) * 1000, 1), "ms", "<= 1500")
+    report.add(SECTION, "load.normal_errors", len(result.errors), "calls", "<= 0")
+    server = sorted(result.server_ms) or [0.0]
+    report.add(SECTION, "load.normal_runtime_p99_ms", server[min(len(server) - 1, int(0.99 * len(server)))], "ms")
+    report.add(SECTION, "load.healthz_max_ms", round(max(result.health_latencies) * 1000, 1), "ms")
+    report.add(SECTION, "load.server_cpu_pct", round(result.server_cpu * 100, 1), "%")
+    report.add(SECTION, "load.server_threads_max", result.max_threads, "threads")
+    report.add(SECTION, "load.server_threads_after", result.threads_after, "threads")
+    settle = result.settle_s if result.settle_s is not None else 10.0
+    report.add(SECTION, "load.idle_after_s", settle, "s", "<= 2")
+    report.add(SECTION, "load.cpu_2s_after_pct", round(result.cpu_after * 100, 1), "%", "< 10")
+    if result.errors:
+        report.notes.append(f"normal calls failed under load: {Counter(result.errors).most_common(3)}")
+    report.notes.append(f"hostile outcomes: {result.hostile}")
+
+
+# ---------------------------------------------------------------- the hostile side, in its own process
+
+
+async def _hostile_client(url: str, first: int, stop: float, outcomes: Counter[str]) -> None:
+    names = list(HOSTILE)
+    async with Client(url + "/mcp") as client:
+        turn = first
+        while time.monotonic() < stop:
+            name = names[turn % len(names)]
+            turn += 1
+            try:
+                with anyio.fail_after(max(0.1, stop - time.monotonic())):
+                    reply = await client.call_tool("attp_execute", {"code": HOSTILE[name]})
+                code = ((reply.structured_content or {}).get("error") or {}).get("code", "ok")
+            except TimeoutError:
+                break  # the load is over: the call is cancelled, and its worker with it
+            except Exception as exc:
+                code = type(exc).__name__
+            outcomes[f"{name}:{code}"] += 1
+
+
+async def _hostile(url: str, clients: int, duration: float) -> None:
+    outcomes: Counter[str] = Counter()
+    stop = time.monotonic() + duration
+    async with anyio.create_task_group() as tasks:
+        for i in range(clients):
+            tasks.start_soon(_hostile_client, url, i, stop, outcomes)
+    print(json.dumps(dict(sorted(outcomes.items()))))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.load", description="the hostile side of the load test")
+    parser.add_argument("--hostile", required=True, metavar="URL", help="the server, e.g. http://127.0.0.1:8765")
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--duration", type=float, default=30.0)
+    args = parser.parse_args(argv)
+    anyio.run(_hostile, args.hostile, args.clients, args.duration)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
