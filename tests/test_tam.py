@@ -768,7 +768,13 @@ async def test_seed_single_call_runs(tam_runtime: Runtime, workspace: Path) -> N
                 "step": 1,
                 "tool": "edit_file",
                 "ok": True,
-                "result": {"path": "src/main.js", "mode": "replace", "lines_before": 3, "lines_after": 3},
+                "result": {
+                    "path": "src/main.js",
+                    "mode": "replace",
+                    "lines_before": 3,
+                    "lines_after": 3,
+                    "replacements": 1,
+                },
             }
         ],
     }
