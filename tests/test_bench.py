@@ -77,3 +77,11 @@ def test_result_text_counts_every_rendering_of_every_program(tmp_path: Path) -> 
     for row in data["programs"].values():
         assert set(RENDERINGS) <= set(row)
     assert data["total"]["json"]["chars"] < data["total"]["before"]["chars"]
+
+
+def test_profile_names_the_evaluator_functions_a_workload_spends_its_time_in() -> None:
+    """``python -m bench.profile`` runs a call-heavy program under cProfile: the evaluator's closures are listed."""
+    from bench.profile import profile
+
+    text = profile("c2", rows=5)
+    assert "function calls" in text and "sandbox" in text
