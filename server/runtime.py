@@ -53,6 +53,11 @@ from pydantic import ValidationError
 
 logger = logging.getLogger(__name__)
 
+NO_SESSION_HINT = (
+    "Nothing is kept between calls for this client: its requests carry no MCP session (Streamable HTTP on "
+    "protocol 2026-07-28), so define again in this program whatever an earlier call defined."
+)
+
 MAX_PARALLEL = 16
 """Calls of one ``parallel()`` in flight at once; the rest wait their turn (every one still counts)."""
 
@@ -226,6 +231,10 @@ class Runtime:
         result.elapsed_ms = round((time.perf_counter() - started) * 1000, 2)
         if evicted and not request.reset:
             result.hint = _joined(EVICTED, result.hint)
+        sessionless = context.caller is not None and session is None and self.settings.session_state
+        if sessionless and result.error is not None and result.error.code == ErrorCode.NAME_NOT_FOUND:
+            # The description promises kept variables; this client's requests cannot have them.
+            result.hint = _joined(result.hint, NO_SESSION_HINT)
         if result.error is not None and result.error.solution is None:
             starlark = (request.engine or self.settings.engine) == "starlark"
             solution = STARLARK_SOLUTIONS.get(result.error.code) if starlark else None

@@ -82,4 +82,7 @@ async def test_a_sessionless_request_keeps_nothing(http: Served) -> None:
     """Protocol 2026-07-28 over HTTP has no session (each request stands alone): nothing is kept for it."""
     async with http.client() as client:
         await run(client, "x = 1")
-        assert (await run(client, "__result__ = x"))["error"]["code"] == "NAME_NOT_FOUND"
+        result = await run(client, "__result__ = x")
+    assert result["error"]["code"] == "NAME_NOT_FOUND"
+    # The description says variables stay; this client is told why they did not.
+    assert "Nothing is kept between calls for this client" in result["hint"]
