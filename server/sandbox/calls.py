@@ -15,6 +15,7 @@ Importing this module registers its compiler with `expressions`.
 from __future__ import annotations
 
 import ast
+import operator
 from collections.abc import Callable, Iterable
 from types import MethodDescriptorType
 from typing import Any
@@ -176,6 +177,7 @@ def _call_global_one(ctx: Context, name: str, spec: Inline) -> Eval:
     only for a plain function of one parameter."""
     absent, g = ctx.absent, ctx.globals
     ak, an, av, ao, aop, ack, arg = spec.kind, spec.name, spec.value, spec.other, spec.op, spec.checked, spec.closure
+    minus = aop is operator.sub  # `n - 1`, the argument of most recursions: the operator inline
 
     def call_global_one(f: Frame) -> Any:
         try:
@@ -187,7 +189,7 @@ def _call_global_one(ctx: Context, name: str, spec: Inline) -> Eval:
                 a = f[an]
             except KeyError:
                 raise absent(an) from None
-            a = aop(a, av) if ack is None or a.__class__ is int else ack(a, av)
+            a = a - av if minus else (aop(a, av) if ack is None or a.__class__ is int else ack(a, av))
         elif ak == FRAME:
             try:
                 a = f[an]
