@@ -6,6 +6,7 @@
 - ``evaluator``: our sandbox evaluator in this process (parse, static scan, evaluate), tools as plain
   functions: the cost of the sandbox language without the worker and its IPC.
 - ``runtime``: `Runtime.execute`, the real path: worker process, tool calls back to the server.
+- ``runtime_new_program``: the same, each run's text new to every worker (``runtime`` sends the same text).
 - ``smolagents``: `LocalPythonExecutor` (in process, its default timeout on), tools as functions.
 - ``monty``: `pydantic_monty.Monty` (a pool of sandbox processes), tools as ``external_lookup`` callbacks.
 - ``starlark``: `starlark-pyo3` (in process), tools through ``Module.add_callable``.
@@ -16,6 +17,7 @@ An engine whose package is not installed is reported as missing, never as a fail
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib.util
 import json
 import subprocess
@@ -150,6 +152,26 @@ class RuntimeEngine:
         if result.status != "ok":
             raise RuntimeError(f"{workload.name} failed in the runtime: {result.error}")
         return result.result
+
+
+class NewProgramEngine(RuntimeEngine):
+    """`RuntimeEngine` sending a text no worker has seen: the program with a comment that differs every run.
+
+    A worker keeps the programs it checked (`attp_server.sandbox.checked`), so ``runtime`` measures a
+    program sent again (an agent's retry or poll); this measures one written afresh (parsed, checked and
+    analysed in the run).
+    """
+
+    name = "runtime_new_program"
+
+    def __init__(self, runtime: Runtime) -> None:
+        super().__init__(runtime)
+        self.count = 0
+
+    async def run(self, workload: Workload) -> Any:
+        self.count += 1
+        fresh = dataclasses.replace(workload, code=f"{workload.code}# run {self.count}\n")
+        return await super().run(fresh)
 
 
 class SmolagentsEngine:

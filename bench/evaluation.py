@@ -10,13 +10,16 @@ from attp_server.settings import Settings
 from attp_server.toolpack import ToolRegistry
 
 from bench.engines import (
+    OPTIONAL,
     Engine,
     EvaluatorEngine,
     ExecEngine,
+    NewProgramEngine,
     PipeEngine,
     RuntimeEngine,
     checked,
     close,
+    installed,
     optional_engines,
 )
 from bench.report import Report
@@ -60,6 +63,7 @@ async def evaluation(report: Report, quick: bool) -> None:
             finally:
                 close(engines)
         await _async_tools(report, quick, Path(workspace))
+        await _new_programs(report, quick, Path(workspace))
 
 
 async def _async_tools(report: Report, quick: bool, workspace: Path) -> None:
@@ -75,3 +79,26 @@ async def _async_tools(report: Report, quick: bool, workspace: Path) -> None:
         samples = await interleaved(calls, QUICK_REPEATS["w1"] if quick else REPEATS["w1"], warmup=0 if quick else 3)
     report.add(SECTION, "w1.runtime_async_tools_ms", median_ms(samples["async"]), "ms")
     report.add(SECTION, "w1.runtime_async_tools_vs_exec", ratio(samples["async"], samples["exec"]), "x")
+
+
+async def _new_programs(report: Report, quick: bool, workspace: Path) -> None:
+    """W1 again, its text new to the worker in every run: what the parse, the check and the scope analysis
+    cost, which a program sent again skips (`attp_server.sandbox.checked`); beside Monty when installed."""
+    settings = Settings(workspace=workspace, toolpacks=[], workers=2, timeout_s=60)
+    registry = ToolRegistry([toolpack], workspace, {})
+    async with open_runtime(settings, registry=registry) as runtime:
+        w1 = WORKLOADS[0]
+        module, monty = OPTIONAL["monty"]
+        others = [monty()] if installed(module) else []
+        engines: list[Engine] = [NewProgramEngine(runtime), RuntimeEngine(runtime), ExecEngine(), *others]
+        try:
+            calls = {engine.name: await checked(engine, w1) for engine in engines}
+            samples = await interleaved(
+                calls, QUICK_REPEATS["w1"] if quick else REPEATS["w1"], warmup=0 if quick else 3
+            )
+        finally:
+            close(engines)
+    new = samples.pop("runtime_new_program")
+    report.add(SECTION, "w1.runtime_new_program_ms", median_ms(new), "ms")
+    for name, times in samples.items():
+        report.add(SECTION, f"w1.runtime_new_program_vs_{name}", ratio(new, times), "x")

@@ -89,6 +89,19 @@ RECURSION = {
         "        return 1 + max([walk(c) for c in node] or [0])\n    return walk(tree)\n__result__ = depth([1, [2, [3]], []])"
     ),
     "recursion-depth-150": "def down(n):\n    return 0 if n == 0 else 1 + down(n - 1)\n__result__ = down(150)",
+    "base-case-returns-a-name-either-branch": (
+        "def last(n):\n    if n > 1:\n        return last(n - 1)\n    return n\n"
+        "def first(n, acc):\n    if n == 0:\n        return acc\n    return first(n - 1, acc + [n])\n"
+        "__result__ = [last(5), first(3, [])]"
+    ),
+    "global-callee-is-a-closure": (
+        "def outer(k):\n    def inner(x):\n        return x * k\n    return inner\nscale = outer(3)\n"
+        "def use(n):\n    return scale(n) + scale(n - 1)\n__result__ = use(4)"
+    ),
+    "global-callee-one-argument-of-many": (
+        "def f(a, b=2):\n    return a * b\ndef g(*args):\n    return len(args)\ndef h(x):\n    return f(x) + g(x)\n"
+        "__result__ = [h(1), f(3), g(1), len('ab')]"
+    ),
 }
 
 GLOBALS = {
@@ -199,6 +212,11 @@ ERRORS = {
     "stop-iteration-in-generator": "def boom(x):\n    raise StopIteration\nlist(boom(x) for x in [1])",
     "call-non-callable": "x = 1\nx()",
     "recursion-error": "def f(n):\n    return f(n + 1)\nf(0)",
+    "unbound-local-returned-from-a-branch": "def f(n):\n    if n < 0:\n        return m\n    m = n\n    return m\nf(-1)",
+    "unbound-local-returned-from-the-else": (
+        "def f(n):\n    if n >= 0:\n        m = n\n        return m\n    else:\n        return m\nf(-1)"
+    ),
+    "one-argument-call-missing-another": "def f(a, b):\n    return a\ndef g(x):\n    return f(x)\ng(1)",
 }
 
 TABLE = [
@@ -273,6 +291,13 @@ async def test_unbound_local_error_says_how_to_fix_it(runtime: Runtime) -> None:
     assert error["code"] == "RUNTIME_ERROR"
     assert "UnboundLocalError" in error["message"] and "global count" in error["message"]
     assert error["line"] == 3
+
+
+@pytest.mark.anyio
+async def test_an_unbound_name_returned_from_a_branch_points_at_its_return(runtime: Runtime) -> None:
+    data = await run_code(runtime, "def f(n):\n    if n < 0:\n        return m\n    m = n\n    return m\nf(-1)")
+    error = data["error"]
+    assert "UnboundLocalError" in error["message"] and error["line"] == 3, error
 
 
 @pytest.mark.anyio

@@ -226,6 +226,21 @@ async def test_another_session_and_a_sessionless_call_see_nothing(runtime: Runti
     assert (await run(runtime, "__result__ = only_a()", session="A"))["result"] == "for A only"
 
 
+async def test_the_same_program_in_two_sessions_runs_each_sessions_own_kept_function(workspace: Path) -> None:
+    """A worker keeps programs it checked (`attp_server.sandbox.checked`); the kept definitions a session's
+    run puts ahead of the program must not stay in the kept tree, where the other session would run them."""
+    async with running(workspace, workers=1, max_workers=1) as runtime:
+        await run(runtime, "def owner():\n    return 'A'", session="A")
+        await run(runtime, "def owner():\n    return 'B'", session="B")
+        for _ in range(3):
+            for session in ("A", "B"):
+                data = await run(runtime, "__result__ = owner()", session=session)
+                assert data["result"] == session, data
+        # Checked with A's and B's kept names, the program is checked again without them: refused before it runs.
+        data = await run(runtime, "__result__ = owner()", session=None)
+        assert "is not a tool or function available here" in data["error"]["message"], data
+
+
 async def test_what_is_not_kept_is_named_in_the_hint(workspace: Path) -> None:
     async with running(workspace, max_state_bytes=2000) as runtime:
         data = await run(

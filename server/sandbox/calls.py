@@ -15,6 +15,7 @@ Importing this module registers its compiler with `expressions`.
 from __future__ import annotations
 
 import ast
+import operator
 from collections.abc import Callable, Iterable
 from types import MethodDescriptorType
 from typing import Any
@@ -27,6 +28,7 @@ from attp_server.sandbox.expressions import (
     FRAME_FRAME,
     Context,
     Eval,
+    Inline,
     compile_expr,
     inline_or_closure,
     operand,
@@ -107,6 +109,9 @@ def _call_one(ctx: Context, func: ast.expr, arg_node: ast.expr) -> Eval:
         constant_function = function
         function = lambda f: constant_function  # noqa: E731
 
+    if global_name is not None and not tick:
+        return _call_global_one(ctx, global_name, spec)
+
     def call_one(f: Frame) -> Any:
         if global_name is not None:
             try:
@@ -164,6 +169,60 @@ def _call_one(ctx: Context, func: ast.expr, arg_node: ast.expr) -> Eval:
         return fn(a)
 
     return call_one
+
+
+def _call_global_one(ctx: Context, name: str, spec: Inline) -> Eval:
+    """`_call_one` for the commonest callee, a global name (a function the program defined at the top level,
+    calling itself or another), when calls spend no steps: its frame built here from `Function.first`, set
+    only for a plain function of one parameter."""
+    absent, g = ctx.absent, ctx.globals
+    ak, an, av, ao, aop, ack, arg = spec.kind, spec.name, spec.value, spec.other, spec.op, spec.checked, spec.closure
+    minus = aop is operator.sub  # `n - 1`, the argument of most recursions: the operator inline
+
+    def call_global_one(f: Frame) -> Any:
+        try:
+            fn = g[name]
+        except KeyError:
+            raise NameError(f"name {name!r} is not defined", name=name) from None
+        if ak == FRAME_CONST:
+            try:
+                a = f[an]
+            except KeyError:
+                raise absent(an) from None
+            a = a - av if minus else (aop(a, av) if ack is None or a.__class__ is int else ack(a, av))
+        elif ak == FRAME:
+            try:
+                a = f[an]
+            except KeyError:
+                raise absent(an) from None
+        elif ak == FRAME_FRAME:
+            try:
+                a = f[an]
+                b = f[ao]
+            except KeyError as error:
+                raise absent(error.args[0]) from None
+            a = aop(a, b)
+        else:
+            a = arg(f)
+        if fn.__class__ is Function:
+            first = fn.first
+            if first is not None:
+                closure = fn.closure
+                if closure:
+                    frame = closure.copy()
+                    frame[first] = a
+                else:
+                    frame = {first: a}
+                try:
+                    return fn.body(frame)  # type: ignore[misc]  # set whenever `first` is
+                except MemoryError:
+                    raise out_of_memory(fn.code.where) from None
+                except BaseException as exc:
+                    locate(exc, fn.code.where)
+                    raise
+        return fn(a)
+
+    return call_global_one
 
 
 def _method_call(ctx: Context, func: ast.Attribute, arg_nodes: list[ast.expr]) -> Eval:

@@ -125,29 +125,41 @@ def _returned(ctx: Context, node: ast.Return) -> Callable[[Frame], Any]:
     return returned
 
 
-def _branch(ctx: Context, statements: list[ast.stmt]) -> tuple[bool, Any, ast.AST | None]:
-    """A branch in tail position: (True, value) for a lone ``return <constant>``; (False, closure, where) else.
+_CLOSURE_BRANCH, _CONSTANT_BRANCH, _NAME_BRANCH = 0, 1, 2
+
+
+def _located(exc: NameError, node: ast.AST | None) -> NameError:
+    if node is not None:
+        locate(exc, node)
+    return exc
+
+
+def _branch(ctx: Context, statements: list[ast.stmt]) -> tuple[int, Any, ast.AST | None]:
+    """A branch in tail position, as (kind, payload, where): a lone ``return <constant>`` is its value
+    (`_CONSTANT_BRANCH`), a lone ``return <name held in the frame>`` the name (`_NAME_BRANCH`, read inline:
+    the base case of a recursion, ``return n``, costs no call), anything else a closure (`_CLOSURE_BRANCH`).
 
     A lone ``return <expression>`` is its expression's closure, located by the caller (`where`).
     """
     if len(statements) == 1 and statements[0].__class__ is ast.Return:
         returned: ast.Return = statements[0]
         if returned.value is None:
-            return True, None, None
+            return _CONSTANT_BRANCH, None, None
         kind, value = operand(ctx, returned.value)
         if kind == "const":
-            return True, value, None
-        if kind == "expr":
-            return False, value, returned
-    return False, _tail(ctx, statements), None
+            return _CONSTANT_BRANCH, value, None
+        if kind == "frame":
+            return _NAME_BRANCH, value, returned
+        return _CLOSURE_BRANCH, value, returned
+    return _CLOSURE_BRANCH, _tail(ctx, statements), None
 
 
 def _tail_if(ctx: Context, node: ast.If, orelse_statements: list[ast.stmt]) -> Callable[[Frame], Any]:
     spec, absent = inline_or_closure(ctx, node.test), ctx.absent
     tk, tn, tv, to, top, tck, test = spec.kind, spec.name, spec.value, spec.other, spec.op, spec.checked, spec.closure
     tout, ton, tov = spec.outer, spec.outer_name, spec.outer_value
-    body_fixed, body, body_node = _branch(ctx, node.body)
-    orelse_fixed, orelse, orelse_node = _branch(ctx, orelse_statements)
+    body_kind, body, body_node = _branch(ctx, node.body)
+    orelse_kind, orelse, orelse_node = _branch(ctx, orelse_statements)
     body_at, orelse_at = body_node or node, orelse_node or node
 
     def tail_if(f: Frame) -> Any:
@@ -191,8 +203,13 @@ def _tail_if(ctx: Context, node: ast.If, orelse_statements: list[ast.stmt]) -> C
             locate(exc, node)
             raise
         if chosen:
-            if body_fixed:
-                return body
+            if body_kind:
+                if body_kind == _CONSTANT_BRANCH:
+                    return body
+                try:
+                    return f[body]
+                except KeyError:
+                    raise _located(absent(body), body_at) from None
             try:
                 return body(f)
             except MemoryError:
@@ -200,8 +217,13 @@ def _tail_if(ctx: Context, node: ast.If, orelse_statements: list[ast.stmt]) -> C
             except BaseException as exc:
                 locate(exc, body_at)
                 raise
-        if orelse_fixed:
-            return orelse
+        if orelse_kind:
+            if orelse_kind == _CONSTANT_BRANCH:
+                return orelse
+            try:
+                return f[orelse]
+            except KeyError:
+                raise _located(absent(orelse), orelse_at) from None
         try:
             return orelse(f)
         except MemoryError:

@@ -48,7 +48,7 @@ from attp_server.sandbox.limits import (
 )
 from attp_server.sandbox.namespaces import check_power
 from attp_server.sandbox.policy import register_exception
-from attp_server.sandbox.scopes import analyze
+from attp_server.sandbox.scopes import Scope, analyze
 from attp_server.sandbox.statements import compile_stmt
 
 CHECK_EVERY = 64
@@ -252,9 +252,13 @@ class Evaluator(Interpreter):  # type: ignore[misc]
 
     # ------------------------------------------------------------ running
 
-    def execute(self, tree: ast.Module) -> tuple[Any, int] | None:
-        """Run the program; return the value of its last top-level expression that is not None, and its line."""
-        scopes = analyze(tree)
+    def execute(self, tree: ast.Module, scopes: dict[ast.AST, Scope] | None = None) -> tuple[Any, int] | None:
+        """Run the program; return the value of its last top-level expression that is not None, and its line.
+
+        `scopes` is ``analyze(tree)`` when the caller has it already (a program checked before: `checked`).
+        """
+        if scopes is None:
+            scopes = analyze(tree)
         context = Context(self, scopes[tree], scopes)
         symbols = self.symtable
         last: tuple[Any, int] | None = None

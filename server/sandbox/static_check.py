@@ -203,36 +203,47 @@ def _syntax_error(code: str, exc: SyntaxError) -> Problem:
     return _located(problem, code, exc.lineno, exc.offset)
 
 
+_LOOKED_AT = frozenset({ast.ImportFrom, ast.Name, ast.Call, ast.Attribute})
+"""The node classes `_unknown_name` reads (every other node is passed over at the cost of one set lookup)."""
+
+
 def _unknown_name(walked: list[ast.AST], code: str, known: KnownNames, deadline: float) -> Problem | None:
     """The first (in source order) call of an unknown name or use of an unknown namespace member."""
-    bound = bound_names(walked)
+    everything, namespaces = known.everything, known.namespaces
+    found: set[str] | None = None
+
+    def bound() -> set[str]:  # the names the program binds: walked for only when a name is not known
+        nonlocal found
+        if found is None:
+            found = bound_names(walked)
+        return found
+
     first: tuple[int, int, ast.AST, str, str | None] | None = None  # line, column, node, name, namespace
+    node: Any  # its class is tested with `is` below, which the type checker does not narrow on
     for count, node in enumerate(walked):
         if not count % CHECK_EVERY and time.monotonic() > deadline:
             raise CheckTimeout
-        if isinstance(node, ast.ImportFrom) and node.module in known.modules and node.module in known.namespaces:
-            missing = [a.name for a in node.names if a.name != "*" and a.name not in known.namespaces[node.module]]
+        cls = node.__class__
+        if cls not in _LOOKED_AT:
+            continue
+        if cls is ast.ImportFrom and node.module in known.modules and node.module in namespaces:
+            missing = [a.name for a in node.names if a.name != "*" and a.name not in namespaces[node.module]]
             if not missing:
                 continue
             name, space = missing[0], IMPORTED_FROM
-        elif (
-            isinstance(node, ast.Name)
-            and node.id in MODULE_NAMES
-            and node.id not in known.everything
-            and node.id not in bound
-        ):
+        elif cls is ast.Name and node.id in MODULE_NAMES and node.id not in everything and node.id not in bound():
             name, space = node.id, DISABLED_MODULE
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        elif cls is ast.Call and node.func.__class__ is ast.Name:
             name, space = node.func.id, None
-            if name in known.everything or name in bound:
+            if name in everything or name in bound():
                 continue
         elif (
-            isinstance(node, ast.Attribute)
-            and isinstance(node.value, ast.Name)
-            and node.value.id in known.namespaces
-            and node.value.id not in bound
-            and node.attr not in known.namespaces[node.value.id]
+            cls is ast.Attribute
+            and node.value.__class__ is ast.Name
+            and node.value.id in namespaces
+            and node.attr not in namespaces[node.value.id]
             and not node.attr.startswith("_")
+            and node.value.id not in bound()
         ):
             name, space = node.attr, node.value.id
         else:
@@ -244,7 +255,7 @@ def _unknown_name(walked: list[ast.AST], code: str, known: KnownNames, deadline:
         return None
     line, column, node, name, space = first
     if space is IMPORTED_FROM:
-        module = node.module  # type: ignore[attr-defined]
+        module = node.module
         suggestion = closest(name, known.namespaces[module])
         problem: Problem = {
             "code": "IMPORT_FORBIDDEN",
@@ -277,7 +288,7 @@ def _unknown_name(walked: list[ast.AST], code: str, known: KnownNames, deadline:
         return _located(problem, code, line, column + 1)
     if space is None:
         qualified = known.members.get(name)
-        suggestion = qualified or closest(name, known.tools) or closest(name, known.everything | bound)
+        suggestion = qualified or closest(name, known.tools) or closest(name, known.everything | bound())
         message = f"{name}() is not a tool or function available here"
         if qualified:
             message += f"; it is in a module: call {qualified}(...)"

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from typing import IO, Any
 
 from attp_server.sandbox import alarm, keep, lockdown
+from attp_server.sandbox.checked import Checked, CheckedPrograms
 from attp_server.sandbox.evaluator import Evaluator, OutputBuffer, ToolError
 from attp_server.sandbox.jsonify import NotJSON, to_json
 from attp_server.sandbox.limits import Abort, Pauses, SizeLimitError, Timeout, ToolCallLimit
@@ -31,6 +32,7 @@ from attp_server.sandbox.modules import build_namespaces, run_namespaces
 from attp_server.sandbox.namespaces import MODULE_NAMES, SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS, Namespace
 from attp_server.sandbox.policy import RESULT_NAME, scan
 from attp_server.sandbox.protocol import ENGINES, MAX_MESSAGE_BYTES, decode, encode, text_of
+from attp_server.sandbox.scopes import analyze
 from attp_server.sandbox.starlark_engine import EngineUnavailable, StarlarkEngine, missing_extra_message
 from attp_server.sandbox.starlark_engine import available as starlark_available
 from attp_server.sandbox.static_check import CHECK_BUDGET_S, META_TOOLS, KnownNames, check, known_names
@@ -232,6 +234,8 @@ class Runner:
         # Built before lockdown, while the extra can still be found on disk.
         self.starlark = StarlarkEngine() if starlark_available() else None
         self._known: tuple[Any, KnownNames] | None = None
+        self.checked = CheckedPrograms()
+        """Programs that passed the check with the current `_known` names (cleared when those change)."""
 
     def known_names(self, job: dict[str, Any]) -> KnownNames:
         """The names the static check accepts: the same tools and packs in every run (built once), and the
@@ -246,6 +250,7 @@ class Runner:
             enabled = run_namespaces(self.namespaces, key[3], random.Random(0))
             modules = {name: frozenset(space.members) for name, space in enabled.items()}
             self._known = (key, known_names(*key[:3], modules=modules))
+            self.checked.clear()
         state = job.get("state")
         if not isinstance(state, dict):
             return self._known[1]
@@ -294,8 +299,14 @@ class Runner:
                 modules = self.modules(job)
                 symbols = self.symbols(job, bridge, modules)
                 restored = keep.restore(job["state"], symbols) if isinstance(job.get("state"), dict) else None
-                budget = min(CHECK_BUDGET_S, max(0.0, deadline - time.monotonic()))
-                parsed, problem = check(code, self.known_names(job), budget_s=budget, allow_imports=allow_imports)
+                names = self.known_names(job)
+                inputs = (allow_imports, names.kept)
+                checked = self.checked.get(code, inputs)
+                if checked is None:
+                    budget = min(CHECK_BUDGET_S, max(0.0, deadline - time.monotonic()))
+                    parsed, problem = check(code, names, budget_s=budget, allow_imports=allow_imports)
+                else:
+                    parsed, problem = checked.tree, None
                 if problem is None and restored is not None and restored.definitions:
                     # Kept functions are defined again ahead of the program: checked like it.
                     refused = scan(
@@ -309,9 +320,13 @@ class Runner:
                     done.update(status="error", error=problem)
                 else:
                     assert parsed is not None  # a program that does not parse is a problem
-                    tree = parsed
-                    if restored is not None:
-                        tree.body[:0] = restored.definitions
+                    tree, scopes = parsed, checked.scopes if checked is not None else None
+                    if restored is not None and restored.definitions:  # a new tree: `parsed` may be kept
+                        tree, scopes = ast.Module(body=[*restored.definitions, *parsed.body], type_ignores=[]), None
+                    if scopes is None:
+                        scopes = analyze(tree)
+                        if tree is parsed:
+                            self.checked.put(code, inputs, Checked(parsed, scopes))
                     evaluator = Evaluator(
                         symbols,
                         deadline=deadline,
@@ -324,7 +339,7 @@ class Runner:
                     base = dict(evaluator.symtable)
                     if restored is not None:
                         evaluator.symtable.update(restored.values)
-                    last = _deep(evaluator.execute, tree)
+                    last = _deep(functools.partial(evaluator.execute, scopes=scopes), tree)
                     done.update(self._result(evaluator.symtable, last, int(limits["max_result_bytes"])))
                     if done["status"] == "ok" and evaluator.imported:
                         done["hint"] = _joined(done.get("hint"), _import_hint(evaluator.imported))
