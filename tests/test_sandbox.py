@@ -222,3 +222,23 @@ async def test_deadline_during_tool_calls_leaves_the_protocol_clean(workspace: P
             assert data["error"]["code"] == "TIMEOUT", data["error"]
             assert data["calls"], "the run made tool calls before its deadline"
             assert (await run_code(runtime, "__result__ = add(2, 3)"))["result"] == 5
+
+
+@pytest.mark.parametrize(
+    ("code", "hint"),
+    [
+        pytest.param("x = 1", "__result__ was never set", id="silent-program"),
+        pytest.param("print('answer: 42')", None, id="answered-on-stdout"),
+        pytest.param("print('answer')\n__result__ = 1", None, id="printed-and-set"),
+    ],
+)
+async def test_a_program_that_answers_with_print_gets_no_hint_about_result(
+    runtime: Runtime, code: str, hint: str | None
+) -> None:
+    """The trial's model printed its answers on purpose and was told each time that __result__ was never set."""
+    data = await run_code(runtime, code)
+    assert data["status"] == "ok"
+    if hint is None:
+        assert not data.get("hint"), data
+    else:
+        assert hint in data["hint"]

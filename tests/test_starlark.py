@@ -258,6 +258,8 @@ async def test_result_rule_last_expression_and_hints(runtime: Runtime) -> None:
     assert "never set" in unset["hint"]
     conditional = await run_starlark(runtime, "if False:\n    __result__ = 1")
     assert "never set" in conditional["hint"]
+    printed = await run_starlark(runtime, "print('answer: 42')")
+    assert not printed.get("hint"), printed
     both = await run_starlark(runtime, "__result__ = 'chosen'\nlen")
     assert (both["status"], both["result"]) == ("ok", "chosen")
 

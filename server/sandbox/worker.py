@@ -293,7 +293,7 @@ class Runner:
                     raise EngineUnavailable(missing_extra_message())
                 known = self.starlark.known_names(job)
                 found, last_value = self.starlark.run(code, job, bridge, output, deadline, pauses=bridge.pauses)
-                done.update(self._result(found, last_value, int(limits["max_result_bytes"])))
+                done.update(self._result(found, last_value, int(limits["max_result_bytes"]), printed=output.size > 0))
             elif engine == "python":
                 allow_imports = bool(job.get("allow_imports", True))
                 modules = self.modules(job)
@@ -340,7 +340,9 @@ class Runner:
                     if restored is not None:
                         evaluator.symtable.update(restored.values)
                     last = _deep(functools.partial(evaluator.execute, scopes=scopes), tree)
-                    done.update(self._result(evaluator.symtable, last, int(limits["max_result_bytes"])))
+                    done.update(
+                        self._result(evaluator.symtable, last, int(limits["max_result_bytes"]), printed=output.size > 0)
+                    )
                     if done["status"] == "ok" and evaluator.imported:
                         done["hint"] = _joined(done.get("hint"), _import_hint(evaluator.imported))
             else:
@@ -394,8 +396,10 @@ class Runner:
         return done
 
     def _result(
-        self, symbols: Mapping[str, Any], last: tuple[Any, int | None] | None, max_bytes: int
+        self, symbols: Mapping[str, Any], last: tuple[Any, int | None] | None, max_bytes: int, *, printed: bool
     ) -> dict[str, Any]:
+        """The run's answer: ``__result__``, else the last expression's value; a program that printed and set
+        neither answered on stdout, which needs no hint."""
         hint = None
         if RESULT_NAME in symbols:
             value = symbols[RESULT_NAME]
@@ -408,7 +412,7 @@ class Runner:
             )
         else:
             value = None
-            hint = "__result__ was never set; assign __result__ = <value> to return data"
+            hint = None if printed else "__result__ was never set; assign __result__ = <value> to return data"
         try:
             result = to_json(value)
         except NotJSON as exc:

@@ -38,8 +38,8 @@ def build(ctx: ToolpackContext) -> list[ToolFunction]:
 toolpack = Toolpack(
     name="memory",
     description=(
-        "Long-term memory as a tree of pages: contents pages group pages, detail pages hold text; "
-        "expand or hide them to choose what view() shows."
+        "Long-term memory: a tree of pages named by index ('usr-3'); by default yours is the 'usr' segment, "
+        "root 'usr-0'. view() shows the tree."
     ),
     build=build,
     options=MemoryOptions,
