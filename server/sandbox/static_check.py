@@ -206,6 +206,9 @@ def _syntax_error(code: str, exc: SyntaxError) -> Problem:
 def _unknown_name(walked: list[ast.AST], code: str, known: KnownNames, deadline: float) -> Problem | None:
     """The first (in source order) call of an unknown name or use of an unknown namespace member."""
     bound = bound_names(walked)
+    for node in walked:  # ``from m import *`` binds every member of m
+        if isinstance(node, ast.ImportFrom) and node.module in known.namespaces and node.names[0].name == "*":
+            bound |= known.namespaces[node.module]
     first: tuple[int, int, ast.AST, str, str | None] | None = None  # line, column, node, name, namespace
     for count, node in enumerate(walked):
         if not count % CHECK_EVERY and time.monotonic() > deadline:
