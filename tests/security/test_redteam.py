@@ -193,6 +193,19 @@ async def test_parallel_tool_name_cannot_inflate_the_result(target: Target) -> N
     assert data["result"] == 1, data["error"]
 
 
+async def test_no_program_code_runs_while_the_result_is_converted(target: Target) -> None:
+    """Regression: a ChainMap result was read key by key, so a defaultdict among its maps called the program's
+    factory after the program had ended (a tool call, or a recursion outside the evaluator's own limit)."""
+    code = (
+        "def factory():\n    write_file('after-the-run.txt', 'x')\n    return 0\n"
+        "__result__ = collections.ChainMap(collections.defaultdict(factory), {'k': 1})"
+    )
+    data = await _run(target, code)
+    assert data["result"] == {"k": 1}, data["error"]
+    assert data["calls"] == [], data["calls"]
+    assert not (target.workspace / "after-the-run.txt").exists()
+
+
 async def test_regex_cache_does_not_carry_into_the_next_run(target: Target) -> None:
     """Review F3: patterns compiled by one run (up to ~100 MB) must not poison the next run's memory."""
     await _run(target, "for k in range(4):\n    re.compile('a' * 1000000 + str(k))\n__result__ = 1")
