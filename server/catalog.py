@@ -31,7 +31,7 @@ DESCRIPTION_BUDGET = 8000
 SUMMARY_CHARS = 110
 """A tool's summary (its docstring's first line) is cut at a word near this length."""
 PACK_DESCRIPTION_CHARS = 160
-PARAMETERS_CHARS = 120
+PARAMETERS_CHARS = 140
 """A signature longer than this keeps its required parameters and ends in ``...`` (upstream tools can have dozens)."""
 STARLARK_MODULES = ("json", "math")
 

@@ -26,7 +26,9 @@ from attp_server.sandbox.protocol import text_of
 logger = logging.getLogger(__name__)
 
 MAX_DROPPED = 50
-"""Most names a hint lists as not kept."""
+"""Most names a worker's report may say were not kept."""
+HINT_NAMES = 10
+"""Most of them the hint names (the rest are counted)."""
 
 
 @dataclass(frozen=True)
@@ -139,8 +141,13 @@ async def after_run(
 
 
 def hint(dropped: Mapping[str, str]) -> str | None:
-    """The hint naming what the next call will not find, or None when everything was kept."""
+    """The hint naming what the next call will not find, or None when everything was kept.
+
+    One line, a few words a name: it comes with every reply of a program that leaves such names, needed or not.
+    """
     if not dropped:
         return None
-    parts = [f"\n- {name}: {reason}" for name, reason in list(dropped.items())[:MAX_DROPPED]]
-    return "Not kept for the next call:" + "".join(parts)
+    items = list(dropped.items())
+    parts = [f"{name} ({reason})" for name, reason in items[:HINT_NAMES]]
+    more = f"; and {len(items) - HINT_NAMES} more" if len(items) > HINT_NAMES else ""
+    return "Not kept for the next call: " + "; ".join(parts) + more

@@ -130,7 +130,7 @@ class _Run:
     (`RunClock.paused_total`: waiting for a person's approval); tool calls are bounded by it."""
     reported: float = 0.0
     """The last progress value sent: MCP progress must increase, and parallel calls finish in any order."""
-    notices: list[str] = field(default_factory=list)
+    notices: dict[str, str] = field(default_factory=dict)
     """What tools asked the model to know (`ToolCall.notice`), added to the result's hint."""
     session: Session | None = None
     owner: str = "-"
@@ -406,7 +406,7 @@ class Runtime:
         if status == "error" and error is None:
             error = ErrorInfo(code=ErrorCode.INTERNAL_ERROR, message="the sandbox reported an error without details")
         hint = done.get("hint") if isinstance(done.get("hint"), str) else None
-        for notice in run.notices:
+        for notice in run.notices.values():
             hint = _joined(hint, notice)
         return ExecutionResult(
             status=status,

@@ -152,20 +152,26 @@ class ToolCall:
     """`time.monotonic()` value by which the run that made this call ends; None when unbounded."""
     progress: Callable[[float | None, str], Awaitable[None]] | None = None
     """Report progress from inside a long call: a fraction done (0..1, or None when unknown) and a message."""
-    notices: list[str] | None = None
-    """The run's notices (see `notice`); None outside a run."""
+    notices: dict[str, str] | None = None
+    """The run's notices by key (see `notice`); None outside a run."""
 
-    def notice(self, text: str) -> None:
+    def notice(self, text: str, *, key: str | None = None) -> None:
         """Tell the model something it must not miss about this call, in the result's ``hint``.
 
         For what a program could silently get wrong, e.g. a read that returned only part of a file.
-        A run keeps its first `MAX_NOTICES` distinct notices, each cut to `MAX_NOTICE_CHARS`.
+        A run keeps its first `MAX_NOTICES` notices, each cut to `MAX_NOTICE_CHARS`. A notice with the
+        `key` of an earlier one replaces it (a paging loop's last word stands, said once).
         """
         if self.notices is None:
             return
-        text = text[:MAX_NOTICE_CHARS]
-        if len(self.notices) < MAX_NOTICES and text not in self.notices:
-            self.notices.append(text)
+        key = text if key is None else key
+        if key in self.notices or len(self.notices) < MAX_NOTICES:
+            self.notices[key] = text[:MAX_NOTICE_CHARS]
+
+    def withdraw(self, key: str) -> None:
+        """Take back the notice given under `key` (what it warned of did not happen after all)."""
+        if self.notices is not None:
+            self.notices.pop(key, None)
 
     def remaining(self) -> float | None:
         """Seconds left before the run's deadline (never negative), or None when the call is unbounded."""

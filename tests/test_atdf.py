@@ -83,6 +83,9 @@ def test_builtin_descriptor_validates(registry: ToolRegistry, name: str) -> None
     assert list(failures(descriptor))[-2:] == ["INVALID_ARGUMENT", "TOOL_ERROR"]
 
 
+RETURNS = 'Returns str: The text of the lines, exactly as in the file and nothing else: "" once offset reaches the end.'
+
+
 def test_read_file_descriptor(registry: ToolRegistry) -> None:
     descriptor = atdf_descriptor(registry.tools["read_file"])
     summary = "a UTF-8 text file from the workspace, or a window of its lines (at most 5000 a call: page with offset)."
@@ -128,11 +131,9 @@ def test_read_file_descriptor(registry: ToolRegistry) -> None:
     assert failures(descriptor)["LINE_OUT_OF_RANGE"] == "Line out of range: offset past the end."
     assert failures(descriptor)["IS_A_DIRECTORY"] == "Is a directory."
     assert [(e["input_values"], e["expected_result"]) for e in descriptor["examples"]] == [
-        ({"path": "notes/todo.md"}, "Returns str: The text of the lines, exactly as in the file."),
-        (
-            {"path": "logs/big.log", "max_lines": 200, "offset": 1000},
-            "Returns str: The text of the lines, exactly as in the file.",
-        ),
+        ({"path": "notes/todo.md"}, RETURNS),
+        ({"path": "logs/big.log", "max_lines": 200, "offset": 1000}, RETURNS),
+        ({"path": "data/big.jsonl", "max_lines": 5000}, RETURNS),
     ]
 
 

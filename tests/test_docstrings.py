@@ -214,13 +214,17 @@ def test_builtin_tool_docstrings(
 def test_read_file_docstring_in_full() -> None:
     doc = parse_docstring(FileTools.read_file.__doc__)
     assert doc.args["max_lines"] == "Most lines to return (at least 1); the server caps it (5000 by default)."
-    assert doc.returns is not None and doc.returns.startswith("The text of the lines, exactly as in the file. If lines")
+    assert doc.returns is not None and doc.returns.startswith(
+        "The text of the lines, exactly as in the file and nothing else"
+    )
     assert doc.raises[0][1].startswith(
         "FILE_NOT_FOUND (suggested_value holds the closest existing name), IS_A_DIRECTORY"
     )
     assert doc.raises[0][1].endswith("PATH_OUTSIDE_WORKSPACE, INVALID_PATH.")
     assert doc.examples == [
-        'text = read_file("notes/todo.md")\nrest = read_file("logs/big.log", offset=1000, max_lines=200)'
+        'text = read_file("notes/todo.md")\nrest = read_file("logs/big.log", offset=1000, max_lines=200)\n'
+        'lines, page = [], read_file("data/big.jsonl", max_lines=5000)\nwhile page:\n'
+        '    lines += page.splitlines()\n    page = read_file("data/big.jsonl", max_lines=5000, offset=len(lines))'
     ]
 
 

@@ -49,7 +49,7 @@ async def test_state_is_kept_across_calls_reset_and_capped(transport: str, http:
         assert (await run(client, "__result__ = answer()"))["result"] == 42
         capped = await run(client, "big = 'b' * 10000\nsmall = 'fits'\n__result__ = len(big)")
         assert capped["result"] == 10000
-        assert "- big: too big" in capped["hint"] and "4,000" in capped["hint"], capped["hint"]
+        assert "big (too big" in capped["hint"] and "4,000" in capped["hint"], capped["hint"]
         assert (await run(client, "__result__ = [small, answer()]"))["result"] == ["fits", 42]
         after_reset = await run(client, "__result__ = x", reset=True)
         assert after_reset["error"]["code"] == "NAME_NOT_FOUND"

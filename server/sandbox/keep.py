@@ -124,11 +124,8 @@ class _Encoder:
             self.grow(len(ref) + 10)
             return {"ref": ref}
         if callable(value):
-            raise NotKept(
-                "a function made while the program ran (a lambda, or a function returned by another); "
-                "define it with def at the top level to keep it"
-            )
-        raise NotKept(f"not plain data (a {_type_name(value)} value): {_advice(value)}")
+            raise NotKept("a function made at run time, a lambda or one returned by another; a top-level def is kept")
+        raise NotKept(f"a {_type_name(value)}, not plain data{_advice(value)}")
 
 
 def _whole_size(item: int | bool | None) -> int:
@@ -280,12 +277,12 @@ def _type_name(value: Any) -> str:
 def _advice(value: Any) -> str:
     name = _type_name(value)
     if name in ("Counter", "defaultdict", "OrderedDict"):
-        return "convert it to keep it, e.g. dict(x)"
+        return "; dict(x) is kept"
     if name == "deque":
-        return "convert it to keep it, e.g. list(x)"
+        return "; list(x) is kept"
     if isinstance(value, BaseException):
-        return "keep its text instead, e.g. str(e)"
-    return "keep plain data instead (dict, list, tuple, set, str, number, bool, None, date)"
+        return "; str(e) is kept"
+    return ""
 
 
 # ---------------------------------------------------------------- references to the sandbox's own objects
@@ -354,10 +351,10 @@ def definitions(tree: ast.Module) -> dict[str, ast.FunctionDef]:
 def why_not_source(node: ast.FunctionDef) -> str | None:
     """Why running this ``def`` again could do something (call a tool) beyond defining the function."""
     if node.decorator_list:
-        return "a decorated function; define it without a decorator to keep it"
+        return "decorated; a def without decorators is kept"
     defaults = [*node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)]
     if any(isinstance(n, _SIDE_EFFECTS) for d in defaults for n in ast.walk(d)):
-        return "its default values call a function; use constants as defaults to keep it"
+        return "its default values call a function; constant defaults are kept"
     return None
 
 
@@ -452,10 +449,7 @@ def collect(
 
 def _too_big(max_bytes: int, size: int | None = None) -> str:
     what = f"{size:,} bytes" if size is not None else f"over {max_bytes:,} bytes"
-    return (
-        f"too big, {what} where all kept names together may take {max_bytes:,} (max_state_bytes); "
-        "keep a smaller part, or save it to a file and read it again"
-    )
+    return f"too big: {what}, all kept names together get {max_bytes:,} by max_state_bytes; a file keeps it"
 
 
 @dataclass

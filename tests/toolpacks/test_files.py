@@ -104,45 +104,37 @@ def test_write_keeps_permissions_of_replaced_file(files: SimpleNamespace, ws: Pa
 
 
 @pytest.mark.parametrize(
-    ("offset", "max_lines", "expected_lines", "marker"),
+    ("offset", "max_lines", "expected_lines"),
     [
-        pytest.param(0, 1000, range(1, 11), None, id="whole-file"),
-        pytest.param(0, 3, range(1, 4), "showing lines 1-3 of 10; call read_file('f.txt', offset=3)", id="first-3"),
-        pytest.param(3, 3, range(4, 7), "showing lines 4-6 of 10; call read_file('f.txt', offset=6)", id="middle"),
-        pytest.param(7, 3, range(8, 11), None, id="exact-end"),
-        pytest.param(8, 100, range(9, 11), None, id="tail"),
-        pytest.param(9, 1, range(10, 11), None, id="last-line"),
+        pytest.param(0, 1000, range(1, 11), id="whole-file"),
+        pytest.param(0, 3, range(1, 4), id="first-3"),
+        pytest.param(3, 3, range(4, 7), id="middle"),
+        pytest.param(7, 3, range(8, 11), id="exact-end"),
+        pytest.param(8, 100, range(9, 11), id="tail"),
+        pytest.param(9, 1, range(10, 11), id="last-line"),
+        pytest.param(10, 5, range(0), id="at-the-end-an-empty-page"),
     ],
 )
-def test_read_window_and_truncation_marker(
-    files: SimpleNamespace, offset: int, max_lines: int, expected_lines: range, marker: str | None
+def test_read_window_is_the_files_own_lines(
+    files: SimpleNamespace, offset: int, max_lines: int, expected_lines: range
 ) -> None:
+    """No note inside the text: the trial's model parsed one as a bad JSON line."""
     files.write_file("f.txt", numbered(10))
     text = files.read_file("f.txt", max_lines=max_lines, offset=offset)
-    body = "".join(f"line {i}\n" for i in expected_lines)
-    if marker is None:
-        assert text == body
-    else:
-        assert text.startswith(body)
-        last = text[len(body) :]
-        assert last.startswith("... [truncated: ") and last.endswith(" for more]") and "\n" not in last
-        assert marker in last
+    assert text == "".join(f"line {i}\n" for i in expected_lines)
 
 
-def test_read_caps_max_lines_and_says_so(tmp_path: Path) -> None:
+def test_read_caps_max_lines(tmp_path: Path) -> None:
     files = make_files(tmp_path, max_lines=5)
     files.write_file("f.txt", numbered(8))
-    text = files.read_file("f.txt", max_lines=1000)
-    assert text.splitlines()[:5] == [f"line {i}" for i in range(1, 6)]
-    assert text.splitlines()[5] == (
-        "... [truncated: showing lines 1-5 of 8 (max_lines is capped at 5); call read_file('f.txt', offset=5) for more]"
-    )
+    assert files.read_file("f.txt", max_lines=1000).splitlines() == [f"line {i}" for i in range(1, 6)]
 
 
-def test_read_marker_follows_partial_last_line(files: SimpleNamespace) -> None:
+def test_read_window_ends_on_a_partial_last_line(files: SimpleNamespace) -> None:
     files.write_file("f.txt", "a\nb\nc")
-    assert files.read_file("f.txt", max_lines=2).startswith("a\nb\n... [truncated: showing lines 1-2 of 3")
+    assert files.read_file("f.txt", max_lines=2) == "a\nb\n"
     assert files.read_file("f.txt", offset=2) == "c"
+    assert files.read_file("f.txt", offset=3) == ""
 
 
 @pytest.mark.parametrize(
@@ -150,7 +142,7 @@ def test_read_marker_follows_partial_last_line(files: SimpleNamespace) -> None:
     [
         pytest.param({"max_lines": 0}, "INVALID_ARGUMENT", "max_lines", id="max-lines-zero"),
         pytest.param({"offset": -1}, "INVALID_ARGUMENT", "offset", id="negative-offset"),
-        pytest.param({"offset": 3}, "LINE_OUT_OF_RANGE", "offset", id="offset-at-end"),
+        pytest.param({"offset": 4}, "LINE_OUT_OF_RANGE", "offset", id="offset-just-past-end"),
         pytest.param({"offset": 99}, "LINE_OUT_OF_RANGE", "offset", id="offset-past-end"),
     ],
 )
@@ -586,15 +578,25 @@ async def test_a_read_cut_short_is_named_in_the_result_hint(tmp_path: Path) -> N
     from harness import run_code, running
 
     (tmp_path / "ws").mkdir()
-    (tmp_path / "ws" / "big.jsonl").write_text("".join(f'{{"i": {i}}}\n' for i in range(6000)))
+    (tmp_path / "ws" / "big.jsonl").write_text("".join(f'{{"i": {i}}}\n' for i in range(12000)))
+    whole = "[json.loads(x)['i'] for x in read_file('big.jsonl', max_lines=100000).splitlines()][-1]"
+    paging = (
+        "lines, page = [], read_file('big.jsonl', max_lines=5000)\n"
+        "while page:\n"
+        "    lines += page.splitlines()\n"
+        "    page = read_file('big.jsonl', max_lines=5000, offset=len(lines))\n"
+        "__result__ = len(lines)"
+    )
     async with running(tmp_path / "ws") as runtime:
-        cut = await run_code(
-            runtime, "lines = read_file('big.jsonl', max_lines=100000).splitlines()\n__result__ = len(lines)"
+        cut = await run_code(runtime, f"__result__ = {whole}")
+        window = await run_code(runtime, "__result__ = len(read_file('big.jsonl', max_lines=10, offset=11990))")
+        paged = await run_code(runtime, paging)
+        twice = await run_code(
+            runtime, "a = read_file('big.jsonl', max_lines=10)\nb = read_file('big.jsonl', offset=10)"
         )
-        whole = await run_code(
-            runtime, "__result__ = len(read_file('big.jsonl', max_lines=10, offset=5990).splitlines())"
-        )
-    assert cut["status"] == "ok" and cut["result"] == 5001
-    assert "read_file('big.jsonl') returned lines 1-5000 of 6000" in cut["hint"]
-    assert "offset=5000" in cut["hint"]
-    assert whole["result"] == 10 and not whole["hint"]
+    assert cut["status"] == "ok" and cut["result"] == 4999, cut
+    assert "read_file('big.jsonl') gave part of the file: lines 1-5000 of 12000" in cut["hint"]
+    assert "max_lines is capped at 5000" in cut["hint"] and "offset=5000" in cut["hint"]
+    assert window["status"] == "ok" and not window.get("hint")
+    assert paged["result"] == 12000 and not paged.get("hint"), paged
+    assert twice["hint"].count("read_file(") == 1 and "lines 11-1010 of 12000" in twice["hint"]

@@ -95,9 +95,9 @@ class FileTools:
             offset: Number of lines to skip first (0-based), to continue a long file.
 
         Returns:
-            The text of the lines, exactly as in the file. If lines remain after the window, a
-            last line "... [truncated: showing lines A-B of N; call read_file(path, offset=B) for more]"
-            is appended; that line is not part of the file.
+            The text of the lines, exactly as in the file and nothing else: "" once offset reaches
+            the end. When lines remain after the window, the result's hint says how many the file
+            has, so read on with offset = the number of lines read so far.
 
         Raises:
             ToolError: FILE_NOT_FOUND (suggested_value holds the closest existing name),
@@ -107,6 +107,10 @@ class FileTools:
         Example:
             text = read_file("notes/todo.md")
             rest = read_file("logs/big.log", offset=1000, max_lines=200)
+            lines, page = [], read_file("data/big.jsonl", max_lines=5000)
+            while page:
+                lines += page.splitlines()
+                page = read_file("data/big.jsonl", max_lines=5000, offset=len(lines))
         """
         if max_lines < 1:
             raise ToolError(
@@ -128,29 +132,30 @@ class FileTools:
         target = self.workspace.resolve_file(path)
         lines = split_lines(self._read_text(target))
         total = len(lines)
-        if offset and offset >= total:
+        if offset > total:  # offset == total is the end of a paging loop: an empty page, not an error
             raise ToolError(
                 "LINE_OUT_OF_RANGE",
                 f"offset {offset} is past the end of {target.rel!r}, which has {total} lines.",
                 parameter_name="offset",
                 received=str(offset),
-                expected=f"0 <= offset < {total}",
+                expected=f"0 <= offset <= {total} ({total} gives an empty page)",
                 suggested_value="0",
             )
         limit = min(max_lines, self.options.max_lines)
         end = min(offset + limit, total)
-        text = "".join(lines[offset:end])
+        # The text stays the file's own lines (a note inside it would be parsed as data); the hint says what
+        # a program did not read. A paging loop that reaches the end takes its notice back.
+        partial = f"read_file:{target.rel}"
         if end < total:
             capped = f" (max_lines is capped at {limit})" if max_lines > limit else ""
-            text += (
-                f"... [truncated: showing lines {offset + 1}-{end} of {total}{capped}; "
-                f"call read_file({path!r}, offset={end}) for more]"
-            )
             current_call().notice(
-                f"read_file({path!r}) returned lines {offset + 1}-{end} of {total}{capped}; the text's last line is "
-                f"the truncation note, not the file's: continue with read_file({path!r}, offset={end})"
+                f"read_file({path!r}) gave part of the file: lines {offset + 1}-{end} of {total}{capped}; read on "
+                f"with offset={end}",
+                key=partial,
             )
-        return text
+        elif offset:
+            current_call().withdraw(partial)
+        return "".join(lines[offset:end])
 
     def write_file(self, path: str, content: str) -> dict[str, str | int | bool]:
         """Create or overwrite a UTF-8 text file in the workspace with the given content.
@@ -186,7 +191,7 @@ class FileTools:
         new_content: str | None = None,
         replace_all: bool = False,
     ) -> dict[str, str | int]:
-        """Change part of an existing text file, by exact text or by line numbers.
+        """Change part of a text file: old_string → new_string or lines start_line..end_line → new_content ("" deletes).
 
         Use exactly one of two modes:
         - replace mode: old_string and new_string. old_string must occur exactly once in the file
