@@ -38,6 +38,9 @@ _START = re.compile(r"^[ \t]*(?:thought[ \t]*=|\[tool_call\])", re.MULTILINE)
 _TABLE = re.compile(r"^[ \t]*\[[ \t]*tool_call[ \t]*\]", re.MULTILINE)
 _TOML_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
 MAX_SUFFIX_TRIES = 200
+MAX_PARSED_CHARS = 200_000
+"""Characters the search for the longest complete cut may parse in all (some 0.1 s of the server's CPU): each
+try parses its whole cut, and a document left open to its end fails every one of them."""
 
 
 @dataclass(frozen=True)
@@ -131,9 +134,14 @@ def _load(text: str, strict: bool, example: str) -> dict[str, Any]:
             except tomllib.TOMLDecodeError as exc:
                 error, line_offset = exc, _start_line(text, start.start())
             # Prose after the envelope: the longest leading cut that is a complete envelope.
+            budget = MAX_PARSED_CHARS
             for end in range(len(lines) - 1, 0, -1)[:MAX_SUFFIX_TRIES]:
+                cut = "".join(lines[:end])
+                budget -= len(cut)
+                if budget < 0:
+                    break
                 try:
-                    document = _toml("".join(lines[:end]))
+                    document = _toml(cut)
                 except tomllib.TOMLDecodeError:
                     continue
                 if _complete(document):

@@ -82,15 +82,19 @@ def accept(raw: object, *, max_bytes: int) -> Accepted | None:
             logger.warning("a worker reported a malformed kept value: %s", text_of(exc, 200))
             dropped[name] = "it could not be stored"
     sources: dict[str, str] = {}
-    for name, source in functions.items():
-        if not public_name(name):
+    size = 0
+    named = [(name, source) for name, source in functions.items() if public_name(name)]
+    for name, source in sorted(named, key=lambda item: len(item[1]) if isinstance(item[1], str) else 0):
+        bytes_ = len(source.encode("utf-8", "replace")) if isinstance(source, str) else 0
+        if size + bytes_ > max_bytes:  # defs count against the cap like values (smallest first), unparsed
+            dropped[name] = f"too big ({bytes_:,} bytes; max_state_bytes = {max_bytes:,})"
             continue
         problem = _check_function(name, source)
         if problem is None:
             sources[name] = source
+            size += bytes_
         else:
             dropped[name] = problem
-    size = sum(len(source.encode("utf-8")) for source in sources.values())
     kept: dict[str, Any] = {}
     for name, (bytes_, data) in sorted(sizes.items(), key=lambda item: item[1][0]):
         if size + bytes_ <= max_bytes:

@@ -447,7 +447,7 @@ class Runtime:
         error = reply.get("error") or {}
         run.calls.append(
             CallRecord(
-                tool=tool.ref if tool is not None else name,
+                tool=tool.ref if tool is not None else name[:100],
                 ok=bool(reply.get("ok")),
                 ms=round((time.perf_counter() - started) * 1000, 3),
                 error_code=error.get("code"),
@@ -469,6 +469,18 @@ class Runtime:
                     code=ErrorCode.INVALID_ARGUMENT,
                     message="call it as parallel(tool, items) with items a list of keyword-argument dicts",
                     tool_name=PARALLEL,
+                )
+            )
+        if name in META_TOOLS or (run.tools or self.registry).resolve(name) is None:
+            # Refused once, not once per item: the name is the program's own text, of any length.
+            return _reply_error(
+                ErrorInfo(
+                    code=ErrorCode.NAME_NOT_FOUND,
+                    message=f"parallel(): no tool named {short_repr(name, 100)}",
+                    tool_name=PARALLEL,
+                    parameter_name="tool",
+                    solution="Pass a tool of the description, e.g. parallel(read_file, [...]) or "
+                    "parallel('pack.tool', [...]); tools('word') searches them.",
                 )
             )
         replies: list[dict[str, Any]] = [{} for _ in items]

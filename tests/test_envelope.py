@@ -373,3 +373,23 @@ def test_nesting_too_deep_for_the_toml_parser_is_an_invalid_envelope(strict: boo
     info = invalid("thought = 'x'\nb = " + "[" * 5000 + "]" * 5000 + "\n", strict=strict)
     assert "nested too deeply" in info.message
     assert info.parameter_name == "envelope" and info.solution is not None
+
+
+def test_a_pathological_envelope_costs_a_bounded_number_of_parses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Regression: an array left open over 50,000 characters made the prose-cut search parse every one of 200
+    shorter cuts in full (5.6 s of the server's CPU for one request, before admission control)."""
+    import attp_server.envelope as envelope
+
+    parsed: list[int] = []
+    real = envelope._toml
+
+    def counting(text: str) -> dict[str, object]:
+        parsed.append(len(text))
+        return real(text)
+
+    monkeypatch.setattr(envelope, "_toml", counting)
+    text = "[tool_call]\nx = [\n" + "1,\n" * 16_600
+    with pytest.raises(EnvelopeError) as caught:
+        parse_envelope(text)
+    assert "not valid TOML" in caught.value.info.message
+    assert sum(parsed) <= envelope.MAX_PARSED_CHARS + 2 * len(text), f"{sum(parsed):,} characters parsed"

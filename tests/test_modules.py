@@ -436,6 +436,9 @@ AS_IN_CPYTHON = [
         "__result__ = [typing.cast(typing.List[int], [1]), repr(typing.Optional[int]), isinstance([], typing.Iterable),"
         " isinstance({}, typing.Mapping), isinstance(1, typing.Hashable), typing.TYPE_CHECKING, repr(T)]",
     ),
+    # regression: the static check did not count what `import *` binds, and refused calls of those names
+    p("star-import-call", "from itertools import *", "__result__ = list(islice(count(), 3))"),
+    p("star-import-call-in-function", "from math import *", "def f(x):", "    return floor(x)", "__result__ = f(2.5)"),
     p(
         "annotated-function",
         "def total(xs: typing.List[int], scale: typing.Optional[float] = None) -> typing.Any:",

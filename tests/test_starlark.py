@@ -367,6 +367,15 @@ async def test_deeply_nested_source_is_refused_before_it_can_crash_the_compiler(
     assert runtime.pool.kills == 0
 
 
+async def test_a_dict_past_the_memory_limit_is_named_as_memory(runtime: Runtime) -> None:
+    """Regression: starlark-rust crashes (SIGSEGV) when a dict outgrows memory_mb; the model was told to keep its
+    data flat (a nesting problem), which a flat dict of three million items already is."""
+    data = await run_starlark(runtime, "x = {}\nfor i in range(3000000):\n    x[str(i)] = i")
+    assert data["error"]["code"] == "RUNTIME_ERROR", data["error"]
+    assert f"memory limit of {runtime.settings.memory_mb} MB" in data["error"]["message"], data["error"]
+    assert (await run_starlark(runtime, "__result__ = 'alive'"))["result"] == "alive"
+
+
 async def test_deeply_nested_data_crashes_only_the_worker(runtime: Runtime) -> None:
     data = await run_starlark(runtime, "x = []\nfor i in range(300000):\n    x = [x]\nprint(x)")
     assert data["error"]["code"] == "RUNTIME_ERROR"

@@ -58,16 +58,29 @@ def to_json(value: Any, where: str = "__result__", depth: int = 0) -> Any:
     if isinstance(value, dict):  # Counter, OrderedDict, defaultdict
         return to_json(dict(value.items()), where, depth)
     if isinstance(value, collections.ChainMap):
-        try:
-            merged = dict(value.items())
-        except Exception as exc:  # a map that is not a mapping: ChainMap(math)
-            raise NotJSON(f"{where} is a ChainMap whose maps cannot be read ({type(exc).__name__}: {exc})") from None
-        return to_json(merged, where, depth)
+        # Each map's own items, the first map winning: never ``chainmap[key]``, which would call a defaultdict's
+        # factory (program code) after the program has ended.
+        return to_json(_merged(value, where), where, depth)
     if isinstance(value, tuple | collections.deque):  # named tuples, deque
         return to_json(list(value), where, depth)
     if cls is uuid.UUID:
         return str(value)
     raise NotJSON(f"{where} is {_describe(value)}, which has no JSON form; {_advice(value)}")
+
+
+def _merged(chain: collections.ChainMap[Any, Any], where: str, depth: int = 0) -> dict[Any, Any]:
+    """The items of `chain`'s maps, the first map winning, read without calling anything of the program."""
+    if depth > MAX_DEPTH:
+        raise NotJSON(f"{where} is a ChainMap nested more than {MAX_DEPTH} levels deep")
+    merged: dict[Any, Any] = {}
+    for mapping in reversed(chain.maps):
+        if isinstance(mapping, collections.ChainMap):
+            merged.update(_merged(mapping, where, depth + 1))
+        elif isinstance(mapping, dict):
+            merged.update(dict.items(mapping))
+        else:  # ChainMap(math)
+            raise NotJSON(f"{where} is a ChainMap of {_describe(mapping)}; its maps must be dicts")
+    return merged
 
 
 def _key(key: Any, where: str) -> str:

@@ -419,7 +419,14 @@ def collect(
         except NotKept as exc:
             out.dropped[name] = _too_big(max_bytes) if str(exc) == "too big" else str(exc)
     sources = {name: ast.unparse(node) for name, node in functions.items()}
-    room = max_bytes - sum(len(source.encode("utf-8")) for source in sources.values())
+    room = max_bytes
+    for name, source in sorted(sources.items(), key=lambda item: len(item[1])):  # defs first, smallest first
+        size = len(source.encode("utf-8"))
+        if size <= room:
+            room -= size
+        else:
+            out.dropped[name] = _too_big(max_bytes, size)
+            del functions[name]
     for name, (size, encoded) in sorted(sizes.items(), key=lambda item: item[1][0]):
         if size <= room:
             out.values[name] = encoded

@@ -368,7 +368,7 @@ class WorkerPool:
                 return _timeout(job.timeout_s)
             except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, anyio.ClosedResourceError):
                 await worker.kill()
-                return _died(worker.process.returncode, self.memory_mb)
+                return _died(worker.process.returncode, self.memory_mb, job.engine)
             except (ProtocolError, anyio.DelimiterNotFound) as exc:
                 logger.warning("worker %d broke the protocol: %s", worker.pid, exc)
                 return _failed("INTERNAL_ERROR", "the sandbox process sent a malformed message; the run was stopped")
@@ -528,12 +528,20 @@ def _timeout(timeout_s: float) -> dict[str, Any]:
     )
 
 
-def _died(returncode: int | None, memory_mb: int) -> dict[str, Any]:
+def _died(returncode: int | None, memory_mb: int, engine: str = "python") -> dict[str, Any]:
     if returncode is not None and returncode < 0:
         number = -returncode
         name = signal.Signals(number).name if number in signal.Signals._value2member_map_ else str(number)
         if number == signal.SIGXCPU:
             return _failed("TIMEOUT", "the program used up its CPU time and was stopped")
+        if number in (signal.SIGSEGV, signal.SIGBUS) and engine == "starlark":
+            # starlark-rust crashes this way both on deep nesting and when a dict outgrows the address space.
+            return _failed(
+                "RUNTIME_ERROR",
+                f"the Starlark interpreter crashed ({name}): it does when the program's data outgrows the memory "
+                f"limit of {memory_mb} MB (a dict or list of millions of items) or is nested too deeply (e.g. "
+                "printing a list nested millions of levels). Work on smaller pieces of data, and keep it flat.",
+            )
         if number in (signal.SIGSEGV, signal.SIGBUS):
             return _failed(
                 "RUNTIME_ERROR",

@@ -216,6 +216,9 @@ def _unknown_name(walked: list[ast.AST], code: str, known: KnownNames, deadline:
         nonlocal found
         if found is None:
             found = bound_names(walked)
+            for node in walked:  # ``from m import *`` binds every member of m
+                if isinstance(node, ast.ImportFrom) and node.module in namespaces and node.names[0].name == "*":
+                    found |= namespaces[node.module]
         return found
 
     first: tuple[int, int, ast.AST, str, str | None] | None = None  # line, column, node, name, namespace

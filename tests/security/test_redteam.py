@@ -183,6 +183,29 @@ async def test_error_text_and_trace_are_bounded(target: Target) -> None:
     assert len(data["calls"]) <= 51
 
 
+async def test_parallel_tool_name_cannot_inflate_the_result(target: Target) -> None:
+    """Regression: parallel() took any string as the tool's name and recorded it in the calls trace once per item,
+    so a 2-byte result came back as 40 MB of JSON (and 200 items of a 9 MB name would build 1.8 GB in the server)."""
+    data = await _run(target, "r = parallel('x' * 1_000_000, [{}] * 40, return_errors=True)\n__result__ = len(r)")
+    assert data["error"]["code"] == "NAME_NOT_FOUND", data["error"]
+    assert len(json.dumps(data)) < 10_000, f"{len(json.dumps(data)):,} bytes of result"
+    data = await _run(target, "__result__ = len(parallel('read_file', [{'path': 'none.txt'}], return_errors=True))")
+    assert data["result"] == 1, data["error"]
+
+
+async def test_no_program_code_runs_while_the_result_is_converted(target: Target) -> None:
+    """Regression: a ChainMap result was read key by key, so a defaultdict among its maps called the program's
+    factory after the program had ended (a tool call, or a recursion outside the evaluator's own limit)."""
+    code = (
+        "def factory():\n    write_file('after-the-run.txt', 'x')\n    return 0\n"
+        "__result__ = collections.ChainMap(collections.defaultdict(factory), {'k': 1})"
+    )
+    data = await _run(target, code)
+    assert data["result"] == {"k": 1}, data["error"]
+    assert data["calls"] == [], data["calls"]
+    assert not (target.workspace / "after-the-run.txt").exists()
+
+
 async def test_regex_cache_does_not_carry_into_the_next_run(target: Target) -> None:
     """Review F3: patterns compiled by one run (up to ~100 MB) must not poison the next run's memory."""
     await _run(target, "for k in range(4):\n    re.compile('a' * 1000000 + str(k))\n__result__ = 1")

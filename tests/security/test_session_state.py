@@ -8,11 +8,13 @@ stubs) are fresh, and nothing of one session reaches another (SECURITY.md points
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 from attp_server.runtime import CallContext, ExecuteRequest, Runtime
 from attp_server.sessions import Caller
+from harness import running
 
 pytestmark = pytest.mark.anyio
 
@@ -108,3 +110,20 @@ async def test_another_session_cannot_reach_the_kept_state(runtime: Runtime) -> 
     for probe in ("__result__ = token", "__result__ = mine()", "__result__ = [k for k in tools() if 'mine' in k]"):
         data = await run(runtime, probe, session="attacker")
         assert "only-mine" not in str(data["result"]), data
+
+
+async def test_kept_functions_count_against_the_cap(workspace: Path) -> None:
+    """Regression: kept defs were kept whatever their size, so one session's state grew past max_state_bytes by every
+    call's new defs (each restored, re-checked and parsed again in the server on every later call)."""
+    body = "    text = '" + "y" * 1500 + "'\n    return len(text)\n"
+    async with running(workspace, max_state_bytes=4000) as runtime:
+        for call in range(3):
+            code = "".join(f"def f{call}_{i}():\n{body}" for i in range(4)) + "__result__ = 1"
+            data = await run(runtime, code)
+            assert "too big" in (data["hint"] or ""), data
+        data = await run(runtime, "__result__ = f0_0() + f0_1()")
+        assert data["result"] == 3000, data
+        session = runtime.sessions.open(Caller(session="attacker"))
+        assert session is not None and session.kept is not None
+        assert session.kept.size <= 4000, session.kept.size
+        assert sum(len(source) for source in session.kept.functions.values()) <= 4000

@@ -572,9 +572,77 @@ PROBE_2026_11_24 = [
     ),
 ]
 
+# A fresh pass over the new evaluator, imports and curated modules (what held is kept here as regression cases).
+PROBE_EVALUATOR = [
+    c(
+        "evaluator-recursion-through-reduce",
+        "def f(n):\n    return functools.reduce(lambda a, b: f(n + 1), [1, 2])\nf(0)",
+        "exhaust the C stack through a curated module's callback",
+        LIMITED,
+    ),
+    c(
+        "evaluator-recursion-through-re-sub",
+        "def f(n):\n    return re.sub('a', lambda m: f(n + 1), 'a')\nf(0)",
+        "exhaust the C stack through a regex callback",
+        LIMITED,
+    ),
+    c(
+        "evaluator-recursion-through-defaultdict",
+        "def f(n):\n    return collections.defaultdict(lambda: f(n + 1))['x']\nf(0)",
+        "exhaust the C stack through a default factory",
+        LIMITED,
+    ),
+    c(
+        "evaluator-recursion-through-decorator",
+        "def deco(fn):\n    return deco(fn)\n@deco\ndef g():\n    pass",
+        "recursion while a def runs its decorator",
+        LIMITED,
+    ),
+    c("evaluator-kwargs-dunder", "def f(**kw):\n    return kw\nf(**{'__class__': 1})", "a dunder keyword"),
+    c("evaluator-star-import-internals", "from json import *\n__result__ = codecs", "a module's imports by star"),
+    c(
+        "evaluator-annotation-is-not-run",
+        "def f(x: write_file('../canary/pwned', 'x')) -> write_file('{CANARY}/pwned', 'x'):\n    return x\n"
+        "__result__ = f(1)",
+        "a tool call hidden in an annotation",
+        None,
+    ),
+    c("evaluator-setitem-on-namespace", "operator.setitem(math, 'pi', 3)", "rebind a module member"),
+    c(
+        "evaluator-unbound-format-through-partial",
+        "functools.partial(str.format, '{0.__class__}')(1)",
+        "the unwrapped str.format through a partial",
+    ),
+    c(
+        "evaluator-endless-c-iterator-reduced",
+        "functools.reduce(lambda a, b: a, iter(int, 1))",
+        "an endless iterator drained by C code",
+        frozenset({"TIMEOUT"}),
+    ),
+    c(
+        "evaluator-factory-after-the-run",
+        "def factory():\n    write_file('../canary/pwned', 'x')\n    return 0\n"
+        "__result__ = collections.ChainMap(collections.defaultdict(factory), {'k': 1})",
+        "program code run while the result is converted",
+        None,
+    ),
+    c(
+        "evaluator-parallel-huge-name",
+        "parallel('x' * 1_000_000, [{}] * 40, return_errors=True)",
+        "a result inflated by the calls trace",
+        frozenset({"NAME_NOT_FOUND"}),
+    ),
+    c(
+        "evaluator-modular-pow-in-c",
+        "pow(2 ** 999_999, 2 ** 999_999, 2 ** 999_999 + 1)",
+        "minutes of C-level arithmetic",
+        frozenset({"TIMEOUT"}),
+    ),
+]
+
 CASES: list[Case] = [
     *DUNDER, *NAMESPACES, *FORMATTING, *FRAMES, *EXCEPTIONS, *TOOLS, *BUILTINS, *IMPORTS, *DEFINITIONS,
-    *CLOSURES, *STATE, *NETWORK, *EXHAUSTION, *STDOUT, *REVIEW, *PROBE_2026_11_24,
+    *CLOSURES, *STATE, *NETWORK, *EXHAUSTION, *STDOUT, *REVIEW, *PROBE_2026_11_24, *PROBE_EVALUATOR,
 ]  # fmt: skip
 
 CONTROLS: list[tuple[str, str, object]] = [

@@ -54,6 +54,7 @@ def result_data(
 ) -> Any:
     """The data a program receives for `result`; raises `ToolError` for an error result or one too large."""
     hidden = sorted({s for s in secrets if s}, key=len, reverse=True)
+    budget = _Budget(max_bytes)
     if result.is_error:
         text = " ".join(_text_of(block) for block in result.content).strip() or "(the server gave no message)"
         raise ToolError("TOOL_ERROR", _scrub(_cut(text, 2000), hidden))
@@ -62,18 +63,41 @@ def result_data(
         if unwrap and isinstance(value, dict) and list(value) == ["result"]:
             value = value["result"]
     else:
+        # Text is measured before it is parsed: a few bytes of ``[],`` become a Python object each.
+        characters = sum(len(block.text) for block in result.content if isinstance(block, TextContent))
+        if characters > max_bytes:
+            raise _too_large(f"{characters:,} characters of text", max_bytes)
         parts = [_block(block, save) for block in result.content]
         value = None if not parts else parts[0] if len(parts) == 1 else parts
-    value = _plain(value, 0)
+    value = _plain(value, 0, budget)
     size = len(json.dumps(value, ensure_ascii=False).encode("utf-8"))
     if size > max_bytes:
-        raise ToolError(
-            "RESULT_TOO_LARGE",
-            f"the tool returned {size:,} bytes of data; this server's limit is {max_bytes:,} "
-            "(mcp_servers.NAME.max_result_bytes)",
-            solution="Ask for less: a narrower query, fewer items, or a page of the data.",
-        )
+        raise _too_large(f"{size:,} bytes of data", max_bytes)
     return _scrub(value, hidden) if hidden else value
+
+
+def _too_large(what: str, max_bytes: int) -> ToolError:
+    return ToolError(
+        "RESULT_TOO_LARGE",
+        f"the tool returned {what}; this server's limit is {max_bytes:,} (mcp_servers.NAME.max_result_bytes)",
+        solution="Ask for less: a narrower query, fewer items, or a page of the data.",
+    )
+
+
+class _Budget:
+    """The bytes a result's JSON takes at least, counted while it is copied: the copy stops past the limit,
+    so the server's work for a huge result is bounded by the limit, not by what the upstream sent."""
+
+    __slots__ = ("left", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.left = limit
+
+    def spend(self, size: int) -> None:
+        self.left -= size
+        if self.left < 0:
+            raise _too_large(f"more than {self.limit:,} bytes of data", self.limit)
 
 
 def _block(block: Any, save: SaveMedia | None) -> Any:
@@ -144,21 +168,39 @@ def _refuse(name: str) -> Any:
     raise ValueError(f"{name} is not JSON data")
 
 
-def _plain(value: Any, depth: int) -> Any:
-    """A JSON-only copy of `value`, refusing structures nested past `MAX_DEPTH`."""
+def _plain(value: Any, depth: int, budget: _Budget) -> Any:
+    """A JSON-only copy of `value`, refusing structures nested past `MAX_DEPTH` or larger than `budget`.
+
+    Each value spends the fewest bytes its JSON can take (``json.dumps``' ``", "`` and ``": "``
+    included), so a result that fits is never refused here; the exact size is measured afterwards.
+    """
     if depth > MAX_DEPTH:
         raise ToolError(
             "TOOL_ERROR", f"the tool returned data nested more than {MAX_DEPTH} levels deep, which is not accepted"
         )
-    if value is None or isinstance(value, bool | int | str):
+    if isinstance(value, str):
+        budget.spend(len(value) + 2)
+        return value
+    if value is None or isinstance(value, bool | int):
+        budget.spend(1)
         return value
     if isinstance(value, float):
+        budget.spend(1)
         return value if math.isfinite(value) else str(value)
     if isinstance(value, list | tuple):
-        return [_plain(item, depth + 1) for item in value]
+        budget.spend(2 * max(len(value), 1))  # the brackets and a separator between two items
+        return [_plain(item, depth + 1, budget) for item in value]
     if isinstance(value, dict):
-        return {str(key): _plain(item, depth + 1) for key, item in value.items()}
-    return str(value)
+        budget.spend(2 * max(len(value), 1))
+        out = {}
+        for key, item in value.items():
+            name = str(key)
+            budget.spend(len(name) + 4)  # quoted, and ": "
+            out[name] = _plain(item, depth + 1, budget)
+        return out
+    text = str(value)
+    budget.spend(len(text) + 2)
+    return text
 
 
 def _scrub(value: Any, secrets: list[str]) -> Any:

@@ -18,6 +18,7 @@ and upstream progress is forwarded as the run's progress.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import time
@@ -341,9 +342,16 @@ class Upstream:
                 solution="Call it with less work, or fewer calls per program (timeout_s bounds the whole run).",
             )
         save = media_saver(self.workspace, f"mcp-media/{self.pack}") if self.config.save_media else None
-        return result_data(
-            result, unwrap=shape.unwrap_result, max_bytes=self.config.max_result_bytes, secrets=self._secrets, save=save
+        convert = functools.partial(
+            result_data,
+            result,
+            unwrap=shape.unwrap_result,
+            max_bytes=self.config.max_result_bytes,
+            secrets=self._secrets,
+            save=save,
         )
+        # Up to max_result_bytes of JSON to parse, walk and measure: off the event loop every session shares.
+        return await anyio.to_thread.run_sync(convert)
 
     async def _ready(self, remaining: float | None) -> Client:
         """The connected client, connecting again first when the server is down and the backoff allows."""
