@@ -47,19 +47,14 @@ from typing import Any, Protocol
 
 from anyio.abc import TaskStatus
 from attp_server.errors import AttpError, ErrorCode, ErrorInfo, short_repr, suggest
+from attp_server.sandbox.namespaces import MODULE_NAMES
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 logger = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "attp.toolpacks"
 
-RESERVED_NAMES = frozenset(
-    {
-        "math", "json", "datetime", "re", "random", "statistics", "collections", "itertools", "functools", "operator",
-        "csv", "io", "string", "textwrap", "copy", "heapq", "bisect", "base64", "hashlib", "difflib", "uuid", "typing",
-        "help", "tools", "parallel", "print", "ToolError",
-    }
-)  # fmt: skip
+RESERVED_NAMES = frozenset({*MODULE_NAMES, "help", "tools", "parallel", "print", "ToolError"})
 """Names the sandbox itself defines (every curated module, enabled or not); no pack or tool may take them."""
 
 ToolFunction = Callable[..., Any]

@@ -55,7 +55,8 @@ FEATURES: dict[str, str] = {}
 
 ORACLE_MODULES = (
     "math", "json", "datetime", "re", "random", "statistics", "collections", "itertools", "functools", "operator",
-    "csv", "io", "string", "textwrap", "copy", "heapq", "bisect", "base64", "hashlib", "difflib", "uuid", "typing",
+    "csv", "io", "string", "textwrap", "copy", "heapq", "bisect", "base64", "hashlib", "difflib", "uuid", "tomllib",
+    "typing",
 )  # fmt: skip
 """What the oracle's CPython has by name, as the sandbox has (the `modules` setting's default)."""
 

@@ -21,6 +21,7 @@ import re
 import statistics
 import string
 import textwrap
+import tomllib
 import typing
 import uuid
 from collections.abc import AsyncIterator
@@ -54,6 +55,7 @@ REAL_MODULES = {
         statistics,
         string,
         textwrap,
+        tomllib,
         typing,
         uuid,
     )
@@ -429,6 +431,22 @@ AS_IN_CPYTHON = [
         "delta = list(difflib.Differ().compare(['a\\n', 'b\\n'], ['a\\n', 'c\\n']))",
         "__result__ = [delta, list(difflib.restore(delta, 2))]",
     ),
+    # tomllib
+    p(
+        "toml-document",
+        'text = "title = \\"x\\"\\n[server]\\nport = 8080\\nhosts = [\\"a\\", \\"b\\"]\\nwhen = 2024-05-01T12:30:00Z\\n"',
+        'text += "day = 2024-05-01\\n[[services]]\\nname = \\"api\\"\\ntimeout = 2.5\\n[[services]]\\nflags = { ro = true }\\n"',
+        "doc = tomllib.loads(text)",
+        "__result__ = [doc, sorted(doc), doc['server']['port'] + 1, [s.get('name') for s in doc['services']]]",
+    ),
+    p(
+        "toml-error",
+        "try:",
+        "    tomllib.loads('a = ')",
+        "    __result__ = 'parsed'",
+        "except tomllib.TOMLDecodeError as e:",
+        "    __result__ = ['error', str(e)]",
+    ),
     # typing
     p(
         "typing-values",
@@ -509,6 +527,7 @@ def test_the_table_covers_every_new_module() -> None:
         "hashlib",
         "difflib",
         "uuid",
+        "tomllib",
         "typing",
     ):
         assert f"{name}." in text, name

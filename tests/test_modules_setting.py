@@ -43,7 +43,13 @@ def test_unknown_module_names_field_name_choices_and_source(source: dict[str, An
     with pytest.raises(ConfigError) as caught:
         load_settings(**source)
     message = str(caught.value)
-    for needle in ("modules:", "'colections'", "did you mean 'collections'", "hashlib, difflib, uuid, typing", where):
+    for needle in (
+        "modules:",
+        "'colections'",
+        "did you mean 'collections'",
+        "hashlib, difflib, uuid, tomllib, typing",
+        where,
+    ):
         assert needle in message
 
 

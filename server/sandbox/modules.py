@@ -33,6 +33,7 @@ BUILDERS: dict[str, Callable[[], Namespace]] = {
     "hashlib": digests.hashlib_namespace,
     "difflib": texts.difflib_namespace,
     "uuid": digests.uuid_namespace,
+    "tomllib": texts.tomllib_namespace,
     "typing": hints.typing_namespace,
 }
 

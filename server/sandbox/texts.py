@@ -1,4 +1,4 @@
-"""The curated `csv`, `io`, `string`, `textwrap` and `difflib` a program sees.
+"""The curated `csv`, `io`, `string`, `textwrap`, `difflib` and `tomllib` a program sees.
 
 Text in, text out, each with the size check its amplification needs:
 
@@ -11,6 +11,8 @@ Text in, text out, each with the size check its amplification needs:
 * ``string.Template`` counts what it substitutes (``'$a' * 10**6`` with a long ``a``); ``textwrap``
   bounds indents repeated on every line and tabs expanded; ``difflib``'s generators are `Capped`
   iterators, never generator objects (whose frames lead to globals).
+* ``tomllib.loads`` reads a TOML text into plain data, no bigger than the text; its ``parse_float`` hook is
+  left out (it would call whatever it is given on every float).
 
 Imported by the worker; imports nothing from the rest of ``server`` but ``attp_server.sandbox``.
 """
@@ -22,6 +24,7 @@ import difflib as _difflib
 import io as _io
 import string as _string
 import textwrap as _textwrap
+import tomllib as _tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, cast
 
@@ -324,3 +327,18 @@ def difflib_namespace() -> Namespace:
             "IS_CHARACTER_JUNK": _difflib.IS_CHARACTER_JUNK,
         },
     )
+
+
+# ---------------------------------------------------------------- tomllib
+
+
+def _toml_loads(text: object) -> dict[str, Any]:
+    """A TOML document as a dict (tables as dicts, arrays as lists, dates and times as datetime values)."""
+    if not isinstance(text, str):
+        hint = " (decode bytes first: data.decode())" if isinstance(text, bytes | bytearray) else ""
+        raise TypeError(f"tomllib.loads() takes a str, not {type(text).__name__}{hint}")
+    return _tomllib.loads(text)
+
+
+def tomllib_namespace() -> Namespace:
+    return Namespace("tomllib", {"loads": _toml_loads, "TOMLDecodeError": _tomllib.TOMLDecodeError})

@@ -1,5 +1,5 @@
 """Red-team cases for the curated modules of issue 13 (collections, itertools, functools, operator, csv, io, string,
-textwrap, copy, heapq, bisect, base64, hashlib, difflib, uuid, typing): object walks through what each returns, and
+textwrap, copy, heapq, bisect, base64, hashlib, difflib, uuid, tomllib, typing): object walks through what each returns, and
 size bombs built through them. Same `Case` shape and placeholders as `redteam_cases`."""
 
 from __future__ import annotations
@@ -131,9 +131,18 @@ MODULE_WALKS = [
     c("modules-heapq-namespace", "heapq.heappush(math, 1)", "a namespace as a heap"),
     c("modules-reduce-exit", "functools.reduce(lambda a, b: exit(), [1, 2])", "exit from a callback"),
     c("modules-cmp-raises", "sorted([2, 1], key=functools.cmp_to_key(lambda a, b: 1 / 0))", "errors in a comparator"),
+    c("modules-toml-parse-float-hook", "tomllib.loads('a = 1.5', parse_float=print)", "tomllib's callback hook"),
+    c(
+        "modules-toml-hook-tool-call",
+        "tomllib.loads('a = 1.5', parse_float=lambda x: read_file('{CANARY}/secret.txt'))",
+        "a tool call through tomllib's hook",
+    ),
+    c("modules-toml-error-class", "tomllib.TOMLDecodeError.__init__", "the error class's internals"),
+    c("modules-toml-bytes", "tomllib.loads(b'a = 1')", "bytes where tomllib reads text"),
 ]
 
 MODULE_BOMBS = [
+    c("modules-toml-nesting", "tomllib.loads('a = ' + '[' * 200000 + ']' * 200000)", "tomllib nested arrays", LIMITED),
     c("modules-product-repeat", "list(itertools.product(range(10), repeat=8))", "itertools.product", LIMITED),
     c("modules-product-in-c", "max(itertools.product(range(100), repeat=5))", "product drained in C", LIMITED),
     c("modules-product-huge-pool", "itertools.product(range(10 ** 12))", "a pool materialised", LIMITED),
