@@ -276,6 +276,21 @@ async def test_what_is_not_kept_is_named_in_the_hint(workspace: Path) -> None:
         assert after["result"] == "fits"
 
 
+async def test_a_def_dropped_for_the_name_it_uses_leaves_its_room_to_the_values(workspace: Path) -> None:
+    """Defs were given their room before the ones that use a name not kept were dropped, so a 1,200-byte def
+    that could never be kept pushed out a 1,200-byte value, named as too big for max_state_bytes = 2,000."""
+    async with running(workspace, max_state_bytes=2000) as runtime:
+        padding = "x" * 1200
+        data = await run(
+            runtime,
+            f"it = iter([1])\ndef first():\n    return next(it), '{padding}'\nvalue = 'y' * 1200\n__result__ = 1",
+        )
+        assert data["status"] == "ok", data
+        assert "first (it uses it" in data["hint"], data["hint"]
+        assert "value" not in data["hint"], data["hint"]
+        assert (await run(runtime, "__result__ = len(value)"))["result"] == 1200
+
+
 async def test_a_restored_def_cannot_call_a_tool_again(runtime: Runtime) -> None:
     data = await run(runtime, "def f(n=add(1, 2)):\n    return n\n__result__ = f()")
     assert data["result"] == 3
