@@ -16,12 +16,16 @@ A program is never changed after it is stored: a run that prepends kept definiti
 from __future__ import annotations
 
 import ast
-import hashlib
 from collections import OrderedDict
 from collections.abc import Hashable
 from dataclasses import dataclass
 
 from attp_server.sandbox.scopes import Scope
+
+try:  # CPython's own digest: hashlib would load OpenSSL into every worker (about 4 MB each)
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - a CPython built without it
+    from hashlib import blake2b
 
 MAX_ENTRIES = 32
 """Programs kept per worker."""
@@ -47,7 +51,7 @@ def names_key(names: frozenset[str]) -> bytes:
     Never the set itself: a session may keep tens of thousands of short names within max_state_bytes, and
     a copy of them kept with every program it sends took the memory of the worker that other sessions share.
     """
-    return hashlib.blake2b("\0".join(sorted(names)).encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    return blake2b("\0".join(sorted(names)).encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 class CheckedPrograms:
