@@ -223,8 +223,10 @@ def test_read_file_docstring_in_full() -> None:
     assert doc.raises[0][1].endswith("PATH_OUTSIDE_WORKSPACE, INVALID_PATH.")
     assert doc.examples == [
         'text = read_file("notes/todo.md")\nrest = read_file("logs/big.log", offset=1000, max_lines=200)\n'
-        'lines, page = [], read_file("data/big.jsonl", max_lines=5000)\nwhile page:\n'
-        '    lines += page.splitlines()\n    page = read_file("data/big.jsonl", max_lines=5000, offset=len(lines))'
+        'text, page = "", read_file("data/big.jsonl", max_lines=5000)\n'
+        'while page.endswith("\\n"):  # only the file\'s last page can end inside a line\n'
+        '    text += page\n    page = read_file("data/big.jsonl", max_lines=5000, offset=text.count("\\n"))\n'
+        "text += page"
     ]
 
 

@@ -241,6 +241,23 @@ async def test_the_same_program_in_two_sessions_runs_each_sessions_own_kept_func
         assert "is not a tool or function available here" in data["error"]["message"], data
 
 
+async def test_a_session_with_many_kept_names_does_not_fill_a_shared_worker_with_copies_of_them(
+    workspace: Path,
+) -> None:
+    """The checked programs a worker keeps were keyed by the set of the session's kept names: a session
+    keeping 75,000 short names (under max_state_bytes) left a copy of that set (about 6 MB) with every
+    program it sent, so 24 short programs took the memory another session's program needed in that worker."""
+    async with running(workspace, workers=1, max_workers=1) as runtime:
+        for start in range(0, 75_000, 2500):
+            names = ",".join(f"v{i}" for i in range(start, start + 2500))
+            data = await run(runtime, f"{names} = [0] * 2500\n__result__ = 1", session="A")
+            assert data["status"] == "ok" and data["hint"] is None, data
+        for k in range(24):
+            assert (await run(runtime, f"__result__ = {k}", session="A"))["result"] == k
+        data = await run(runtime, "x = list(range(1_500_000))\n__result__ = len(x)", session=None)
+        assert data["status"] == "ok", data["error"]
+
+
 async def test_what_is_not_kept_is_named_in_the_hint(workspace: Path) -> None:
     async with running(workspace, max_state_bytes=2000) as runtime:
         data = await run(
@@ -257,6 +274,21 @@ async def test_what_is_not_kept_is_named_in_the_hint(workspace: Path) -> None:
         assert "small" not in hint
         after = await run(runtime, "__result__ = small")
         assert after["result"] == "fits"
+
+
+async def test_a_def_dropped_for_the_name_it_uses_leaves_its_room_to_the_values(workspace: Path) -> None:
+    """Defs were given their room before the ones that use a name not kept were dropped, so a 1,200-byte def
+    that could never be kept pushed out a 1,200-byte value, named as too big for max_state_bytes = 2,000."""
+    async with running(workspace, max_state_bytes=2000) as runtime:
+        padding = "x" * 1200
+        data = await run(
+            runtime,
+            f"it = iter([1])\ndef first():\n    return next(it), '{padding}'\nvalue = 'y' * 1200\n__result__ = 1",
+        )
+        assert data["status"] == "ok", data
+        assert "first (it uses it" in data["hint"], data["hint"]
+        assert "value" not in data["hint"], data["hint"]
+        assert (await run(runtime, "__result__ = len(value)"))["result"] == 1200
 
 
 async def test_a_restored_def_cannot_call_a_tool_again(runtime: Runtime) -> None:

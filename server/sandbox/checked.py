@@ -7,7 +7,8 @@ value, a symbol table or a compiled closure, so no run can see what an earlier r
 is kept for a program that failed the check (the next run checks it again and says why again).
 
 Entries are valid for one set of check inputs (the enabled tools, packs and modules: the owner clears
-the cache when those change); the key holds the rest (the text, ``allow_imports``, the kept names).
+the cache when those change); the key holds the rest (the text, ``allow_imports``, a digest of the kept
+names: `names_key`).
 The cache is bounded in entries and in characters of source, so that its trees stay a few megabytes.
 A program is never changed after it is stored: a run that prepends kept definitions builds a new tree.
 """
@@ -20,6 +21,11 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 
 from attp_server.sandbox.scopes import Scope
+
+try:  # CPython's own digest: hashlib would load OpenSSL into every worker (about 4 MB each)
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - a CPython built without it
+    from hashlib import blake2b
 
 MAX_ENTRIES = 32
 """Programs kept per worker."""
@@ -37,6 +43,15 @@ class Checked:
 
     tree: ast.Module
     scopes: dict[ast.AST, Scope]
+
+
+def names_key(names: frozenset[str]) -> bytes:
+    """A 16-byte key standing for a set of names (a session's kept names), for the check inputs of an entry.
+
+    Never the set itself: a session may keep tens of thousands of short names within max_state_bytes, and
+    a copy of them kept with every program it sends took the memory of the worker that other sessions share.
+    """
+    return blake2b("\0".join(sorted(names)).encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 class CheckedPrograms:

@@ -418,6 +418,8 @@ def collect(
             sizes[name] = (measure(encoded), encoded)
         except NotKept as exc:
             out.dropped[name] = _too_big(max_bytes) if str(exc) == "too big" else str(exc)
+    # Before any room is given: a def that uses a name that cannot be kept must not take a value's room.
+    _drop_users(functions, out.dropped)
     sources = {name: ast.unparse(node) for name, node in functions.items()}
     room = max_bytes
     for name, source in sorted(sources.items(), key=lambda item: len(item[1])):  # defs first, smallest first
@@ -433,18 +435,23 @@ def collect(
             room -= size
         else:
             out.dropped[name] = _too_big(max_bytes, size)
-    changed = True
-    while changed:  # a function that uses a name not kept would fail next time: drop it too, and its users
-        changed = False
-        for name, node in list(functions.items()):
-            missing = sorted((_names_used(node) & set(out.dropped)) - {name})
-            if missing:
-                verb = "is" if len(missing) == 1 else "are"
-                out.dropped[name] = f"it uses {', '.join(missing)}, which {verb} not kept"
-                del functions[name]
-                changed = True
+    _drop_users(functions, out.dropped)  # again: of the names dropped as too big just now
     out.functions = {name: sources[name] for name in functions}
     return out
+
+
+def _drop_users(functions: dict[str, ast.FunctionDef], dropped: dict[str, str]) -> None:
+    """Drop from `functions` each one that uses a name in `dropped` (it would fail next time), and its users."""
+    changed = True
+    while changed:
+        changed = False
+        for name, node in list(functions.items()):
+            missing = sorted((_names_used(node) & set(dropped)) - {name})
+            if missing:
+                verb = "is" if len(missing) == 1 else "are"
+                dropped[name] = f"it uses {', '.join(missing)}, which {verb} not kept"
+                del functions[name]
+                changed = True
 
 
 def _too_big(max_bytes: int, size: int | None = None) -> str:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from typing import IO, Any
 
 from attp_server.sandbox import alarm, keep, lockdown
-from attp_server.sandbox.checked import Checked, CheckedPrograms
+from attp_server.sandbox.checked import Checked, CheckedPrograms, names_key
 from attp_server.sandbox.evaluator import Evaluator, OutputBuffer, ToolError
 from attp_server.sandbox.jsonify import NotJSON, to_json
 from attp_server.sandbox.limits import Abort, Pauses, SizeLimitError, Timeout, ToolCallLimit
@@ -300,7 +300,7 @@ class Runner:
                 symbols = self.symbols(job, bridge, modules)
                 restored = keep.restore(job["state"], symbols) if isinstance(job.get("state"), dict) else None
                 names = self.known_names(job)
-                inputs = (allow_imports, names.kept)
+                inputs = (allow_imports, names_key(names.kept))
                 checked = self.checked.get(code, inputs)
                 if checked is None:
                     budget = min(CHECK_BUDGET_S, max(0.0, deadline - time.monotonic()))

@@ -59,3 +59,18 @@ async def test_upstream_result_within_the_limit_comes_back(runtime: Runtime) -> 
     data = await run(runtime, "__result__ = [flood(2), flood_structured(1)]")
     assert data["status"] == "ok", data["error"]
     assert data["result"] == [[[], [], []], {"items": [[]]}]
+
+
+async def test_the_same_image_saved_by_calls_at_once_is_saved_for_each(tmp_path: Path) -> None:
+    """Regression: results are converted in threads (off the event loop), and every call saving the same
+    image wrote the same ``.partial`` file: one thread moved it into place while another still wrote it, and
+    that one's move failed (FileNotFoundError), an error for an image that was saved."""
+    servers = {"hostile": {"command": sys.executable, "args": [str(HOSTILE)], "save_media": True}}
+    settings = make_settings(tmp_path, toolpacks=[], mcp_servers=servers, timeout_s=60.0)
+    async with open_runtime(settings) as runtime:
+        for _ in range(3):
+            data = await run(runtime, "__result__ = [r['path'] for r in parallel('picture', [{'kb': 4096}] * 8)]")
+            assert data["status"] == "ok", data["error"]
+            assert len(set(data["result"])) == 1, data["result"]
+            assert (tmp_path / data["result"][0]).stat().st_size == 4096 * 1024
+            (tmp_path / data["result"][0]).unlink()

@@ -2,14 +2,16 @@
 
 Upstream servers are trusted code, but what they return is not (a fetch tool hands back whatever a
 web page says): ``flood(n)`` answers a text block that looks like JSON and parses to millions of
-objects, ``flood_structured(n)`` the same as structured content. Run as ``python hostile_server.py``;
-it speaks MCP on stdio.
+objects, ``flood_structured(n)`` the same as structured content, ``picture(kb)`` the same image in
+every call. Run as ``python hostile_server.py``; it speaks MCP on stdio.
 """
 
 from __future__ import annotations
 
+import base64
+
 from mcp.server.mcpserver import MCPServer
-from mcp_types import CallToolResult, TextContent
+from mcp_types import CallToolResult, ImageContent, TextContent
 
 server = MCPServer("hostile")
 
@@ -24,6 +26,13 @@ def flood(n: int) -> CallToolResult:
 def flood_structured(n: int) -> CallToolResult:
     """Structured content holding `n` empty lists."""
     return CallToolResult(content=[], structured_content={"items": [[] for _ in range(n)]})
+
+
+@server.tool()
+def picture(kb: int) -> CallToolResult:
+    """An image of `kb` KiB, the same bytes in every call (a logo that every page of a site shows)."""
+    data = base64.b64encode(b"\x89PNG" + bytes(kb * 1024 - 4)).decode("ascii")
+    return CallToolResult(content=[ImageContent(type="image", data=data, mime_type="image/png")])
 
 
 if __name__ == "__main__":

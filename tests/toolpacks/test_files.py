@@ -600,3 +600,26 @@ async def test_a_read_cut_short_is_named_in_the_result_hint(tmp_path: Path) -> N
     assert window["status"] == "ok" and not window.get("hint")
     assert paged["result"] == 12000 and not paged.get("hint"), paged
     assert twice["hint"].count("read_file(") == 1 and "lines 11-1010 of 12000" in twice["hint"]
+
+
+@pytest.mark.anyio
+async def test_the_paging_loop_of_read_files_docstring_reads_every_line_of_a_log_with_carriage_returns(
+    tmp_path: Path,
+) -> None:
+    """read_file counts lines by ``\\n`` only; the docstring's paging loop counted them with str.splitlines(),
+    which also splits at ``\\r`` (a progress bar's log), ``\\x0c`` and U+2028, so each page moved the offset
+    past lines never read: 3,000 of a 10,000-line log were silently skipped."""
+    from attp_server.docstrings import parse_docstring
+    from harness import run_code, running
+
+    (tmp_path / "ws").mkdir()
+    text = "".join(f"step {i}: 50%\rstep {i}: 100%\n" for i in range(10_000)) + "done"
+    (tmp_path / "ws" / "train.log").write_text(text, newline="")
+    example = parse_docstring(files_tools.FileTools.read_file.__doc__).examples[0]
+    loop = example[example.index("\n", example.index("rest = ")) + 1 :].replace('"data/big.jsonl"', "'train.log'")
+    assert loop.startswith(("text, page", "lines, page")), loop  # the paging loop, as the model reads it
+    async with running(tmp_path / "ws") as runtime:
+        read = "text" if loop.startswith("text") else "''.join(lines)"
+        data = await run_code(runtime, f"{loop}\n__result__ = [{read}.count('100%'), {read}.endswith('done')]")
+    assert data["status"] == "ok", data["error"]
+    assert data["result"] == [10_000, True], "the loop skipped lines of the file"

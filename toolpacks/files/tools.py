@@ -97,7 +97,8 @@ class FileTools:
         Returns:
             The text of the lines, exactly as in the file and nothing else: "" once offset reaches
             the end. When lines remain after the window, the result's hint says how many the file
-            has, so read on with offset = the number of lines read so far.
+            has, so read on with offset = the number of lines read so far. Only "\\n" ends a line:
+            count them with text.count("\\n"), not len(text.splitlines()), which also splits at "\\r".
 
         Raises:
             ToolError: FILE_NOT_FOUND (suggested_value holds the closest existing name),
@@ -107,10 +108,11 @@ class FileTools:
         Example:
             text = read_file("notes/todo.md")
             rest = read_file("logs/big.log", offset=1000, max_lines=200)
-            lines, page = [], read_file("data/big.jsonl", max_lines=5000)
-            while page:
-                lines += page.splitlines()
-                page = read_file("data/big.jsonl", max_lines=5000, offset=len(lines))
+            text, page = "", read_file("data/big.jsonl", max_lines=5000)
+            while page.endswith("\\n"):  # only the file's last page can end inside a line
+                text += page
+                page = read_file("data/big.jsonl", max_lines=5000, offset=text.count("\\n"))
+            text += page
         """
         if max_lines < 1:
             raise ToolError(

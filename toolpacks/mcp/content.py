@@ -20,6 +20,8 @@ import hashlib
 import json
 import math
 import mimetypes
+import os
+import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -146,9 +148,16 @@ def media_saver(root: Path, folder: str) -> SaveMedia:
         target = root / relative
         target.parent.mkdir(parents=True, exist_ok=True)
         if not target.exists():
-            partial = target.with_suffix(target.suffix + ".partial")
-            partial.write_bytes(raw)
-            partial.replace(target)
+            # A partial file of its own: results are converted in threads, and calls that return the same
+            # image at once each save it (the last move wins, with the same bytes).
+            handle, partial = tempfile.mkstemp(dir=target.parent, prefix=f"{target.name}.", suffix=".partial")
+            try:
+                with os.fdopen(handle, "wb") as out:
+                    out.write(raw)
+                os.replace(partial, target)
+            except BaseException:
+                Path(partial).unlink(missing_ok=True)
+                raise
         return relative.as_posix()
 
     return save
