@@ -406,7 +406,7 @@ class Runtime:
         if status == "error" and error is None:
             error = ErrorInfo(code=ErrorCode.INTERNAL_ERROR, message="the sandbox reported an error without details")
         hint = done.get("hint") if isinstance(done.get("hint"), str) else None
-        for notice in run.notices.values():
+        for notice in list(run.notices.values()):  # a tool thread left running may still add one
             hint = _joined(hint, notice)
         return ExecutionResult(
             status=status,

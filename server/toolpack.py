@@ -163,6 +163,10 @@ class ToolCall:
         if key in self.notices or len(self.notices) < MAX_NOTICES:
             self.notices[key] = text[:MAX_NOTICE_CHARS]
 
+    def noticed(self, key: str) -> str | None:
+        """The notice given under `key` in this run so far, if any."""
+        return None if self.notices is None else self.notices.get(key)
+
     def withdraw(self, key: str) -> None:
         """Take back the notice given under `key` (what it warned of did not happen after all)."""
         if self.notices is not None:

@@ -594,12 +594,16 @@ async def test_a_read_cut_short_is_named_in_the_result_hint(tmp_path: Path) -> N
         twice = await run_code(
             runtime, "a = read_file('big.jsonl', max_lines=10)\nb = read_file('big.jsonl', offset=10)"
         )
+        head_and_tail = await run_code(
+            runtime, "a = read_file('big.jsonl', max_lines=10)\nb = read_file('big.jsonl', offset=11000)"
+        )
     assert cut["status"] == "ok" and cut["result"] == 4999, cut
     assert "read_file('big.jsonl') gave part of the file: lines 1-5000 of 12000" in cut["hint"]
     assert "max_lines is capped at 5000" in cut["hint"] and "offset=5000" in cut["hint"]
     assert window["status"] == "ok" and not window.get("hint")
     assert paged["result"] == 12000 and not paged.get("hint"), paged
     assert twice["hint"].count("read_file(") == 1 and "lines 11-1010 of 12000" in twice["hint"]
+    assert "lines 1-10 of 12000" in head_and_tail["hint"], head_and_tail  # the middle was never read
 
 
 @pytest.mark.anyio

@@ -146,8 +146,9 @@ class FileTools:
         limit = min(max_lines, self.options.max_lines)
         end = min(offset + limit, total)
         # The text stays the file's own lines (a note inside it would be parsed as data); the hint says what
-        # a program did not read. A paging loop that reaches the end takes its notice back.
+        # a program did not read. A paging loop that goes on from where it stopped to the end takes it back.
         partial = f"read_file:{target.rel}"
+        resume = f"read on with offset={offset}"
         if end < total:
             capped = f" (max_lines is capped at {limit})" if max_lines > limit else ""
             current_call().notice(
@@ -155,7 +156,7 @@ class FileTools:
                 f"with offset={end}",
                 key=partial,
             )
-        elif offset:
+        elif offset and (current_call().noticed(partial) or "").endswith(resume):
             current_call().withdraw(partial)
         return "".join(lines[offset:end])
 
