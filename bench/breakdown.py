@@ -17,10 +17,10 @@ import time
 from pathlib import Path
 
 import anyio
-from attp_server.runtime import ExecuteRequest, Runtime, open_runtime
+
+from attp_server.run.runtime import ExecuteRequest, Runtime, open_runtime
 from attp_server.settings import Settings
 from attp_server.toolpack import ToolRegistry
-
 from bench.timing import interleaved, median_ms, ratio
 from bench.transport import attp_args, attp_call, clients, noop_call, stdio
 from bench.workloads import W1, threaded_toolpack, toolpack

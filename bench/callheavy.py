@@ -19,10 +19,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from attp_server.runtime import Runtime, open_runtime
+from attp_server.run.runtime import Runtime, open_runtime
 from attp_server.settings import Settings
 from attp_server.toolpack import ToolRegistry
-
 from bench.engines import Engine, EvaluatorEngine, ExecEngine, RuntimeEngine, checked, close, optional_engines
 from bench.report import Report
 from bench.timing import Call, interleaved, median_ms, ratio

@@ -7,10 +7,10 @@ import time
 from pathlib import Path
 
 import anyio
-from attp_server.runtime import ExecuteRequest, Runtime, open_runtime
+
+from attp_server.run.runtime import ExecuteRequest, Runtime, open_runtime
 from attp_server.settings import Settings
 from attp_server.toolpack import ToolRegistry
-
 from bench.report import Report
 from bench.timing import median_ms, ratio
 from bench.workloads import W1, toolpack

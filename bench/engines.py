@@ -26,8 +26,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from attp_server.runtime import ExecuteRequest, Runtime
-
+from attp_server.run.runtime import ExecuteRequest, Runtime
 from bench.workloads import TOOLS, Workload
 
 
@@ -114,16 +113,16 @@ class EvaluatorEngine:
     name = "evaluator"
 
     def __init__(self) -> None:
-        from attp_server.sandbox.evaluator import ToolError
-        from attp_server.sandbox.namespaces import SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS, static_namespaces
+        from attp_server.sandbox.compiler.evaluator import ToolError
         from attp_server.sandbox.static_check import known_names
+        from attp_server.sandbox.stdlib.namespaces import SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS, static_namespaces
 
         self.modules = static_namespaces()
         self.base = {**SAFE_BUILTIN_FUNCTIONS, **SAFE_EXCEPTIONS, "ToolError": ToolError, **self.modules}
         self.known = known_names(tuple(TOOLS), ())
 
     async def run(self, workload: Workload) -> Any:
-        from attp_server.sandbox.evaluator import Evaluator, OutputBuffer
+        from attp_server.sandbox.compiler.evaluator import Evaluator, OutputBuffer
         from attp_server.sandbox.static_check import check
 
         tree, problem = check(workload.code, self.known)
@@ -157,7 +156,7 @@ class RuntimeEngine:
 class NewProgramEngine(RuntimeEngine):
     """`RuntimeEngine` sending a text no worker has seen: the program with a comment that differs every run.
 
-    A worker keeps the programs it checked (`attp_server.sandbox.checked`), so ``runtime`` measures a
+    A worker keeps the programs it checked (`attp_server.sandbox.process.checked`), so ``runtime`` measures a
     program sent again (an agent's retry or poll); this measures one written afresh (parsed, checked and
     analysed in the run).
     """

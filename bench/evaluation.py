@@ -5,10 +5,9 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from attp_server.runtime import open_runtime
+from attp_server.run.runtime import open_runtime
 from attp_server.settings import Settings
 from attp_server.toolpack import ToolRegistry
-
 from bench.engines import (
     OPTIONAL,
     Engine,
@@ -83,7 +82,7 @@ async def _async_tools(report: Report, quick: bool, workspace: Path) -> None:
 
 async def _new_programs(report: Report, quick: bool, workspace: Path) -> None:
     """W1 again, its text new to the worker in every run: what the parse, the check and the scope analysis
-    cost, which a program sent again skips (`attp_server.sandbox.checked`); beside Monty when installed."""
+    cost, which a program sent again skips (`attp_server.sandbox.process.checked`); beside Monty when installed."""
     settings = Settings(workspace=workspace, toolpacks=[], workers=2, timeout_s=60)
     registry = ToolRegistry([toolpack], workspace, {})
     async with open_runtime(settings, registry=registry) as runtime:

@@ -34,12 +34,12 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from attp_server.results import render
-from attp_server.runtime import ExecuteRequest, open_runtime
-from attp_server.settings import Settings
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
+from attp_server.model.results import render
+from attp_server.run.runtime import ExecuteRequest, open_runtime
+from attp_server.settings import Settings
 from bench.report import Report
 from bench.result_text import token_counter
 
@@ -123,7 +123,7 @@ async def direct(root: Path, node: str) -> dict[str, str]:
 
 async def through_attp(root: Path, node: str, workspace: Path) -> tuple[dict[str, str], Any]:
     """What a model reads doing the task as one attp_execute program (and the program it writes)."""
-    from attp_server.app import create_server
+    from attp_server.faces.app import create_server
 
     settings = Settings(
         workspace=workspace,

@@ -40,7 +40,6 @@ from typing import Any
 from attp_server.toolpack import ToolRegistry
 from attp_server.toolpacks.memory import MemoryOptions, Store, toolpack
 from attp_server.toolpacks.memory.search import TRIGRAM, terms_of
-
 from bench.report import Report
 
 RESULTS = Path(__file__).parent / "memory_search.json"

@@ -15,12 +15,12 @@ from typing import Annotated, Literal
 
 import anyio
 import uvicorn
-from attp_server.results import CallRecord, ExecutionResult, render, structured
-from attp_server.settings import Settings
 from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult, TextContent
 from pydantic import Field
 
+from attp_server.model.results import CallRecord, ExecutionResult, render, structured
+from attp_server.settings import Settings
 from bench.workloads import WORKLOADS, noop
 
 

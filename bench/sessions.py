@@ -12,11 +12,10 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from attp_server.runtime import CallContext, ExecuteRequest, Runtime, open_runtime
-from attp_server.sessions import Caller
+from attp_server.run.runtime import CallContext, ExecuteRequest, Runtime, open_runtime
+from attp_server.sessions.registry import Caller
 from attp_server.settings import Settings
 from attp_server.toolpack import ToolRegistry
-
 from bench.report import Report
 from bench.timing import Call, interleaved, median_ms, ratio
 from bench.workloads import W1, toolpack

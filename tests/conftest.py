@@ -11,9 +11,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "support"))
 
-from attp_server.runtime import Runtime
 from harness import SERVE_FLAGS, Served, free_port, running, server_env, stop_process, wait_for_health
 from mcp.client.stdio import StdioServerParameters
+
+from attp_server.run.runtime import Runtime
 
 
 @pytest.fixture

@@ -16,11 +16,12 @@ from typing import Any
 
 import anyio
 import pytest
-from attp_server.app import create_server
 from harness import SERVE_FLAGS, Served, running, serving_http, stdio_client
 from harness import execute as run
 from mcp import Client
 from mcp_types import ElicitRequestParams, ElicitResult
+
+from attp_server.faces.app import create_server
 
 pytestmark = pytest.mark.anyio
 

@@ -12,12 +12,13 @@ from typing import Any, Literal
 import demo_pack
 import jsonschema
 import pytest
-from attp_server.atdf import SCHEMA_VERSION, atdf_catalog, atdf_descriptor
+from pydantic import BaseModel
+
+from attp_server.model.atdf import SCHEMA_VERSION, atdf_catalog, atdf_descriptor
 from attp_server.toolpack import Tool, ToolRegistry, make_tool
 from attp_server.toolpacks.files import toolpack as files_toolpack
 from attp_server.toolpacks.shell import toolpack as shell_toolpack
 from attp_server.toolpacks.skills import toolpack as skills_toolpack
-from pydantic import BaseModel
 
 SCHEMA = json.loads((Path(__file__).parent / "data" / "atdf" / "enhanced_atdf_schema.json").read_text())
 VALIDATOR_CLASS = jsonschema.validators.validator_for(SCHEMA)

@@ -18,13 +18,13 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from attp_server.runtime import ExecuteRequest, open_runtime
-from attp_server.sandbox.pool import LONG_RUN_NICE
-from attp_server.settings import Settings
-from attp_server.toolpack import Toolpack, ToolpackLoadError, ToolRegistry
 from harness import Served, serving_http
 from mcp import Client
 
+from attp_server.run.runtime import ExecuteRequest, open_runtime
+from attp_server.sandbox.process.pool import LONG_RUN_NICE
+from attp_server.settings import Settings
+from attp_server.toolpack import Toolpack, ToolpackLoadError, ToolRegistry
 from bench.load import run_load
 
 pytestmark = pytest.mark.anyio

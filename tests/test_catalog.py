@@ -7,8 +7,16 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import pytest
-from attp_server.catalog import DESCRIPTION_BUDGET, Catalog, compact_signature, enabled_modules, shorten, type_text
-from attp_server.runtime import build_registry
+
+from attp_server.model.catalog import (
+    DESCRIPTION_BUDGET,
+    Catalog,
+    compact_signature,
+    enabled_modules,
+    shorten,
+    type_text,
+)
+from attp_server.run.runtime import build_registry
 from attp_server.settings import Settings
 from attp_server.toolpack import ToolMarks, Toolpack, ToolRegistry, make_tool
 

@@ -1,4 +1,4 @@
-"""The worker's cache of checked programs (`attp_server.sandbox.checked`): bounded, least recently used first out.
+"""The worker's cache of checked programs (`attp_server.sandbox.process.checked`): bounded, least recently used first out.
 
 What it must never do (carry a session's kept definitions into another session's run, or let a program
 skip a check its inputs have changed for) is tested through a real worker in test_sessions.py.
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import ast
 
-from attp_server.sandbox.checked import Checked, CheckedPrograms
-from attp_server.sandbox.scopes import analyze
+from attp_server.sandbox.compiler.scopes import analyze
+from attp_server.sandbox.process.checked import Checked, CheckedPrograms
 
 
 def checked(code: str) -> Checked:

@@ -7,9 +7,10 @@ import sys
 import threading
 
 import pytest
-from attp_server.checks import KnownNames, check_program
+
 from attp_server.errors import ErrorInfo
-from attp_server.runtime import Runtime
+from attp_server.run.checks import KnownNames, check_program
+from attp_server.run.runtime import Runtime
 from attp_server.sandbox.static_check import check
 from attp_server.sandbox.suggestions import MAX_COMPARED, closest
 from attp_server.toolpack import Toolpack, ToolRegistry

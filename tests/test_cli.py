@@ -10,8 +10,9 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from attp_server.cli import main
 from harness import server_env
+
+from attp_server.faces.cli import main
 
 ENVELOPE = """thought = "write then read"
 

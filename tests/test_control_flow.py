@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from attp_server.runtime import Runtime
 from harness import run_code
+
+from attp_server.run.runtime import Runtime
 
 pytestmark = pytest.mark.anyio
 

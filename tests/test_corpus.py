@@ -38,10 +38,11 @@ from typing import Any
 import anyio
 import pydantic_core
 import pytest
-from attp_server.catalog import Catalog
+
 from attp_server.errors import ErrorInfo
-from attp_server.runtime import ExecuteRequest, Runtime, build_registry
-from attp_server.sandbox.pool import WorkerPool
+from attp_server.model.catalog import Catalog
+from attp_server.run.runtime import ExecuteRequest, Runtime, build_registry
+from attp_server.sandbox.process.pool import WorkerPool
 from attp_server.settings import Settings
 from attp_server.toolpack import Tool
 from attp_server.toolpack import ToolError as ServerToolError

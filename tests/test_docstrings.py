@@ -9,7 +9,8 @@ from typing import Any
 
 import demo_pack
 import pytest
-from attp_server.docstrings import Docstring, docstring_warnings, parse_docstring
+
+from attp_server.model.docstrings import Docstring, docstring_warnings, parse_docstring
 from attp_server.toolpack import ToolRegistry, make_tool
 from attp_server.toolpacks.files import FileTools
 from attp_server.toolpacks.files import toolpack as files_toolpack

@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 
 import pytest
-from attp_server.envelope import Declined, EnvelopeError, Program, parse_envelope
+
 from attp_server.errors import ErrorInfo
+from attp_server.run.envelope import Declined, EnvelopeError, Program, parse_envelope
 
 BARE = """\
 thought = \"\"\"1. read the notes 2. return them\"\"\"
@@ -378,7 +379,7 @@ def test_nesting_too_deep_for_the_toml_parser_is_an_invalid_envelope(strict: boo
 def test_a_pathological_envelope_costs_a_bounded_number_of_parses(monkeypatch: pytest.MonkeyPatch) -> None:
     """Regression: an array left open over 50,000 characters made the prose-cut search parse every one of 200
     shorter cuts in full (5.6 s of the server's CPU for one request, before admission control)."""
-    import attp_server.envelope as envelope
+    import attp_server.run.envelope as envelope
 
     parsed: list[int] = []
     real = envelope._toml

@@ -20,10 +20,6 @@ from typing import Any
 import anyio
 import jsonschema
 import pytest
-from attp_server.atdf import atdf_descriptor
-from attp_server.catalog import tool_text
-from attp_server.cli import main
-from attp_server.runtime import CallContext, ExecuteRequest, Runtime, open_runtime
 from harness import make_settings
 from upstreams import (
     EVERYTHING,
@@ -35,6 +31,11 @@ from upstreams import (
     tapped,
     time_stdio,
 )
+
+from attp_server.faces.cli import main
+from attp_server.model.atdf import atdf_descriptor
+from attp_server.model.catalog import tool_text
+from attp_server.run.runtime import CallContext, ExecuteRequest, Runtime, open_runtime
 
 pytestmark = pytest.mark.anyio
 

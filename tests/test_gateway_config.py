@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from attp_server.errors import ConfigError
 from attp_server.mcp_config import ExpansionError, expand
 from attp_server.settings import load_settings

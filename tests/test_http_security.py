@@ -8,12 +8,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import attp_server.http
 import httpx
 import pytest
-from attp_server.http import TokenAuth
 from harness import SERVE_FLAGS, Served, free_port, server_env, serving_http
 from starlette.types import Message, Scope
+
+import attp_server.faces.http
+from attp_server.faces.http import TokenAuth
 
 TOKEN = "tok-7c1e5a0b9f-not-a-real-secret"
 INITIALIZE = {
@@ -102,13 +103,13 @@ def test_healthz_needs_no_token_and_reveals_nothing_without_it(guarded: Served) 
 def test_the_comparison_is_constant_time(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every presented value goes through hmac.compare_digest (no early-exit == anywhere)."""
     compared: list[tuple[bytes, bytes]] = []
-    real = attp_server.http.hmac.compare_digest
+    real = attp_server.faces.http.hmac.compare_digest
 
     def spy(a: bytes, b: bytes) -> bool:
         compared.append((a, b))
         return real(a, b)
 
-    monkeypatch.setattr(attp_server.http.hmac, "compare_digest", spy)
+    monkeypatch.setattr(attp_server.faces.http.hmac, "compare_digest", spy)
     sent: list[Message] = []
 
     async def app(scope: Scope, receive: Any, send: Any) -> None:

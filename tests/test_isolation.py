@@ -14,15 +14,16 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from attp_server.errors import AttpError, ConfigError
-from attp_server.http import check_exposure
-from attp_server.runtime import CallContext, ExecuteRequest
-from attp_server.scopes import SESSIONS_DIR
-from attp_server.sessions import Caller
-from attp_server.settings import Settings, load_settings
 from harness import Served, running, serving_http
 from harness import execute as run
 from mcp import Client
+
+from attp_server.errors import AttpError, ConfigError
+from attp_server.faces.http import check_exposure
+from attp_server.run.runtime import CallContext, ExecuteRequest
+from attp_server.sessions.isolation import SESSIONS_DIR
+from attp_server.sessions.registry import Caller
+from attp_server.settings import Settings, load_settings
 
 pytestmark = pytest.mark.anyio
 
@@ -209,7 +210,7 @@ def test_tenant_isolation_needs_named_tokens() -> None:
 
 async def test_the_number_of_built_scopes_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each scope's tools hold open files (a memory database): past MAX_BUILT the oldest are let go, then rebuilt."""
-    monkeypatch.setattr("attp_server.scopes.MAX_BUILT", 2)
+    monkeypatch.setattr("attp_server.sessions.isolation.MAX_BUILT", 2)
     overrides = {"toolpacks": ["files", "memory"], "db_path": tmp_path / "db" / "m.sqlite3", "isolation": "tenant"}
     async with running(tmp_path / "ws", **overrides) as runtime:
         for tenant in ("a", "b", "c", "a"):

@@ -8,9 +8,10 @@ from pathlib import Path
 import demo_pack
 import jsonschema
 import pytest
+
 from attp_server import Toolpack
-from attp_server.cli import main
-from attp_server.sandbox.namespaces import MODULE_NAMES
+from attp_server.faces.cli import main
+from attp_server.sandbox.stdlib.namespaces import MODULE_NAMES
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads((Path(__file__).parent / "data" / "mcp-registry-server.schema.json").read_text())

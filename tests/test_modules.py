@@ -28,9 +28,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from attp_server.runtime import Runtime
-from attp_server.sandbox.jsonify import to_json
 from harness import run_code, running
+
+from attp_server.run.runtime import Runtime
+from attp_server.sandbox.process.jsonify import to_json
 
 pytestmark = pytest.mark.anyio
 

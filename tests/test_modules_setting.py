@@ -12,17 +12,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from attp_server.catalog import Catalog
+from harness import run_code, running
+
 from attp_server.errors import ConfigError
-from attp_server.manifest import build_manifest
-from attp_server.runtime import Runtime
-from attp_server.sandbox.containers import deque
-from attp_server.sandbox.jsonify import NotJSON, to_json
-from attp_server.sandbox.namespaces import MODULE_NAMES
-from attp_server.sandbox.pool import Job, WorkerPool
+from attp_server.faces.manifest import build_manifest
+from attp_server.model.catalog import Catalog
+from attp_server.run.runtime import Runtime
+from attp_server.sandbox.process.jsonify import NotJSON, to_json
+from attp_server.sandbox.process.pool import Job, WorkerPool
+from attp_server.sandbox.stdlib.containers import deque
+from attp_server.sandbox.stdlib.namespaces import MODULE_NAMES
 from attp_server.settings import Settings, load_settings
 from attp_server.toolpack import RESERVED_NAMES, Toolpack, ToolpackLoadError, ToolRegistry, load_toolpack
-from harness import run_code, running
 
 SOME = ["math", "json", "typing"]
 
@@ -219,8 +220,8 @@ def test_worker_namespaces_do_not_load_openssl() -> None:
     """CPython's own digests serve hashlib and uuid3/uuid5: OpenSSL would cost every worker about 4 MB."""
     probe = (
         "import sys, importlib\n"
-        "from attp_server.sandbox import worker\n"
-        "from attp_server.sandbox.modules import build_namespaces\n"
+        "from attp_server.sandbox.process import worker\n"
+        "from attp_server.sandbox.stdlib.modules import build_namespaces\n"
         "build_namespaces()\n"
         "own = all(importlib.util.find_spec(m) for m in ('_md5', '_sha1', '_sha256', '_sha512', '_sha3', '_blake2'))\n"
         "print(own, '_hashlib' in sys.modules)\n"

@@ -11,26 +11,21 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-FOLDERS = {"server": "attp_server", "toolpacks": "attp_server.toolpacks", "skills": "attp_server.bundled_skills"}
+SRC = REPO / "src"
+
+
+def test_the_tree_is_the_installed_package() -> None:
+    """One name for each thing: no folder mapping, no symlink, no hand-kept package list."""
+    setuptools = _pyproject()["tool"]["setuptools"]  # type: ignore[index]
+    assert "package-dir" not in setuptools
+    assert setuptools["packages"] == {"find": {"where": ["src"]}}
+    assert [p.name for p in SRC.iterdir() if not p.name.endswith(".egg-info")] == ["attp_server"]
+    tracked = subprocess.run(["git", "ls-files", "-s"], cwd=REPO, capture_output=True, text=True, check=False).stdout
+    assert [line for line in tracked.splitlines() if line.startswith("120000")] == []  # no symbolic link
 
 
 def _pyproject() -> dict[str, object]:
     return tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
-
-
-def test_every_package_folder_is_listed_for_the_build() -> None:
-    """A package folder missing from pyproject's list would be left out of the wheel without a word."""
-    setuptools = _pyproject()["tool"]["setuptools"]  # type: ignore[index]
-    listed = set(setuptools["packages"])
-    assert setuptools["package-dir"] == {name: folder for folder, name in FOLDERS.items()}
-    found = set()
-    for folder in ("server", "toolpacks"):
-        for init in (REPO / folder).rglob("__init__.py"):
-            relative = init.parent.relative_to(REPO / folder)
-            if relative.parts[:1] == ("toolpacks",):
-                continue  # server/toolpacks is the type checker's link to toolpacks/, not a package of its own
-            found.add(".".join([FOLDERS[folder], *relative.parts]))
-    assert found <= listed, f"add to [tool.setuptools] packages: {sorted(found - listed)}"
 
 
 @pytest.mark.slow
@@ -47,7 +42,7 @@ def test_the_wheel_claims_no_generic_top_level_name(tmp_path: Path) -> None:
     for expected in (
         "attp_server/__init__.py",
         "attp_server/py.typed",
-        "attp_server/sandbox/worker.py",
+        "attp_server/sandbox/process/worker.py",
         "attp_server/toolpacks/files/tools.py",
         "attp_server/toolpacks/memory/store.py",
         "attp_server/bundled_skills/skills.json",
@@ -56,4 +51,4 @@ def test_the_wheel_claims_no_generic_top_level_name(tmp_path: Path) -> None:
         assert expected in names
     entry_points = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
     assert "files = attp_server.toolpacks.files:toolpack" in entry_points
-    assert "attp = attp_server.cli:cli" in entry_points
+    assert "attp = attp_server.faces.cli:cli" in entry_points

@@ -6,8 +6,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from attp_server.catalog import Catalog
-from attp_server.runtime import build_registry
+
+from attp_server.model.catalog import Catalog
+from attp_server.run.runtime import build_registry
 from attp_server.settings import Settings
 
 

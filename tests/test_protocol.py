@@ -4,7 +4,8 @@ message or a ProtocolError, never another exception."""
 from __future__ import annotations
 
 import pytest
-from attp_server.sandbox.protocol import ProtocolError, decode, encode
+
+from attp_server.sandbox.process.protocol import ProtocolError, decode, encode
 
 
 def test_a_message_round_trips() -> None:

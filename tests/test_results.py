@@ -7,8 +7,9 @@ import tomllib
 from typing import Any
 
 import pytest
+
 from attp_server.errors import ErrorInfo
-from attp_server.results import CallRecord, ExecutionResult, call_summary, render, structured
+from attp_server.model.results import CallRecord, ExecutionResult, call_summary, render, structured
 
 SPEC_FIELDS = {"status", "target", "result", "stdout", "truncated", "hint", "calls", "error", "elapsed_ms"}
 SPEC_ERROR_FIELDS = {
@@ -310,7 +311,7 @@ def test_a_large_result_is_written_as_json_even_where_toml_was_asked_for(monkeyp
     def refuse(*_args: Any, **_kwargs: Any) -> str:
         raise AssertionError("tomli_w rendered a large result")
 
-    monkeypatch.setattr("attp_server.results.tomli_w.dumps", refuse)
+    monkeypatch.setattr("attp_server.model.results.tomli_w.dumps", refuse)
     big = ExecutionResult(status="ok", result=[[i, "x"] for i in range(20_000)], stdout="done\n")
     assert json.loads(render(big, "toml"))["result"] == big.result
     small = ExecutionResult(status="ok", result=[1, 2], stdout="x" * 70_000)

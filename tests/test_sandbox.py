@@ -8,8 +8,9 @@ from pathlib import Path
 
 import anyio
 import pytest
-from attp_server.runtime import Runtime
 from harness import run_code, running
+
+from attp_server.run.runtime import Runtime
 
 pytestmark = pytest.mark.anyio
 

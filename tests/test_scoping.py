@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from attp_server.runtime import Runtime
-from attp_server.sandbox.pool import Job
 from evaluate import cpython, sandboxed
 from harness import run_code, running
+
+from attp_server.run.runtime import Runtime
+from attp_server.sandbox.process.pool import Job
 
 CLOSURES = {
     "make-adder": "def make_adder(n):\n    return lambda x: x + n\n__result__ = make_adder(5)(1)",

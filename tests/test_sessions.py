@@ -1,6 +1,6 @@
 """Session state: what a program leaves is there in the next call of its session, and nowhere else.
 
-The encoding (`attp_server.sandbox.keep`) and the server's re-check (`attp_server.kept_state`) are
+The encoding (`attp_server.sandbox.process.keep`) and the server's re-check (`attp_server.sessions.kept_state`) are
 tested as functions; everything else through the runtime with a real worker. The transports are in
 test_sessions_served.py.
 """
@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from attp_server.kept_state import accept
-from attp_server.runtime import CallContext, ExecuteRequest, Runtime
-from attp_server.sandbox.keep import NotKept, check_encoded, decode, encode, measure, references
-from attp_server.sandbox.namespaces import static_namespaces
-from attp_server.sessions import Caller, Sessions
 from harness import running
+
+from attp_server.run.runtime import CallContext, ExecuteRequest, Runtime
+from attp_server.sandbox.process.keep import NotKept, check_encoded, decode, encode, measure, references
+from attp_server.sandbox.stdlib.namespaces import static_namespaces
+from attp_server.sessions.kept_state import accept
+from attp_server.sessions.registry import Caller, Sessions
 
 pytestmark = pytest.mark.anyio
 
@@ -227,7 +228,7 @@ async def test_another_session_and_a_sessionless_call_see_nothing(runtime: Runti
 
 
 async def test_the_same_program_in_two_sessions_runs_each_sessions_own_kept_function(workspace: Path) -> None:
-    """A worker keeps programs it checked (`attp_server.sandbox.checked`); the kept definitions a session's
+    """A worker keeps programs it checked (`attp_server.sandbox.process.checked`); the kept definitions a session's
     run puts ahead of the program must not stay in the kept tree, where the other session would run them."""
     async with running(workspace, workers=1, max_workers=1) as runtime:
         await run(runtime, "def owner():\n    return 'A'", session="A")

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from attp_server.errors import AttpError, ConfigError
 from attp_server.settings import Settings, load_settings
 

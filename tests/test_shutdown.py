@@ -18,8 +18,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from attp_server.sandbox.pool import WorkerPool, sweep_stale_directories
 from harness import server_env, serving_http
+
+from attp_server.sandbox.process.pool import WorkerPool, sweep_stale_directories
 
 
 def worker_directories(tmp: Path) -> list[Path]:

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from attp_server import skills as skills_module
-from attp_server.skills import (
+
+from attp_server.model import skills as skills_module
+from attp_server.model.skills import (
     BinarySkillFile,
     PathOutsideSkill,
     SkillError,
@@ -27,6 +28,7 @@ from attp_server.skills import (
 )
 
 REPO = Path(__file__).resolve().parent.parent
+BUNDLED_DIR = REPO / "src" / "attp_server" / "bundled_skills"
 BUNDLED = ["attp-programs", "memory-tidy", "skill-authoring", "toolpack-authoring"]
 
 
@@ -218,7 +220,7 @@ def test_bad_index_entries_are_skipped_with_a_warning(
     (lib_dir.parent / "outside").mkdir()
     (lib_dir.parent / "outside" / "SKILL.md").write_text("# outside\n")
     write_index(lib_dir, {"broken": entry})
-    with caplog.at_level(logging.WARNING, logger="attp_server.skills"):
+    with caplog.at_level(logging.WARNING, logger="attp_server.model.skills"):
         library = SkillLibrary.load([lib_dir])
     assert "broken" not in library
     assert library.names() == ["plain", "report-writing"]
@@ -248,7 +250,7 @@ def test_front_matter_name_names_the_skill(tmp_path: Path, caplog: pytest.LogCap
     make_skill(tmp_path, "Folder Name", "name: tidy-name\ndescription: d")
     make_skill(tmp_path, "bad-front", "name: has space\ndescription: d")
     make_skill(tmp_path, "bad folder", "description: no usable name")
-    with caplog.at_level(logging.WARNING, logger="attp_server.skills"):
+    with caplog.at_level(logging.WARNING, logger="attp_server.model.skills"):
         library = SkillLibrary.load([tmp_path])
     assert library.names() == ["bad-front", "tidy-name"]
     assert "'bad folder'" in caplog.text
@@ -259,7 +261,7 @@ def test_several_dirs_first_definition_wins(tmp_path: Path, caplog: pytest.LogCa
     make_skill(first, "shared", "name: shared\ndescription: from first")
     make_skill(second, "shared", "name: shared\ndescription: from second")
     make_skill(second, "only-second", "name: only-second\ndescription: d")
-    with caplog.at_level(logging.WARNING, logger="attp_server.skills"):
+    with caplog.at_level(logging.WARNING, logger="attp_server.model.skills"):
         library = SkillLibrary.load([first, second])
     assert library.names() == ["only-second", "shared"]
     assert library.get("shared").description == "from first"
@@ -271,7 +273,7 @@ def test_duplicate_name_within_one_dir_keeps_the_index_entry(tmp_path: Path, cap
     make_skill(tmp_path, "indexed", "name: indexed\ndescription: d")
     make_skill(tmp_path, "other", "name: dup\ndescription: from the folder")
     write_index(tmp_path, {"dup": {"description": "from the index", "path": "indexed/SKILL.md"}})
-    with caplog.at_level(logging.WARNING, logger="attp_server.skills"):
+    with caplog.at_level(logging.WARNING, logger="attp_server.model.skills"):
         library = SkillLibrary.load([tmp_path])
     assert library.get("dup").description == "from the index"
     assert "already defines it" in caplog.text
@@ -435,7 +437,7 @@ def test_error_codes() -> None:
 
 
 def test_default_dirs_find_the_checkout_library() -> None:
-    assert default_skills_dirs() == [REPO / "skills"]
+    assert default_skills_dirs() == [BUNDLED_DIR]
 
 
 def test_bundled_library_has_its_skills() -> None:
@@ -450,19 +452,19 @@ def test_bundled_library_has_its_skills() -> None:
 
 
 def test_bundled_index_agrees_with_front_matter() -> None:
-    index = json.loads((REPO / "skills" / "skills.json").read_text())["skills"]
+    index = json.loads((BUNDLED_DIR / "skills.json").read_text())["skills"]
     assert sorted(index) == BUNDLED
     for name, entry in index.items():
-        fields, body = parse_front_matter((REPO / "skills" / entry["path"]).read_text())
+        fields, body = parse_front_matter((BUNDLED_DIR / entry["path"]).read_text())
         assert (fields["name"], fields["description"]) == (name, entry["description"])
         assert body.lstrip().startswith(f"# {entry['title']}\n"), name
 
 
 def _load_copy(package: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """server/skills.py loaded from another location, as if the installed `attp_server` package lived there."""
-    package.mkdir(parents=True, exist_ok=True)
-    shutil.copy(REPO / "server" / "skills.py", package / "skills.py")
-    spec = importlib.util.spec_from_file_location("relocated_skills", package / "skills.py")
+    """model/skills.py loaded from another location, as if the installed `attp_server` package lived there."""
+    (package / "model").mkdir(parents=True, exist_ok=True)
+    shutil.copy(REPO / "src" / "attp_server" / "model" / "skills.py", package / "model" / "skills.py")
+    spec = importlib.util.spec_from_file_location("relocated_skills", package / "model" / "skills.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, spec.name, module)

@@ -6,7 +6,8 @@ import time
 
 import anyio
 import pytest
-from attp_server.slots import FairSlots
+
+from attp_server.run.slots import FairSlots
 
 pytestmark = pytest.mark.anyio
 

@@ -13,16 +13,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from attp_server.app import create_server
-from attp_server.cli import main as cli_main
-from attp_server.runtime import ExecuteRequest, Runtime, _Run
-from attp_server.sandbox import starlark_engine
-from attp_server.sandbox.pool import Job
-from attp_server.sandbox.starlark_source import MAX_NESTING, rewrite_fstrings
-from attp_server.settings import Settings
 from harness import run_code, running, serving_http
 from mcp import Client
 from pydantic import ValidationError
+
+from attp_server.faces.app import create_server
+from attp_server.faces.cli import main as cli_main
+from attp_server.run.runtime import ExecuteRequest, Runtime, _Run
+from attp_server.sandbox.process.pool import Job
+from attp_server.sandbox.starlark import engine as starlark_engine
+from attp_server.sandbox.starlark.source import MAX_NESTING, rewrite_fstrings
+from attp_server.settings import Settings
 
 pytestmark = pytest.mark.anyio
 

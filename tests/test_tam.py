@@ -11,11 +11,16 @@ from typing import Any, Literal
 
 import demo_pack
 import pytest
-from attp_server.checks import check_program
-from attp_server.envelope import EnvelopeError
+from harness import make_settings
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel
+
 from attp_server.errors import ErrorInfo
-from attp_server.runtime import ExecuteRequest, Runtime, open_runtime
-from attp_server.tam import (
+from attp_server.run.checks import check_program
+from attp_server.run.envelope import EnvelopeError
+from attp_server.run.runtime import ExecuteRequest, Runtime, open_runtime
+from attp_server.run.tam import (
     END_MARKER,
     START_MARKER,
     VALUE_CLOSE,
@@ -29,10 +34,6 @@ from attp_server.tam import (
     translate_tam,
 )
 from attp_server.toolpack import Toolpack, ToolRegistry, load_toolpack
-from harness import make_settings
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from pydantic import BaseModel
 
 # --- a pack with typed parameters, and one whose names clash with the program's own variables -------------------
 

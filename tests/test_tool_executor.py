@@ -8,7 +8,8 @@ from functools import partial
 
 import anyio
 import pytest
-from attp_server.tool_executor import NoThread, ToolExecutor
+
+from attp_server.run.tool_executor import NoThread, ToolExecutor
 from attp_server.toolpack import ToolCall, current_call, reset_current_call, set_current_call
 
 pytestmark = pytest.mark.anyio

@@ -23,9 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from attp_server.client_config import n8n_config
-from attp_server.settings import Settings
 from harness import free_port, serving_http
+
+from attp_server.faces.client_config import n8n_config
+from attp_server.settings import Settings
 
 HERE = Path(__file__).parent
 N8N = HERE / "node_modules" / ".bin" / "n8n"

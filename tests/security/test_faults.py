@@ -8,8 +8,9 @@ from pathlib import Path
 
 import anyio
 import pytest
-from attp_server.runtime import Runtime
 from harness import run_code, running
+
+from attp_server.run.runtime import Runtime
 
 pytestmark = pytest.mark.anyio
 
@@ -93,7 +94,7 @@ async def test_no_worker_outlives_the_pool(workspace: Path) -> None:
 
 async def test_a_worker_retiring_after_its_last_run_says_so(workspace: Path) -> None:
     """Past MAX_RUNS_PER_WORKER the worker exits; it must say so, or the next program would die with it."""
-    from attp_server.sandbox.worker import MAX_RUNS_PER_WORKER
+    from attp_server.sandbox.process.worker import MAX_RUNS_PER_WORKER
 
     async with running(workspace, workers=1, max_workers=1) as runtime:
         statuses = set()

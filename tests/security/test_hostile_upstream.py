@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from attp_server.runtime import ExecuteRequest, Runtime, open_runtime
 from harness import make_settings
+
+from attp_server.run.runtime import ExecuteRequest, Runtime, open_runtime
 
 pytestmark = pytest.mark.anyio
 

@@ -19,11 +19,12 @@ from typing import Any
 
 import anyio
 import pytest
-from attp_server.runtime import ExecuteRequest, Runtime, open_runtime
 from harness import make_settings
 from redteam_cases import CASES, CONTROLS, Case
 from redteam_modules import MODULE_CASES, MODULE_CONTROLS
 from redteam_pack import CREDENTIAL
+
+from attp_server.run.runtime import ExecuteRequest, Runtime, open_runtime
 
 pytestmark = pytest.mark.anyio
 

@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from attp_server.runtime import CallContext, ExecuteRequest, Runtime
-from attp_server.sessions import Caller
 from harness import running
+
+from attp_server.run.runtime import CallContext, ExecuteRequest, Runtime
+from attp_server.sessions.registry import Caller
 
 pytestmark = pytest.mark.anyio
 

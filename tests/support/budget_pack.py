@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import anyio
+
 from attp_server import Toolpack
 
 

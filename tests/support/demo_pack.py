@@ -6,6 +6,7 @@ import datetime as dt
 import pathlib
 
 import anyio
+
 from attp_server import ToolError, Toolpack
 
 

@@ -17,14 +17,15 @@ from typing import Any
 
 import httpx
 import httpx2
-from attp_server.runtime import ExecuteRequest, Runtime, open_runtime
-from attp_server.settings import Settings
-from attp_server.toolpack import ToolCall, reset_current_call, set_current_call
 from mcp import Client
 from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+
+from attp_server.run.runtime import ExecuteRequest, Runtime, open_runtime
+from attp_server.settings import Settings
+from attp_server.toolpack import ToolCall, reset_current_call, set_current_call
 
 SUPPORT = Path(__file__).parent
 

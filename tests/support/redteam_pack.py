@@ -9,6 +9,7 @@ import os
 import pathlib
 
 import anyio
+
 from attp_server import Toolpack
 
 CREDENTIAL = "cred-7f3a9c-DO-NOT-LEAK"

@@ -9,11 +9,12 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from harness import past_deadline
+from pydantic import ValidationError
+
 from attp_server.toolpack import ToolError, ToolpackContext, ToolRegistry, load_toolpack
 from attp_server.toolpacks.files import FilesOptions, toolpack
 from attp_server.toolpacks.files import tools as files_tools
-from harness import past_deadline
-from pydantic import ValidationError
 
 
 def make_files(tmp_path: Path, **options: Any) -> SimpleNamespace:
@@ -613,8 +614,9 @@ async def test_the_paging_loop_of_read_files_docstring_reads_every_line_of_a_log
     """read_file counts lines by ``\\n`` only; the docstring's paging loop counted them with str.splitlines(),
     which also splits at ``\\r`` (a progress bar's log), ``\\x0c`` and U+2028, so each page moved the offset
     past lines never read: 3,000 of a 10,000-line log were silently skipped."""
-    from attp_server.docstrings import parse_docstring
     from harness import run_code, running
+
+    from attp_server.model.docstrings import parse_docstring
 
     (tmp_path / "ws").mkdir()
     text = "".join(f"step {i}: 50%\rstep {i}: 100%\n" for i in range(10_000)) + "done"

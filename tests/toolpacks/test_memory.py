@@ -11,11 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from attp_server.docstrings import docstring_warnings
+from harness import past_deadline
+
+from attp_server.model.docstrings import docstring_warnings
 from attp_server.toolpack import ToolError, ToolpackLoadError, ToolRegistry, load_toolpack
 from attp_server.toolpacks.memory import SCHEMA_VERSION, MemoryOptions, toolpack
 from attp_server.toolpacks.memory.search import terms_of
-from harness import past_deadline
 
 # --------------------------------------------------------------------------------------- helpers
 

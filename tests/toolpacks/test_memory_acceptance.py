@@ -22,11 +22,12 @@ from typing import Any
 
 import anyio
 import pytest
+from harness import Served, serving_http
+from mcp import Client
+
 from attp_server.toolpack import ToolRegistry
 from attp_server.toolpacks.memory import MemoryOptions, Store, toolpack
 from attp_server.toolpacks.memory.search import CANDIDATES
-from harness import Served, serving_http
-from mcp import Client
 
 pytestmark = pytest.mark.anyio
 

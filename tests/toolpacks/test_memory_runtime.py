@@ -17,7 +17,7 @@ from harness import Served, free_port, run_code, running, server_env, wait_for_h
 
 pytestmark = pytest.mark.anyio
 
-SKILL = Path(__file__).resolve().parents[2] / "skills" / "memory-tidy" / "SKILL.md"
+SKILL = Path(__file__).resolve().parents[2] / "src" / "attp_server" / "bundled_skills" / "memory-tidy" / "SKILL.md"
 
 WORKFLOW = """
 group = create_contents_page("Tool calling", "Notes on tool protocols", "usr-0", [])

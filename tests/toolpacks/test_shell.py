@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from attp_server.runtime import open_runtime
+from harness import run_code, running
+from pydantic import ValidationError
+
+from attp_server.run.runtime import open_runtime
 from attp_server.settings import Settings
 from attp_server.toolpack import ToolError, ToolpackContext, ToolRegistry, load_toolpack
 from attp_server.toolpacks.shell import DEFAULT_DENY_PATTERNS, ShellOptions, toolpack
-from harness import run_code, running
-from pydantic import ValidationError
 
 Bash = Callable[..., dict[str, Any]]
 

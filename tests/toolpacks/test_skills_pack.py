@@ -11,18 +11,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from attp_server.checks import KnownNames, check_program
-from attp_server.runtime import Runtime
-from attp_server.skills import SkillLibraryError
+from harness import run_code, running
+
+from attp_server.model.skills import SkillLibraryError
+from attp_server.run.checks import KnownNames, check_program
+from attp_server.run.runtime import Runtime
 from attp_server.toolpack import ToolError, Toolpack, ToolRegistry, load_toolpack
 from attp_server.toolpacks.skills import toolpack
-from harness import run_code, running
 
 pytestmark = pytest.mark.anyio
 
 REPO = Path(__file__).resolve().parents[2]
-TEMPLATES = REPO / "skills" / "toolpack-authoring" / "templates"
-EXAMPLES = sorted((REPO / "skills").glob("*/examples/*.py"))
+TEMPLATES = REPO / "src" / "attp_server" / "bundled_skills" / "toolpack-authoring" / "templates"
+EXAMPLES = sorted((REPO / "src" / "attp_server" / "bundled_skills").glob("*/examples/*.py"))
 
 
 def write_library(root: Path) -> Path:

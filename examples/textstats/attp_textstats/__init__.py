@@ -7,8 +7,9 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from attp_server import ToolError, Toolpack, ToolpackContext
 from pydantic import BaseModel, ConfigDict, Field
+
+from attp_server import ToolError, Toolpack, ToolpackContext
 
 _WORD = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)?")
 

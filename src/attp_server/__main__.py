@@ -1,0 +1,5 @@
+"""`python -m attp_server` is the `attp` command."""
+
+from attp_server.faces.cli import cli
+
+cli()

@@ -1,0 +1,383 @@
+"""The MCP face: the `attp_execute` tool, the resources and the prompt on an `MCPServer`.
+
+Transports live elsewhere: stdio here (`serve_stdio`), HTTP in `attp_server.faces.http`.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import json
+import logging
+import os
+import weakref
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
+
+import anyio
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.lowlevel import NotificationOptions
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError
+from mcp.server.subscriptions import InMemorySubscriptionBus, ToolsListChanged
+from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import Field
+
+from attp_server import __version__
+from attp_server.errors import ErrorCode, ErrorInfo, suggest
+from attp_server.faces.elicitation import Rounds, ask_over_connection, can_elicit
+from attp_server.faces.http import tenant_of
+from attp_server.faces.signals import on_stop_signal
+from attp_server.model.atdf import atdf_descriptor
+from attp_server.model.catalog import tool_text
+from attp_server.model.results import ExecutionResult, render, structured
+from attp_server.model.skills import SkillError, SkillLibrary, default_skills_dirs
+from attp_server.run.runtime import CallContext, ExecuteRequest, Runtime
+from attp_server.sessions.approvals import Ask
+from attp_server.sessions.isolation import NoSession
+from attp_server.sessions.registry import STDIO_SESSION, Caller
+from attp_server.settings import Settings
+from attp_server.toolpack import Tool
+
+logger = logging.getLogger(__name__)
+
+SERVER_NAME = "attp-server"
+LANGUAGES = {"python": "Python", "starlark": "Starlark"}
+
+
+def instructions(engine: str) -> str:
+    return (
+        f"This server has one tool, attp_execute: write a short {LANGUAGES[engine]} program that calls the listed "
+        "tools and assigns the answer to __result__. Prefer one program that does all the steps over many small calls."
+    )
+
+
+class _Clients:
+    """MCP middleware that remembers every client connection seen, to tell them when the tool list changes.
+
+    Connections are held weakly: a client that went away is forgotten with its connection. The SDK makes a
+    `ServerSession` per request and does not expose the connection under it, hence the private attribute
+    (without it, handshake-era clients are not told; 2026 clients still hear it on their listen stream).
+    """
+
+    def __init__(self) -> None:
+        self.connections: weakref.WeakSet[Any] = weakref.WeakSet()
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        connection = getattr(ctx.session, "_connection", None)
+        if connection is not None and hasattr(connection, "send_tool_list_changed"):
+            self.connections.add(connection)
+        return await call_next(ctx)
+
+    async def tools_changed(self, bus: InMemorySubscriptionBus) -> None:
+        """``notifications/tools/list_changed`` to every handshake-era connection, and on the listen bus (2026)."""
+        for connection in list(self.connections):
+            try:
+                await connection.send_tool_list_changed()
+            except Exception as exc:  # a client that went away must not stop the others from hearing
+                logger.debug("could not tell a client that the tools changed: %s", exc)
+        await bus.publish(ToolsListChanged())
+
+
+def create_server(runtime: Runtime) -> MCPServer:
+    """An `MCPServer` publishing exactly one tool, `attp_execute`."""
+    settings = runtime.settings
+    clients = _Clients()
+    bus = InMemorySubscriptionBus()
+    server: MCPServer = MCPServer(
+        SERVER_NAME,
+        version=__version__,
+        instructions=instructions(settings.engine),
+        log_level=settings.log_level,
+        subscriptions=bus,
+        middleware=[clients, remember_request],
+    )
+
+    async def attp_execute(
+        code: Annotated[
+            str | None, Field(description="The program to run (Python, or Starlark with engine = starlark).")
+        ] = None,
+        envelope: Annotated[
+            str | None, Field(description="Instead of code: a whole ATTP TOML envelope ([tool_call] with code).")
+        ] = None,
+        target: Annotated[str | None, Field(description="What this call is for (echoed in the result).")] = None,
+        thought: Annotated[str | None, Field(description="Your reasoning, for the log; not executed.")] = None,
+        engine: Annotated[
+            Literal["python", "starlark"] | None,
+            Field(description="Language of the program: python or starlark; omit it for the server's default."),
+        ] = None,
+        *,
+        reset: Annotated[
+            bool,
+            Field(description="true: forget the variables and functions kept from this session's earlier calls first."),
+        ] = False,
+        ctx: Context,
+    ) -> Annotated[CallToolResult, ExecutionResult] | InputRequiredResult:
+        async def progress(value: float, message: str) -> None:
+            await ctx.report_progress(value, message=message)
+
+        caller = caller_of(ctx)
+        request = ExecuteRequest(
+            code=code, envelope=envelope, target=target, thought=thought, engine=engine, reset=reset
+        )
+        text = text_format(settings, ctx)
+
+        async def execute(ask: Ask | None) -> CallToolResult:
+            context = CallContext(session=caller.label, progress=progress, caller=caller, ask=ask)
+            return tool_result(await runtime.execute(request, context), text)
+
+        owner = f"{caller.tenant}|{runtime.sessions.digest(caller)}"
+        if ctx.request_state is not None and rounds is not None:
+            return await rounds.resume(ctx.request_state, ctx.input_responses, owner)
+        if settings.approval == "never" or not can_elicit(ctx.client_capabilities):
+            return await execute(None)
+        if ctx.session.can_send_request:
+            return await execute(ask_over_connection(ctx))
+        if rounds is not None and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:  # 2026-07-28: across calls
+            return await rounds.start(execute, owner)
+        return await execute(None)
+
+    rounds = (
+        Rounds(runtime.tasks, settings.approval_timeout_s, functools.partial(_approval_expired, settings))
+        if runtime.tasks is not None
+        else None
+    )
+
+    _add_tool_resources(server, runtime)
+    _add_skill_resources(server, SkillLibrary.load(settings.skills_dirs or default_skills_dirs()))
+
+    def publish() -> None:
+        """(Re)register attp_execute with the current description: upstream tools can change while serving."""
+        marks = [tool.marks for tool in runtime.registry.tools.values()]
+        server.add_tool(
+            attp_execute,
+            name="attp_execute",
+            title=f"Run a {LANGUAGES[settings.engine]} program against the tools",
+            description=runtime.catalog.description,
+            annotations=ToolAnnotations(
+                title=f"Run a {LANGUAGES[settings.engine]} program against the tools",
+                read_only_hint=all(m.read_only for m in marks),
+                destructive_hint=any(m.destructive for m in marks),
+                idempotent_hint=False,
+                open_world_hint=any(m.open_world for m in marks),
+            ),
+            structured_output=True,
+        )
+
+    publish()
+    if any(pack.live is not None for pack in runtime.registry.packs.values()):
+
+        async def tools_changed() -> None:
+            server.remove_tool("attp_execute")
+            publish()
+            await clients.tools_changed(bus)
+
+        runtime.listeners.append(tools_changed)
+        # Say so in the handshake: clients listen for notifications/tools/list_changed only when it is declared.
+        lowlevel = server._lowlevel_server
+        lowlevel.create_initialization_options = functools.partial(  # type: ignore[method-assign]
+            lowlevel.create_initialization_options, NotificationOptions(tools_changed=True)
+        )
+    return server
+
+
+def tool_result(result: ExecutionResult, text: Literal["toml", "json"]) -> CallToolResult:
+    """The MCP result of a run: its rendering as text, the object as structured content, isError on error."""
+    return CallToolResult(
+        content=[TextContent(type="text", text=render(result, text))],
+        structured_content=structured(result),
+        is_error=result.is_error,
+    )
+
+
+def text_format(settings: Settings, ctx: Context) -> Literal["toml", "json"]:
+    """The text block's format for this caller: JSON for the clients `json_clients` names, else `result_format`.
+
+    The name is the ``clientInfo.name`` the client sent. n8n's standalone MCP Client node (version 1)
+    ignores ``structuredContent`` and hands the workflow the text, JSON-parsed when it parses: JSON
+    gives the workflow an object whose ``status`` an IF node can test, TOML only a string. A client
+    that claims another's name merely gets the same result in the other format.
+    """
+    try:
+        params = ctx.session.client_params
+    except ValueError:  # no request context: not a call from a client
+        return settings.result_format
+    name = params.client_info.name if params is not None else None
+    return "json" if name in settings.json_clients else settings.result_format
+
+
+def _approval_expired(settings: Settings) -> CallToolResult:
+    error = ErrorInfo(
+        code=ErrorCode.APPROVAL_DENIED,
+        message="this call is no longer waiting for an approval: its program was stopped because no answer came "
+        f"within approval_timeout_s = {settings.approval_timeout_s:g} s",
+        solution="Send the program again if it is still wanted.",
+    )
+    return tool_result(ExecutionResult(status="error", error=error), settings.result_format)
+
+
+def caller_of(ctx: Context) -> Caller:
+    """Who is calling a tool (see `caller_from`)."""
+    try:
+        return caller_from(ctx.request_context)
+    except ValueError:
+        return Caller()
+
+
+_REQUEST: contextvars.ContextVar[ServerRequestContext[Any, Any] | None] = contextvars.ContextVar(
+    "attp_request", default=None
+)
+
+
+async def remember_request(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    """Server middleware: the request being served, for handlers the SDK gives no context (static resources)."""
+    token = _REQUEST.set(ctx)
+    try:
+        return await call_next(ctx)
+    finally:
+        _REQUEST.reset(token)
+
+
+def caller_from(context: ServerRequestContext[Any, Any] | None) -> Caller:
+    """Who is calling: the transport's session and the token's holder, from what the SDK validated.
+
+    stdio is one session (one process per client). Over HTTP the session is the ``Mcp-Session-Id``
+    of Streamable HTTP or the ``session_id`` of SSE, both minted by the SDK, which answers 404 to an
+    id it does not know or that another token's holder opened; a 2026-07-28 request has no session.
+    The label (for the log line) is a prefix of the session id, or the peer's address.
+    """
+    if context is None:
+        return Caller()
+    request = context.request
+    headers = getattr(request, "headers", None)
+    if headers is None:
+        return Caller(session=STDIO_SESSION, label="stdio")
+    tenant = tenant_of(getattr(request, "scope", {}))
+    if session := headers.get("mcp-session-id"):
+        return Caller(session=f"http:{session}", tenant=tenant, label=str(session)[:8])
+    if session := getattr(request, "query_params", {}).get("session_id"):
+        return Caller(session=f"sse:{session}", tenant=tenant, label=str(session)[:8])
+    client = getattr(request, "client", None)
+    return Caller(tenant=tenant, label=f"{client.host}:{client.port}" if client is not None else "-")
+
+
+def _add_tool_resources(server: MCPServer, runtime: Runtime) -> None:
+    """The tool descriptions and the system prompt, as resources and a prompt (SPEC §5)."""
+    catalog = runtime.catalog
+    registry = runtime.registry
+
+    def find(name: str) -> Tool:
+        tool = registry.resolve(name)
+        if tool is None:
+            hint = suggest(name, registry.callable_names())
+            raise ResourceError(f"no tool named {name!r}" + (f"; did you mean {hint!r}?" if hint else ""))
+        return tool
+
+    @server.resource(
+        "attp://tools",
+        name="tools",
+        mime_type="text/x-python",
+        description="Every enabled tool: signature and docstring.",
+    )
+    def all_tools() -> str:
+        return catalog.attp_text()
+
+    @server.resource(
+        "attp://tools/{name}", name="tool", mime_type="text/x-python", description="One tool's signature and docstring."
+    )
+    def one_tool(name: str) -> str:
+        return tool_text(find(name))
+
+    @server.resource(
+        "attp://tools/{name}/atdf",
+        name="tool-atdf",
+        mime_type="application/json",
+        description="One tool's ATDF 2.x descriptor.",
+    )
+    def one_tool_atdf(name: str) -> str:
+        return json.dumps(atdf_descriptor(find(name)), indent=2, ensure_ascii=False)
+
+    @server.resource(
+        "attp://prompt",
+        name="prompt",
+        mime_type="text/markdown",
+        description="The ATTP system prompt with the tools filled in.",
+    )
+    def prompt_resource() -> str:
+        return catalog.prompt()
+
+    memory_view = registry.tools.get("view")
+    if memory_view is not None and memory_view.pack == "memory":
+
+        @server.resource(
+            "memory://view",
+            name="memory-view",
+            mime_type="text/plain",
+            description="The memory toolpack's page tree, rendered as the model sees it.",
+        )
+        async def memory_view_resource() -> str:
+            caller = caller_from(_REQUEST.get())
+            try:
+                tools = await runtime.tools_for(caller, runtime.sessions.open(caller))
+            except NoSession:
+                raise ResourceError(
+                    "this server keeps each MCP session's memory apart (isolation = session), and this request has "
+                    "no session (Streamable HTTP with protocol 2026-07-28 has none)"
+                ) from None
+            return str(await anyio.to_thread.run_sync(tools.tools["view"].function))
+
+    @server.prompt(
+        name="attp_system_prompt", description="The ATTP system prompt (seed 000) with the enabled tools filled in."
+    )
+    def attp_system_prompt(language: str = "en") -> str:
+        """Args: language: "en" (default) or "zh" for the seed's Chinese wording."""
+        return catalog.prompt(language)
+
+
+def _add_skill_resources(server: MCPServer, library: SkillLibrary) -> None:
+    """The skills library (SPEC §7) as resources, whether or not the `skills` toolpack is enabled."""
+
+    def served(read: Callable[[], str]) -> str:
+        try:
+            return read()
+        except SkillError as error:
+            raise ResourceError(f"{error.code}: {error.message}") from None
+
+    @server.resource(
+        "skill://index",
+        name="skills",
+        mime_type="application/json",
+        description="Every skill: name, title, description, category and attached files.",
+    )
+    def skill_index() -> str:
+        return json.dumps(library.index(), indent=2, ensure_ascii=False)
+
+    @server.resource("skill://{name}", name="skill", mime_type="text/markdown", description="One skill's SKILL.md.")
+    def skill(name: str) -> str:
+        return served(lambda: library.get(name).content())
+
+    @server.resource(
+        "skill://{name}/{+path}",
+        name="skill-file",
+        mime_type="text/plain",
+        description="A file attached to a skill (a template or an example), by its path inside the skill.",
+    )
+    def skill_file(name: str, path: str) -> str:
+        return served(lambda: library.read_file(name, path))
+
+
+async def serve_stdio(server: MCPServer, runtime: Runtime) -> None:
+    """Serve over stdin/stdout until the client closes stdin or a stop signal arrives."""
+
+    def stop(_received: object) -> None:
+        # The SDK reads stdin on a thread that cancellation cannot interrupt: an orderly unwind would
+        # wait for the client's next line. Kill the workers, then end the process here.
+        runtime.pool.kill_now()
+        logging.shutdown()
+        os._exit(0)
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(on_stop_signal, stop)
+        await server.run_stdio_async()
+        tasks.cancel_scope.cancel()

@@ -1,0 +1,403 @@
+"""The ``attp`` command: serve, exec, check, tools. Thin faces over the runtime.
+
+``main(argv) -> int`` does all the work (tests call it directly); ``cli()`` only exits with it.
+Exit codes: 0 ok, 1 the program failed (status error or fail), 2 bad usage or configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+
+from attp_server import __version__
+from attp_server.errors import AttpError, ErrorCode, ErrorInfo
+from attp_server.faces.app import LANGUAGES, create_server, serve_stdio
+from attp_server.faces.client_config import CLAUDE_CONFIG_LOCATIONS, claude_config, n8n_config
+from attp_server.faces.http import check_exposure, serve_http
+from attp_server.faces.logs import configure_logging
+from attp_server.faces.manifest import build_manifest, differences
+from attp_server.faces.manifest import render as render_manifest
+from attp_server.model.atdf import atdf_descriptor
+from attp_server.model.catalog import Catalog, tool_text
+from attp_server.model.results import ExecutionResult, render
+from attp_server.run.checks import check_program, check_starlark
+from attp_server.run.envelope import Declined, EnvelopeError, looks_like_envelope, parse_envelope
+from attp_server.run.runtime import ExecuteRequest, Runtime, build_registry, open_registry, open_runtime
+from attp_server.run.tam import TamError, looks_like_tam, translate_tam
+from attp_server.settings import Settings, load_settings
+from attp_server.toolpack import ToolRegistry
+
+logger = logging.getLogger("attp_server")
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+PARSE_ERRORS = (ErrorCode.SYNTAX_ERROR, ErrorCode.INVALID_ENVELOPE)
+EXIT_BROKEN_PIPE = 128 + 13
+"""What a shell reports for a process ended by SIGPIPE; `attp tools | head -1` ends with it, silently."""
+
+
+def _settings_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("settings (override ATTP_* variables and the config file)")
+    group.add_argument("--config", type=Path, help="TOML config file (default: ./attp.toml if present)")
+    group.add_argument("--profile", help="use the config file's [profiles.NAME] (toolpacks, workspace, ...)")
+    group.add_argument("--workspace", type=Path, help="root directory of the files toolpack")
+    group.add_argument(
+        "--toolpack", dest="toolpacks", action="append", metavar="PACK", help="enable a toolpack (repeatable)"
+    )
+    group.add_argument(
+        "--skills-dir",
+        dest="skills_dirs",
+        action="append",
+        type=Path,
+        metavar="DIR",
+        help="skills library (repeatable)",
+    )
+    group.add_argument("--db-path", dest="db_path", type=Path, help="SQLite file of the memory toolpack")
+    group.add_argument(
+        "--mcp-config",
+        dest="mcp_config",
+        action="append",
+        type=Path,
+        metavar="FILE",
+        help='MCP servers to put behind attp: a Claude-Desktop-style JSON {"mcpServers": ...} (repeatable)',
+    )
+    group.add_argument("--engine", choices=["python", "starlark"], help="language of programs (default python)")
+    group.add_argument("--timeout-s", dest="timeout_s", type=float, help="wall-clock limit per run")
+    group.add_argument("--memory-mb", dest="memory_mb", type=int, help="memory limit per worker")
+    group.add_argument("--max-tool-calls", dest="max_tool_calls", type=int, help="tool calls per run")
+    group.add_argument("--result-format", dest="result_format", choices=["toml", "json"])
+    group.add_argument("--workers", type=int, help="sandbox workers kept ready")
+    group.add_argument(
+        "--isolation", choices=["shared", "session", "tenant"], help="whose files and memory a call sees"
+    )
+    group.add_argument(
+        "--approval", choices=["never", "destructive", "always"], help="ask the user before tool calls (elicitation)"
+    )
+    group.add_argument("--log-level", dest="log_level", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    group.add_argument("--log-format", dest="log_format", choices=["text", "json"], help="log lines on stderr")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="attp", description="attp-server: one MCP tool that runs Python programs.")
+    parser.add_argument("--version", action="version", version=f"attp-server {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve = commands.add_parser("serve", help="run the MCP server (stdio by default)")
+    serve.add_argument("--transport", choices=["stdio", "http"])
+    serve.add_argument("--host", help="HTTP bind address (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="HTTP port (default 8765)")
+    serve.add_argument(
+        "--insecure-no-auth",
+        dest="insecure_no_auth",
+        action="store_const",
+        const=True,
+        help="allow a non-loopback --host without ATTP_AUTH_TOKEN (only behind an authenticating proxy)",
+    )
+    _settings_flags(serve)
+
+    run = commands.add_parser("exec", help="run one program or envelope and print the result")
+    _input_arguments(run)
+    run.add_argument(
+        "--json",
+        action="store_true",
+        help="print the whole result object (every tool call, timings) as JSON, not the text the model reads",
+    )
+    _settings_flags(run)
+
+    check = commands.add_parser("check", help="check a program or envelope statically; runs nothing")
+    _input_arguments(check)
+    _settings_flags(check)
+
+    tools = commands.add_parser("tools", help="print the catalog of enabled tools")
+    tools.add_argument("--format", choices=["attp", "atdf", "json"], default="attp")
+    _settings_flags(tools)
+
+    prompt = commands.add_parser("prompt", help="print the ATTP system prompt with the enabled tools")
+    prompt.add_argument("--language", choices=["en", "zh"], default="en")
+    _settings_flags(prompt)
+
+    config = commands.add_parser("config", help="print a ready-to-paste client configuration (claude, n8n)")
+    config.add_argument("client", choices=["claude", "n8n"])
+    config.add_argument("--name", default="attp", help="server name in claude_desktop_config.json")
+    config.add_argument("--docker", action="store_true", help="n8n runs in Docker, this server on the host")
+    config.add_argument("--host", help="HTTP bind address the server will use (n8n)")
+    config.add_argument("--port", type=int, help="HTTP port the server will use (n8n)")
+    _settings_flags(config)
+
+    manifest = commands.add_parser("manifest", help="write mcp_manifest.json (or --check that it is current)")
+    manifest.add_argument("--path", type=Path, default=Path("mcp_manifest.json"))
+    manifest.add_argument("--check", action="store_true", help="exit 1 if the file differs from what would be written")
+    manifest.add_argument("--toolpack", dest="toolpacks", action="append", metavar="PACK", help=argparse.SUPPRESS)
+    return parser
+
+
+def _input_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "file",
+        nargs="?",
+        default="-",
+        help="a program (.py; .star for Starlark), an envelope or TAM blocks (.toml), or - for standard input; "
+        "other files are read as an envelope when they have a [tool_call] table or TAM blocks, else as code",
+    )
+    parser.add_argument("--code", help="a program (in the engine's language) given inline")
+    parser.add_argument(
+        "--as",
+        dest="read_as",
+        choices=["code", "envelope"],
+        help="read FILE as code or as an envelope (TAM included), whatever its name or content",
+    )
+
+
+def _cli_values(args: argparse.Namespace) -> dict[str, Any]:
+    keys = (
+        "workspace", "toolpacks", "skills_dirs", "db_path", "engine", "timeout_s", "memory_mb", "max_tool_calls",
+        "result_format", "workers", "log_level", "log_format", "transport", "host", "port", "insecure_no_auth",
+        "mcp_config",
+        "isolation", "approval",
+    )  # fmt: skip
+    return {key: getattr(args, key) for key in keys if getattr(args, key, None) is not None}
+
+
+def _read_input(path: str | None) -> str:
+    if path is None or path == "-":
+        return sys.stdin.read()
+    return Path(path).read_text(encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+
+    try:
+        if args.command == "manifest":
+            return _manifest(args)
+        settings = load_settings(_cli_values(args), args.config, profile=args.profile)
+    except AttpError as exc:
+        print(f"attp: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    configure_logging(settings.log_level, settings.log_format)
+    try:
+        if args.command == "serve":
+            return _serve(settings)
+        if args.command == "exec":
+            return _exec(settings, args)
+        if args.command == "check":
+            return _check(settings, args)
+        if args.command == "config":
+            return _config(settings, args)
+        if args.command == "prompt":
+            print(Catalog(_registry(settings), settings).prompt(args.language))
+            return EXIT_OK
+        return _tools(settings, args)
+    except AttpError as exc:
+        print(f"attp: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except BrokenPipeError:
+        return _reader_gone()
+    except OSError as exc:
+        print(f"attp: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+
+
+def _serve(settings: Settings) -> int:
+    if settings.transport == "http":
+        check_exposure(settings)
+
+    async def run() -> None:
+        async with open_runtime(settings) as runtime:
+            server = create_server(runtime)
+            logger.info("sandbox lockdown: %s", runtime.pool.lockdown)
+            if settings.transport == "http":
+                await serve_http(server, runtime)
+            else:
+                await serve_stdio(server, runtime)
+
+    anyio.run(run)
+    return EXIT_OK
+
+
+CODE_SUFFIXES: dict[str, Literal["python", "starlark"]] = {".py": "python", ".star": "starlark"}
+ENVELOPE_SUFFIXES = (".toml",)
+
+
+@dataclass(frozen=True)
+class Input:
+    """What `exec` and `check` were given, and how it was read (said when parsing fails)."""
+
+    request: ExecuteRequest
+    reading: str | None = None
+    """``"Python code (the .py extension)"``; None for --code and --as, which leave no doubt."""
+
+
+def _input(args: argparse.Namespace, settings: Settings) -> Input:
+    if args.code is not None:
+        if args.file not in (None, "-") or args.read_as is not None:
+            raise AttpError("give either FILE or --code, not both (--as applies to FILE)")
+        return Input(ExecuteRequest(code=args.code))
+    text = _read_input(args.file)
+    suffix = "" if args.file in (None, "-") else Path(args.file).suffix.lower()
+    engine = CODE_SUFFIXES.get(suffix)
+    if args.read_as is not None:
+        as_code, why = args.read_as == "code", f"--as {args.read_as}"
+    elif engine is not None:
+        as_code, why = True, f"the {suffix} extension"
+    elif suffix in ENVELOPE_SUFFIXES:
+        as_code, why = False, f"the {suffix} extension"
+    elif looks_like_tam(text):
+        as_code, why = False, "it has TAM blocks"
+    elif looks_like_envelope(text):
+        as_code, why = False, "it has a [tool_call] table"
+    else:
+        as_code, why = True, "it has no [tool_call] table"
+    language = LANGUAGES[engine or settings.engine]
+    reading = None if args.read_as is not None else f"{language} code ({why})" if as_code else f"an envelope ({why})"
+    if not as_code:
+        return Input(ExecuteRequest(envelope=text), reading)
+    return Input(ExecuteRequest(code=text, engine=engine), reading)
+
+
+def _say_how_it_was_read(source: str, given: Input, error: ErrorInfo | None) -> None:
+    """When the input did not parse, say on stderr how it was read and how to choose otherwise."""
+    if given.reading is None or error is None or error.code not in PARSE_ERRORS:
+        return
+    name = "standard input" if source in (None, "-") else source
+    print(
+        f"attp: read {name} as {given.reading}; to choose, name the file .py, .star or .toml, or give "
+        "--as code / --as envelope",
+        file=sys.stderr,
+    )
+
+
+def _exec(settings: Settings, args: argparse.Namespace) -> int:
+
+    given = _input(args, settings)
+    settings = settings.model_copy(update={"workers": 0})
+
+    async def run() -> Any:
+        async with open_runtime(settings) as runtime:
+            return await runtime.execute(given.request)
+
+    result = anyio.run(run)
+    if args.json:
+        print(json.dumps(result.model_dump(mode="json"), ensure_ascii=False, indent=2))
+    else:
+        print(render(result, settings.result_format))
+    _say_how_it_was_read(args.file, given, result.error)
+    return EXIT_OK if result.status == "ok" else EXIT_FAILED
+
+
+def _check(settings: Settings, args: argparse.Namespace) -> int:
+
+    given = _input(args, settings)
+    request = given.request
+    registry = _registry(settings)
+    known = Runtime.known_names(registry, settings.modules)
+    problem: ErrorInfo | None = None
+    hint = "the program passed the static checks (nothing was run)"
+    code = request.code
+    if request.envelope is not None and looks_like_tam(request.envelope):
+        try:
+            tam = translate_tam(request.envelope, registry, max_steps=settings.max_tool_calls)
+        except TamError as exc:
+            problem = exc.info
+        else:
+            steps = ", ".join(f"{s.step}. {s.tool} (line {s.line})" for s in tam.steps)
+            hint = f"the TAM blocks passed the checks (nothing was run); steps: {steps}"
+    elif request.envelope is not None:
+        try:
+            parsed = parse_envelope(request.envelope, strict=settings.envelope_strict)
+        except EnvelopeError as exc:
+            problem = exc.info
+        else:
+            if isinstance(parsed, Declined):
+                hint = f'the envelope declines the task (status = "fail"): {parsed.message}'
+            else:
+                code = parsed.code
+    if problem is None and code is not None:
+        starlark = (request.engine or settings.engine) == "starlark"
+        problem = check_starlark(code) if starlark else check_program(code, known)
+    result = ExecutionResult(status="error" if problem else "ok", error=problem, hint=None if problem else hint)
+    print(render(result, settings.result_format))
+    _say_how_it_was_read(args.file, given, problem)
+    return EXIT_FAILED if problem else EXIT_OK
+
+
+def _registry(settings: Settings) -> ToolRegistry:
+    """The enabled tools, upstream MCP servers included: they are connected to list theirs, then closed."""
+    if not settings.upstream_servers:
+        return build_registry(settings)
+
+    async def connect() -> ToolRegistry:
+        async with open_registry(settings) as registry:
+            return registry
+
+    return anyio.run(connect)
+
+
+def _tools(settings: Settings, args: argparse.Namespace) -> int:
+
+    registry = _registry(settings)
+    if args.format == "atdf":
+        print(json.dumps([atdf_descriptor(t) for t in registry.tools.values()], indent=2, ensure_ascii=False))
+    elif args.format == "json":
+        data = [
+            {"name": t.ref, "pack": t.pack, "signature": t.signature_text(), "doc": t.doc}
+            for t in registry.tools.values()
+        ]
+        print(json.dumps(data, indent=2, ensure_ascii=False))
+    else:
+        print("\n\n".join(tool_text(t) for t in registry.tools.values()))
+    return EXIT_OK
+
+
+def _config(settings: Settings, args: argparse.Namespace) -> int:
+    if args.client == "n8n":
+        print(n8n_config(settings, docker=args.docker))
+        return EXIT_OK
+    print(json.dumps(claude_config(settings, name=args.name, profile=args.profile, config=args.config), indent=2))
+    print("Merge into claude_desktop_config.json (" + "; ".join(CLAUDE_CONFIG_LOCATIONS) + ").", file=sys.stderr)
+    return EXIT_OK
+
+
+def _manifest(args: argparse.Namespace) -> int:
+    """Built from defaults and the code only, never from this machine's ATTP_* variables or config file."""
+    settings = Settings(toolpacks=args.toolpacks) if args.toolpacks else Settings()
+    manifest = anyio.run(build_manifest, settings, build_registry(settings))
+    if args.check:
+        changed = differences(args.path, manifest)
+        if changed:
+            print(f"attp: {args.path} is out of date ({', '.join(changed)}); run: attp manifest", file=sys.stderr)
+            return EXIT_FAILED
+        print(f"{args.path} is up to date")
+        return EXIT_OK
+    args.path.write_text(render_manifest(manifest), encoding="utf-8")
+    print(f"wrote {args.path}")
+    return EXIT_OK
+
+
+def _reader_gone() -> int:
+    """The reader of our stdout went away (``attp tools | head -1``): end quietly, as Unix tools do.
+
+    Stdout is pointed at /dev/null so that the interpreter's final flush cannot fail a second time,
+    and the exit status is the shell's for a process ended by SIGPIPE.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_BROKEN_PIPE
+
+
+def cli() -> None:
+    sys.exit(main())

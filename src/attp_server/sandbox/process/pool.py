@@ -1,0 +1,559 @@
+"""Pre-started worker processes, the wall clock, kills and refills (the server side of the sandbox).
+
+`WorkerPool.run(job, on_call)` takes an idle worker (or starts one), sends it the program, answers
+its tool calls through `on_call`, and returns its ``done`` message. Past the deadline, on
+cancellation, or when the worker breaks the protocol, the worker's whole process group is killed
+and reaped; a worker that was killed, crashed or hit a limit is never reused. Each run holds its
+own worker, so concurrent runs never share one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import logging
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from attp_server.sandbox.process.protocol import MAX_MESSAGE_BYTES, ProtocolError, decode, encode
+
+logger = logging.getLogger(__name__)
+
+KILL_GRACE_S = 0.1
+"""How long past its own deadline a worker may take to report TIMEOUT before it is killed."""
+
+LONG_RUN_S = 0.5
+LONG_RUN_NICE = 19
+"""A run still going after LONG_RUN_S drops to the lowest CPU priority, so that on a busy CPU short runs (most
+calls) go first and runaways share what is left. Its worker retires afterwards: raising a priority back
+needs a privilege the server may not have."""
+
+_BOOT = "from attp_server.sandbox.process.worker import main; main()"
+"""The worker's whole program: the installed package (a wheel, or an editable checkout) is importable as is."""
+
+_DIRECTORY_PREFIX = "attp-worker-"
+"""Each worker's private directory is ``<tmp>/attp-worker-<server pid>-<random>``."""
+
+_READ_SIZE = 64 * 1024
+"""Most bytes one read takes from a worker's pipe: what a pipe holds, and small enough not to be mmap'ed."""
+
+CallHandler = Callable[[str, list[Any], dict[str, Any]], Awaitable[dict[str, Any]]]
+"""Runs one tool call for a worker; returns ``{"ok": True, "value": ...}`` or ``{"ok": False, "error": {...}}``."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """One program to run, with everything the worker needs to know about tools and limits."""
+
+    code: str
+    tools: list[str]
+    namespaces: dict[str, list[str]]
+    timeout_s: float
+    max_output_bytes: int
+    max_result_bytes: int
+    max_tool_calls: int
+    capture_print: bool = True
+    engine: str = "python"
+    allow_imports: bool = True
+    unavailable: dict[str, str] = field(default_factory=dict)
+    """Packs whose tools cannot be called now (an upstream server that is down) -> why: the static check says so."""
+    state: dict[str, Any] | None = None
+    """A session's kept state to restore before the program runs (`attp_server.sandbox.process.keep`)."""
+    keep: bool = False
+    """Report the state the program leaves (``done["state"]``), at most `max_state_bytes` of it."""
+    max_state_bytes: int = 0
+    modules: list[str] | None = None
+    """The curated modules the program may use; None: all of them."""
+
+    def message(self) -> dict[str, Any]:
+        modules = {} if self.modules is None else {"modules": self.modules}
+        message: dict[str, Any] = {
+            "op": "run",
+            "engine": self.engine,
+            "code": self.code,
+            "tools": self.tools,
+            "namespaces": self.namespaces,
+            "allow_imports": self.allow_imports,
+            "unavailable": self.unavailable,
+            **modules,
+            "limits": {
+                "timeout_s": self.timeout_s,
+                "max_output_bytes": self.max_output_bytes,
+                "max_result_bytes": self.max_result_bytes,
+                "max_tool_calls": self.max_tool_calls,
+                "capture_print": self.capture_print,
+                "max_state_bytes": self.max_state_bytes,
+            },
+        }
+        if self.keep:
+            message["keep"] = True
+        if self.state is not None:
+            message["state"] = self.state
+        return message
+
+
+class RunClock:
+    """The wall clock of one run, which stops while the server waits for a person (`paused`).
+
+    Holds the pool's cancel scope for the run: a pause lifts its deadline and puts it back, moved by
+    the length of the pause, when the last of the overlapping pauses ends. The worker is told of
+    each pause with the tool's reply, and moves its own deadline the same way.
+    """
+
+    def __init__(self, scope: anyio.CancelScope) -> None:
+        self._scope = scope
+        self._waiting = 0
+        self._since = 0.0
+        self._left = 0.0
+        self._unreported = 0.0
+        self.paused_total = 0.0
+        """Seconds the clock has been stopped so far in this run."""
+
+    @contextlib.asynccontextmanager
+    async def paused(self) -> AsyncIterator[None]:
+        if self._waiting == 0:
+            self._since = anyio.current_time()
+            self._left = self._scope.deadline - self._since
+            self._scope.deadline = math.inf
+        self._waiting += 1
+        try:
+            yield
+        finally:
+            self._waiting -= 1
+            if self._waiting == 0:
+                now = anyio.current_time()
+                self._unreported += now - self._since
+                self.paused_total += now - self._since
+                self._scope.deadline = now + self._left
+
+    def take_paused(self) -> float:
+        """Seconds paused since the last call (what to tell the worker with the next reply)."""
+        paused, self._unreported = self._unreported, 0.0
+        return paused
+
+
+_CLOCK: contextvars.ContextVar[RunClock | None] = contextvars.ContextVar("attp_run_clock", default=None)
+
+
+def run_clock() -> RunClock | None:
+    """The clock of the run whose tool call is being served, or None outside a run."""
+    return _CLOCK.get()
+
+
+class WorkerStartError(Exception):
+    """A worker process could not be started or did not say ``ready``."""
+
+
+@dataclass(eq=False)
+class WorkerProcess:
+    """One worker: its process, the two ends of its protocol pipes, and its private directory.
+
+    The pipes are plain non-blocking file descriptors read and written directly, waiting on the event
+    loop only when the other side is not ready: a message round trip costs about 10 µs, against about
+    75 µs through anyio's process streams (several layers of asyncio transports and buffers).
+    """
+
+    process: anyio.abc.Process
+    to_worker: int
+    from_worker: int
+    directory: str
+    lockdown: dict[str, Any] = field(default_factory=dict)
+    killed: bool = False
+    demoted: bool = False
+    _buffer: bytearray = field(default_factory=bytearray)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def alive(self) -> bool:
+        return self.process.returncode is None
+
+    async def send(self, message: dict[str, Any]) -> None:
+        data = memoryview(encode(message))
+        while data:
+            try:
+                written = os.write(self.to_worker, data)
+            except BlockingIOError:
+                await anyio.wait_writable(self.to_worker)
+                continue
+            except OSError as exc:  # BrokenPipeError: the worker is gone
+                raise anyio.BrokenResourceError(str(exc)) from exc
+            data = data[written:]
+
+    async def receive(self) -> dict[str, Any]:
+        buffer = self._buffer
+        scanned = 0
+        while (end := buffer.find(b"\n", scanned)) < 0:
+            scanned = len(buffer)
+            if scanned > MAX_MESSAGE_BYTES:
+                raise anyio.DelimiterNotFound(MAX_MESSAGE_BYTES)
+            try:
+                chunk = os.read(self.from_worker, _READ_SIZE)
+            except BlockingIOError:
+                await anyio.wait_readable(self.from_worker)
+                continue
+            except OSError as exc:
+                raise anyio.BrokenResourceError(str(exc)) from exc
+            if not chunk:
+                raise anyio.EndOfStream
+            buffer += chunk
+        line = bytes(buffer[: end + 1])
+        del buffer[: end + 1]
+        return decode(line)
+
+    async def kill(self) -> None:
+        """Kill the whole process group and reap it, even while the caller is being cancelled."""
+        if self.killed:
+            return
+        self.killed = True
+        with anyio.CancelScope(shield=True):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pid, signal.SIGKILL)
+            await self.process.wait()
+            await self.process.aclose()
+            for fd in (self.to_worker, self.from_worker):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def sweep_stale_directories(root: str | None = None) -> int:
+    """Remove the private directories that workers of servers no longer running left behind.
+
+    A pool removes its workers' directories itself; only a server that was killed (SIGKILL, a crash)
+    leaves them. The server's pid is in each name; a directory whose server is alive is left alone.
+    Returns how many were removed.
+    """
+    removed = 0
+    base = Path(root or tempfile.gettempdir())
+    for path in base.glob(f"{_DIRECTORY_PREFIX}*-*"):
+        owner = path.name[len(_DIRECTORY_PREFIX) :].split("-", 1)[0]
+        if not owner.isdigit() or process_alive(int(owner)) or not path.is_dir() or path.is_symlink():
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed += not path.exists()
+    return removed
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process: alive, and not ours to judge
+    return True
+
+
+def _worker_environment(directory: str) -> dict[str, str]:
+    """The whole environment a worker gets: nothing of the server's (no tokens, no credentials)."""
+    return {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "HOME": directory, "TMPDIR": directory}
+
+
+class WorkerPool:
+    """Keeps `size` idle workers ready and runs at most `max_workers` programs at once."""
+
+    def __init__(self, *, size: int, max_workers: int, memory_mb: int, startup_timeout_s: float = 20.0) -> None:
+        if size < 0 or max_workers < 1:
+            raise ValueError("pool size must be >= 0 and max_workers >= 1")
+        self.size = size
+        self.max_workers = max_workers
+        self.memory_mb = memory_mb
+        self.startup_timeout_s = startup_timeout_s
+        self._idle: list[WorkerProcess] = []
+        self._starting = 0
+        self._running: set[WorkerProcess] = set()
+        self._slots = anyio.Semaphore(max_workers)
+        self._stack = AsyncExitStack()
+        self._tasks: anyio.abc.TaskGroup | None = None
+        self.lockdown: dict[str, Any] = {}
+        self.runs = 0
+        self.kills = 0
+        self.cancelled = 0
+
+    async def __aenter__(self) -> WorkerPool:
+        sweep_stale_directories()
+        self._tasks = await self._stack.enter_async_context(anyio.create_task_group())
+        async with anyio.create_task_group() as warmup:
+            for _ in range(self.size):
+                warmup.start_soon(self._spawn_idle)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        assert self._tasks is not None
+        self._tasks.cancel_scope.cancel()
+        await self._stack.aclose()  # every refill task has finished (or killed its half-started worker)
+        idle, self._idle = self._idle, []
+        for worker in idle:
+            await worker.kill()
+
+    def kill_now(self) -> None:
+        """Kill every worker, idle or running, and remove their directories, without waiting for the
+        event loop: for a process that exits right after (a stop signal in stdio mode)."""
+        workers = [*self._idle, *self._running]
+        for worker in workers:
+            worker.killed = True
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(worker.pid, signal.SIGKILL)
+            shutil.rmtree(worker.directory, ignore_errors=True)
+        _reap([worker.pid for worker in workers], REAP_TIMEOUT_S)
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "idle": len(self._idle),
+            "busy": len(self._running),
+            "starting": self._starting,
+            "size": self.size,
+            "max_workers": self.max_workers,
+            "runs": self.runs,
+            "killed": self.kills,
+            "cancelled": self.cancelled,
+        }
+
+    def worker_pids(self) -> list[int]:
+        """Pids of the idle workers."""
+        return [w.pid for w in self._idle]
+
+    def running_pids(self) -> list[int]:
+        """Pids of the workers running a program right now."""
+        return [w.pid for w in self._running]
+
+    # ------------------------------------------------------------ running a job
+
+    async def run(self, job: Job, on_call: CallHandler) -> dict[str, Any]:
+        """Run `job` on a worker of its own and return the worker's ``done`` message (or a synthesized one)."""
+        async with self._slots:
+            worker = await self._acquire()
+            self._running.add(worker)
+            reusable = False
+            demotion = asyncio.get_running_loop().call_later(LONG_RUN_S, _demote, worker)
+            token: contextvars.Token[RunClock | None] | None = None
+            try:
+                with anyio.move_on_after(job.timeout_s + KILL_GRACE_S) as scope:
+                    clock = RunClock(scope)
+                    token = _CLOCK.set(clock)  # for the tool calls served below (approvals pause it)
+                    await worker.send(job.message())
+                    while True:
+                        message = await worker.receive()
+                        if message["op"] == "call":
+                            reply = await on_call(
+                                str(message.get("tool", "")),
+                                list(message.get("args", [])),
+                                dict(message.get("kwargs", {})),
+                            )
+                            paused = clock.take_paused()
+                            await worker.send({"op": "reply", **reply, **({"paused_s": paused} if paused else {})})
+                        elif message["op"] == "done":
+                            reusable = not message.get("retire", True)
+                            return message
+                        else:
+                            raise ProtocolError(f"unexpected message {message['op']!r} from worker")
+                self.kills += 1
+                return _timeout(job.timeout_s)
+            except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                await worker.kill()
+                return _died(worker.process.returncode, self.memory_mb, job.engine)
+            except (ProtocolError, anyio.DelimiterNotFound) as exc:
+                logger.warning("worker %d broke the protocol: %s", worker.pid, exc)
+                return _failed("INTERNAL_ERROR", "the sandbox process sent a malformed message; the run was stopped")
+            except anyio.get_cancelled_exc_class():
+                self.cancelled += 1  # the client cancelled the call: the worker is killed below, at once
+                raise
+            finally:
+                demotion.cancel()
+                if token is not None:
+                    _CLOCK.reset(token)
+                self._running.discard(worker)
+                self.runs += 1
+                if reusable and worker.alive and not worker.demoted:
+                    self._idle.append(worker)
+                else:
+                    await worker.kill()
+                    self._refill()
+
+    async def _acquire(self) -> WorkerProcess:
+        while self._idle:
+            worker = self._idle.pop()
+            if worker.alive:
+                return worker
+            await worker.kill()
+        self._refill()
+        return await self._spawn()
+
+    def _refill(self) -> None:
+        missing = self.size - len(self._idle) - self._starting
+        if self._tasks is None:
+            return
+        for _ in range(max(0, missing)):
+            self._starting += 1
+            self._tasks.start_soon(self._spawn_idle, True)
+
+    async def _spawn_idle(self, counted: bool = False) -> None:
+        if not counted:
+            self._starting += 1
+        try:
+            worker = await self._spawn()
+        except WorkerStartError as exc:
+            logger.error("could not start a sandbox worker: %s", exc)
+            return
+        finally:
+            self._starting -= 1
+        self._idle.append(worker)
+
+    async def _spawn(self) -> WorkerProcess:
+        directory = tempfile.mkdtemp(prefix=f"{_DIRECTORY_PREFIX}{os.getpid()}-")
+        os.chmod(directory, 0o700)
+        worker_reads, to_worker = os.pipe()
+        from_worker, worker_writes = os.pipe()
+        try:
+            # Shielded: a cancellation landing after the child exists would otherwise orphan it.
+            with anyio.CancelScope(shield=True):
+                process = await anyio.open_process(
+                    [sys.executable, "-I", "-c", _BOOT, str(self.memory_mb)],
+                    stdin=worker_reads,
+                    stdout=worker_writes,
+                    stderr=subprocess.PIPE,
+                    cwd=directory,
+                    env=_worker_environment(directory),
+                    start_new_session=True,
+                )
+        except OSError as exc:
+            for fd in (to_worker, from_worker):
+                os.close(fd)
+            shutil.rmtree(directory, ignore_errors=True)
+            raise WorkerStartError(str(exc)) from exc
+        finally:
+            os.close(worker_reads)  # the child has its own copies now (or there is no child)
+            os.close(worker_writes)
+        os.set_blocking(to_worker, False)
+        os.set_blocking(from_worker, False)
+        worker = WorkerProcess(process, to_worker, from_worker, directory)
+        if self._tasks is not None and process.stderr is not None:
+            self._tasks.start_soon(_drain_stderr, process.stderr, process.pid)
+        try:
+            with anyio.fail_after(self.startup_timeout_s):
+                ready = await worker.receive()
+            if ready.get("op") != "ready":
+                raise ProtocolError(f"worker said {ready.get('op')!r} instead of 'ready'")
+        except (TimeoutError, anyio.EndOfStream, anyio.IncompleteRead, ProtocolError, anyio.DelimiterNotFound) as exc:
+            await worker.kill()
+            raise WorkerStartError(f"worker did not start (exit code {process.returncode}): {exc!r}") from exc
+        except BaseException:
+            await worker.kill()  # cancelled while starting (the pool is closing): leave no process behind
+            raise
+        worker.lockdown = dict(ready.get("lockdown") or {})
+        self.lockdown = worker.lockdown
+        return worker
+
+
+REAP_TIMEOUT_S = 1.0
+"""How long `WorkerPool.kill_now` waits for killed workers to be gone (a SIGKILL takes effect in milliseconds)."""
+
+
+def _reap(pids: list[int], timeout: float) -> None:
+    """Wait until the killed children `pids` have exited, so that none outlives a server exiting right after:
+    SIGKILL is asynchronous, and tearing down a worker's memory takes a few milliseconds."""
+    waiting = set(pids)
+    deadline = time.monotonic() + timeout
+    while waiting and time.monotonic() < deadline:
+        for pid in list(waiting):
+            try:
+                finished, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:  # already reaped (by the event loop's child watcher)
+                finished = pid
+            if finished:
+                waiting.discard(pid)
+        if waiting:
+            time.sleep(0.002)
+
+
+def _set_nice(pid: int, nice: int) -> None:
+    """Set the CPU priority of a worker's process group (its own session); best effort."""
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PGRP, pid, min(nice, LONG_RUN_NICE))
+
+
+def _demote(worker: WorkerProcess) -> None:
+    if not worker.killed and worker.alive:
+        worker.demoted = True
+        _set_nice(worker.pid, LONG_RUN_NICE)
+
+
+async def _drain_stderr(stream: anyio.abc.ByteReceiveStream, pid: int) -> None:
+    """Log what a worker writes to stderr (its own crashes), so the pipe never fills and blocks it."""
+    try:
+        async for chunk in stream:
+            text = chunk.decode("utf-8", "replace").strip()
+            if text:
+                logger.debug("worker %d stderr: %s", pid, text[:2000])
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+        pass
+
+
+def _failed(code: str, message: str) -> dict[str, Any]:
+    return {
+        "op": "done",
+        "status": "error",
+        "result": None,
+        "hint": None,
+        "stdout": "",
+        "truncated": False,
+        "error": {"code": code, "message": message},
+        "retire": True,
+    }
+
+
+def _timeout(timeout_s: float) -> dict[str, Any]:
+    return _failed(
+        "TIMEOUT",
+        f"the program did not finish within timeout_s = {timeout_s:g} s and was stopped. A single long "
+        "operation (a huge regex, sum or sort) cannot be interrupted any other way: make the work smaller, "
+        "or split it across calls.",
+    )
+
+
+def _died(returncode: int | None, memory_mb: int, engine: str = "python") -> dict[str, Any]:
+    if returncode is not None and returncode < 0:
+        number = -returncode
+        name = signal.Signals(number).name if number in signal.Signals._value2member_map_ else str(number)
+        if number == signal.SIGXCPU:
+            return _failed("TIMEOUT", "the program used up its CPU time and was stopped")
+        if number in (signal.SIGSEGV, signal.SIGBUS) and engine == "starlark":
+            # starlark-rust crashes this way both on deep nesting and when a dict outgrows the address space.
+            return _failed(
+                "RUNTIME_ERROR",
+                f"the Starlark interpreter crashed ({name}): it does when the program's data outgrows the memory "
+                f"limit of {memory_mb} MB (a dict or list of millions of items) or is nested too deeply (e.g. "
+                "printing a list nested millions of levels). Work on smaller pieces of data, and keep it flat.",
+            )
+        if number in (signal.SIGSEGV, signal.SIGBUS):
+            return _failed(
+                "RUNTIME_ERROR",
+                f"the program crashed the sandbox process ({name}), usually with a structure nested too deeply "
+                "(e.g. hashing or printing a tuple nested millions of levels). Keep data structures flat.",
+            )
+        if number in (signal.SIGKILL, signal.SIGABRT):
+            return _failed(
+                "MEMORY_LIMIT",
+                f"the sandbox process died ({name}) while running the program; this usually means it went past "
+                f"the memory limit of {memory_mb} MB. Work on smaller pieces of data.",
+            )
+        return _failed("INTERNAL_ERROR", f"the sandbox process died ({name}) while running the program")
+    return _failed("INTERNAL_ERROR", f"the sandbox process exited (code {returncode}) while running the program")

@@ -1,0 +1,352 @@
+"""The curated `math`, `json`, `datetime`, `re`, `random` and `statistics` a program sees, and its builtins.
+
+None of these is a module object. Each is a `Namespace`: a read-only bag of chosen functions,
+classes and constants. Nothing here leads to the interpreter, the file system or the process:
+a real module would leak its own imports (``json.codecs`` reaches ``builtins``), so only members
+are copied, never the module. Functions that can build huge values are wrapped with size checks.
+
+This module is imported by the worker; it imports nothing from the rest of ``server``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json as _json
+import math as _math
+import random as _random
+import re as _re
+import statistics as _statistics
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from attp_server.sandbox.limits import MAX_FORMAT_WIDTH, MAX_INT_BITS, MAX_SEQUENCE_LEN, SizeLimitError
+
+
+class Namespace:
+    """A read-only, module-like bag of names. Attribute access goes through the evaluator's policy."""
+
+    __slots__ = ("members", "name")
+    name: str
+    members: dict[str, Any]
+
+    def __init__(self, name: str, members: Mapping[str, Any]) -> None:
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "members", dict(members))
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        raise AttributeError(f"{self.name} is read-only")
+
+    def __repr__(self) -> str:
+        return f"<namespace {self.name}>"
+
+
+def _check_size(what: str, size: int) -> None:
+    if size > MAX_SEQUENCE_LEN:
+        raise SizeLimitError(f"{what} would have {size:,} items; the limit is {MAX_SEQUENCE_LEN:,}")
+
+
+# ---------------------------------------------------------------- math
+
+
+def _factorial(n: int) -> int:
+    if isinstance(n, int) and n > 20_000:
+        raise SizeLimitError(f"math.factorial({n}) is too large; the limit is n <= 20000")
+    return _math.factorial(n)
+
+
+def _comb(n: int, k: int) -> int:
+    if isinstance(n, int) and n > 100_000:
+        raise SizeLimitError(f"math.comb({n}, ...) is too large; the limit is n <= 100000")
+    return _math.comb(n, k)
+
+
+def _perm(n: int, k: int | None = None) -> int:
+    if isinstance(n, int) and n > 20_000:
+        raise SizeLimitError(f"math.perm({n}, ...) is too large; the limit is n <= 20000")
+    return _math.perm(n, k)
+
+
+def _prod(iterable: Iterable[Any], *, start: Any = 1) -> Any:
+    total = start
+    for item in iterable:
+        total = total * item
+        if isinstance(total, int) and total.bit_length() > MAX_INT_BITS:
+            raise SizeLimitError(f"math.prod() result exceeds {MAX_INT_BITS:,} bits")
+        if isinstance(total, str | bytes | bytearray | list | tuple):
+            _check_size("math.prod()", len(total))
+    return total
+
+
+def _isqrt(n: int) -> int:
+    return _math.isqrt(n)
+
+
+_MATH_WRAPPED: dict[str, Callable[..., Any]] = {
+    "factorial": _factorial,
+    "comb": _comb,
+    "perm": _perm,
+    "prod": _prod,
+    "isqrt": _isqrt,
+}
+
+
+def _math_namespace() -> Namespace:
+    members: dict[str, Any] = {}
+    for name in dir(_math):
+        if name.startswith("_"):
+            continue
+        members[name] = _MATH_WRAPPED.get(name, getattr(_math, name))
+    return Namespace("math", members)
+
+
+# ---------------------------------------------------------------- json
+
+_JSON_DUMPS_OPTIONS = frozenset({"indent", "sort_keys", "ensure_ascii", "separators", "default", "allow_nan"})
+
+
+def _dumps(obj: Any, **options: Any) -> str:
+    unknown = set(options) - _JSON_DUMPS_OPTIONS
+    if unknown:
+        raise TypeError(
+            f"json.dumps() got unsupported option(s) {sorted(unknown)}; allowed: {sorted(_JSON_DUMPS_OPTIONS)}"
+        )
+    separators = options.get("separators")
+    if isinstance(separators, tuple | list) and any(isinstance(x, str) and len(x) > 16 for x in separators):
+        raise ValueError("json.dumps(separators=...) items must be at most 16 characters")
+    indent = options.get("indent")
+    if (isinstance(indent, int) and indent > 16) or (isinstance(indent, str) and len(indent) > 16):
+        raise ValueError("json.dumps(indent=...) must be at most 16")
+    options.setdefault("ensure_ascii", False)
+    return _json.dumps(obj, **options)
+
+
+def _loads(text: str | bytes) -> Any:
+    return _json.loads(text)
+
+
+def _json_namespace() -> Namespace:
+    return Namespace(
+        "json",
+        {"loads": _loads, "dumps": _dumps, "JSONDecodeError": _json.JSONDecodeError},
+    )
+
+
+# ---------------------------------------------------------------- datetime
+
+
+def _now(tz: _dt.tzinfo | None = None) -> _dt.datetime:
+    return _dt.datetime.now(tz)
+
+
+def _today() -> _dt.date:
+    return _dt.date.today()
+
+
+def _parse(text: str) -> _dt.datetime | _dt.date | _dt.time:
+    """Parse an ISO 8601 date, datetime or time ('2024-05-01', '2024-05-01T12:30:00Z', '12:30')."""
+    if not isinstance(text, str):
+        raise TypeError(f"datetime.parse() takes an ISO 8601 string, not {type(text).__name__}")
+    value = text.strip()
+    for parser in (_dt.date.fromisoformat, _dt.datetime.fromisoformat, _dt.time.fromisoformat):
+        try:
+            return parser(value)
+        except ValueError:
+            continue
+    raise ValueError(f"datetime.parse() could not read {text!r} as ISO 8601 (e.g. '2024-05-01T12:30:00+00:00')")
+
+
+def _datetime_namespace() -> Namespace:
+    return Namespace(
+        "datetime",
+        {
+            "datetime": _dt.datetime,
+            "date": _dt.date,
+            "time": _dt.time,
+            "timedelta": _dt.timedelta,
+            "timezone": _dt.timezone,
+            "UTC": _dt.UTC,
+            "MINYEAR": _dt.MINYEAR,
+            "MAXYEAR": _dt.MAXYEAR,
+            "now": _now,
+            "today": _today,
+            "parse": _parse,
+        },
+    )
+
+
+# ---------------------------------------------------------------- re
+
+_RE_FUNCTIONS = ("compile", "search", "match", "fullmatch", "split", "findall", "finditer", "sub", "subn", "escape")
+_RE_FLAGS = ("IGNORECASE", "I", "MULTILINE", "M", "DOTALL", "S", "VERBOSE", "X", "ASCII", "A", "NOFLAG")
+
+
+def check_substitution(pattern: Any, repl: Any, string: Any, count: int = 0, flags: int = 0) -> None:
+    """Refuse a ``sub``/``subn`` whose replacement text, repeated per match, would be huge."""
+    if not isinstance(repl, str | bytes | bytearray) or not isinstance(string, str | bytes | bytearray) or not repl:
+        return
+    if len(repl) * (len(string) + 1) <= MAX_SEQUENCE_LEN:
+        return
+    compiled = pattern if isinstance(pattern, _re.Pattern) else _re.compile(pattern, flags)
+    matches = 0
+    for _ in compiled.finditer(string):
+        matches += 1
+        if count and matches >= count:
+            break
+    _check_size("re.sub()", len(string) + matches * len(repl))
+
+
+def _sub(pattern: Any, repl: Any, string: Any, count: int = 0, flags: int = 0) -> Any:
+    check_substitution(pattern, repl, string, count, flags)
+    return _re.sub(pattern, repl, string, count=count, flags=flags)
+
+
+def _subn(pattern: Any, repl: Any, string: Any, count: int = 0, flags: int = 0) -> Any:
+    check_substitution(pattern, repl, string, count, flags)
+    return _re.subn(pattern, repl, string, count=count, flags=flags)
+
+
+def _re_namespace() -> Namespace:
+    members: dict[str, Any] = {name: getattr(_re, name) for name in _RE_FUNCTIONS}
+    members.update(sub=_sub, subn=_subn)
+    members.update({name: getattr(_re, name) for name in _RE_FLAGS if hasattr(_re, name)})
+    members["error"] = _re.error
+    return Namespace("re", members)
+
+
+# ---------------------------------------------------------------- random
+
+
+def random_namespace(rng: _random.Random) -> Namespace:
+    """A `random` namespace over one private generator (one per run, seeded from the OS)."""
+
+    def getrandbits(k: int) -> int:
+        if k > MAX_INT_BITS:
+            raise SizeLimitError(f"random.getrandbits({k}) exceeds {MAX_INT_BITS:,} bits")
+        return rng.getrandbits(k)
+
+    def randbytes(n: int) -> bytes:
+        _check_size("random.randbytes()", n)
+        return rng.randbytes(n)
+
+    def sample(population: Any, k: int, *, counts: Any = None) -> list[Any]:
+        _check_size("random.sample()", k)
+        return rng.sample(population, k, counts=counts)
+
+    def choices(population: Any, weights: Any = None, *, cum_weights: Any = None, k: int = 1) -> list[Any]:
+        _check_size("random.choices()", k)
+        return rng.choices(population, weights, cum_weights=cum_weights, k=k)
+
+    members: dict[str, Any] = {
+        name: getattr(rng, name)
+        for name in (
+            "random", "uniform", "randint", "randrange", "choice", "shuffle", "gauss", "normalvariate",
+            "lognormvariate", "expovariate", "vonmisesvariate", "gammavariate", "betavariate",
+            "paretovariate", "weibullvariate", "triangular", "seed",
+        )
+    }  # fmt: skip
+    members.update(getrandbits=getrandbits, randbytes=randbytes, sample=sample, choices=choices)
+    return Namespace("random", members)
+
+
+# ---------------------------------------------------------------- statistics
+
+_STATISTICS_FUNCTIONS = (
+    "mean", "fmean", "geometric_mean", "harmonic_mean", "median", "median_low", "median_high",
+    "median_grouped", "mode", "multimode", "pstdev", "pvariance", "stdev", "variance", "quantiles",
+    "correlation", "covariance", "linear_regression",
+)  # fmt: skip
+
+
+def _statistics_namespace() -> Namespace:
+    members: dict[str, Any] = {name: getattr(_statistics, name) for name in _STATISTICS_FUNCTIONS}
+    members["StatisticsError"] = _statistics.StatisticsError
+    return Namespace("statistics", members)
+
+
+# ---------------------------------------------------------------- builtins
+
+
+def _range(*args: int) -> range:
+    return range(*args)
+
+
+def _bytes(source: Any = b"", *args: Any) -> bytes:
+    if isinstance(source, int):
+        _check_size("bytes()", source)
+    return bytes(source, *args)
+
+
+def _bytearray(source: Any = b"", *args: Any) -> bytearray:
+    if isinstance(source, int):
+        _check_size("bytearray()", source)
+    return bytearray(source, *args)
+
+
+def _pow(base: Any, exp: Any, mod: Any = None) -> Any:
+    if mod is None and isinstance(base, int) and isinstance(exp, int):
+        check_power(base, exp)
+    return pow(base, exp, mod)
+
+
+def check_power(base: int, exp: int) -> None:
+    """Refuse ``base ** exp`` when the result would exceed the integer size limit."""
+    if exp > 0 and abs(base) > 1 and exp * max(1, abs(base).bit_length() - 1) > MAX_INT_BITS:
+        raise SizeLimitError(f"{base} ** {exp} would exceed {MAX_INT_BITS:,} bits")
+
+
+def _format(value: Any, spec: str = "") -> str:
+    check_format_spec(spec)
+    return format(value, spec)
+
+
+_SPEC_NUMBERS = _re.compile(r"(\d+)")
+
+
+def check_format_spec(spec: object) -> None:
+    """Refuse format specs whose width or precision would build a huge string (CVE-2025-24359 class)."""
+    if not isinstance(spec, str):
+        return
+    if len(spec) > 1000:
+        raise SizeLimitError(f"a format spec of {len(spec):,} characters is too long; the limit is 1,000")
+    for digits in _SPEC_NUMBERS.findall(spec):
+        if len(digits) > 6 or int(digits) > MAX_FORMAT_WIDTH:
+            raise SizeLimitError(f"format width/precision {digits} exceeds {MAX_FORMAT_WIDTH:,}")
+
+
+SAFE_BUILTIN_FUNCTIONS: dict[str, Any] = {
+    "abs": abs, "all": all, "any": any, "ascii": ascii, "bin": bin, "bool": bool, "bytearray": _bytearray,
+    "bytes": _bytes, "callable": callable, "chr": chr, "complex": complex, "dict": dict, "divmod": divmod,
+    "enumerate": enumerate, "filter": filter, "float": float, "format": _format, "frozenset": frozenset,
+    "hash": hash, "hex": hex, "int": int, "isinstance": isinstance, "iter": iter, "len": len, "list": list,
+    "map": map, "max": max, "min": min, "next": next, "oct": oct, "ord": ord, "pow": _pow, "range": _range,
+    "repr": repr, "reversed": reversed, "round": round, "set": set, "slice": slice, "sorted": sorted,
+    "str": str, "sum": sum, "tuple": tuple, "zip": zip,
+}  # fmt: skip
+
+SAFE_EXCEPTIONS: dict[str, type[Exception]] = {
+    cls.__name__: cls
+    for cls in (
+        Exception, ArithmeticError, AssertionError, AttributeError, IndexError, KeyError, LookupError,
+        NameError, NotImplementedError, OverflowError, RecursionError, RuntimeError, StopIteration,
+        TypeError, UnicodeError, UnicodeDecodeError, UnicodeEncodeError, ValueError, ZeroDivisionError,
+    )
+}  # fmt: skip
+
+MODULE_NAMES = (
+    "math", "json", "datetime", "re", "random", "statistics", "collections", "itertools", "functools", "operator",
+    "csv", "io", "string", "textwrap", "copy", "heapq", "bisect", "base64", "hashlib", "difflib", "uuid", "tomllib",
+    "typing",
+)  # fmt: skip
+"""Every curated module, in the order descriptions list them (``attp_server.sandbox.stdlib.modules`` builds them all;
+the ``modules`` setting picks which a run gets). The first six are seed 000's."""
+
+
+def static_namespaces() -> dict[str, Namespace]:
+    """The namespaces that hold no per-run state (all but `random`). Built once per worker."""
+    return {
+        "math": _math_namespace(),
+        "json": _json_namespace(),
+        "datetime": _datetime_namespace(),
+        "re": _re_namespace(),
+        "statistics": _statistics_namespace(),
+    }

@@ -1,0 +1,154 @@
+"""The variables and functions a session keeps between calls, checked again when they come back from a worker.
+
+A worker reports what its program left (`attp_server.sandbox.process.keep`); a worker is sandboxed, not
+trusted, so `accept` re-checks every part before the server keeps it: names are public identifiers,
+values are well-formed JSON-plus data, each function is exactly one plain ``def`` of its name that
+the sandbox's policy accepts, and the whole fits in `max_state_bytes`. What is not kept, by the
+worker or here, is named in the result's hint (`hint`), never silently lost.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import keyword
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from attp_server import pyast
+from attp_server.sandbox.policy import scan
+from attp_server.sandbox.process import keep
+from attp_server.sandbox.process.protocol import text_of
+
+logger = logging.getLogger(__name__)
+
+MAX_DROPPED = 50
+"""Most names a worker's report may say were not kept."""
+HINT_NAMES = 10
+"""Most of them the hint names (the rest are counted)."""
+
+
+@dataclass(frozen=True)
+class KeptState:
+    """A session's kept names: values in JSON-plus form, functions by their ``def`` source."""
+
+    values: Mapping[str, Any] = field(default_factory=dict)
+    functions: Mapping[str, str] = field(default_factory=dict)
+    size: int = 0
+    """Bytes of the whole, as JSON: what `max_state_bytes` bounds."""
+
+    def names(self) -> frozenset[str]:
+        return frozenset([*self.values, *self.functions])
+
+    def message(self) -> dict[str, Any]:
+        """The state as a ``run`` message carries it to the worker."""
+        return {"values": dict(self.values), "functions": dict(self.functions)}
+
+
+@dataclass
+class Accepted:
+    state: KeptState
+    dropped: dict[str, str]
+    """Name -> why it is not kept."""
+
+
+def public_name(name: object) -> bool:
+    return isinstance(name, str) and name.isidentifier() and not keyword.iskeyword(name) and not name.startswith("__")
+
+
+def accept(raw: object, *, max_bytes: int) -> Accepted | None:
+    """Check a worker's report of the state its program left; None if the report is not even the right shape."""
+    if not isinstance(raw, dict):
+        return None
+    values, functions, dropped_raw = raw.get("values"), raw.get("functions"), raw.get("dropped")
+    if not isinstance(values, dict) or not isinstance(functions, dict) or not isinstance(dropped_raw, list):
+        logger.warning("a worker reported a malformed session state; it was not kept")
+        return None
+    dropped: dict[str, str] = {}
+    for item in dropped_raw[:MAX_DROPPED]:
+        if isinstance(item, list) and len(item) == 2 and public_name(item[0]):
+            dropped[item[0]] = text_of(item[1], 300)
+    sizes: dict[str, tuple[int, Any]] = {}
+    for name, data in values.items():
+        if not public_name(name):
+            continue
+        try:
+            keep.check_encoded(data)
+            sizes[name] = (keep.measure(data), data)
+        except (ValueError, keep.NotKept, RecursionError) as exc:
+            logger.warning("a worker reported a malformed kept value: %s", text_of(exc, 200))
+            dropped[name] = "it could not be stored"
+    sources: dict[str, str] = {}
+    size = 0
+    named = [(name, source) for name, source in functions.items() if public_name(name)]
+    for name, source in sorted(named, key=lambda item: len(item[1]) if isinstance(item[1], str) else 0):
+        bytes_ = len(source.encode("utf-8", "replace")) if isinstance(source, str) else 0
+        if size + bytes_ > max_bytes:  # defs count against the cap like values (smallest first), unparsed
+            dropped[name] = f"too big ({bytes_:,} bytes; max_state_bytes = {max_bytes:,})"
+            continue
+        problem = _check_function(name, source)
+        if problem is None:
+            sources[name] = source
+            size += bytes_
+        else:
+            dropped[name] = problem
+    kept: dict[str, Any] = {}
+    for name, (bytes_, data) in sorted(sizes.items(), key=lambda item: item[1][0]):
+        if size + bytes_ <= max_bytes:
+            kept[name] = data
+            size += bytes_
+        else:
+            dropped.setdefault(name, f"too big ({bytes_:,} bytes; max_state_bytes = {max_bytes:,})")
+    return Accepted(KeptState(values=kept, functions=sources, size=size), dropped)
+
+
+def _check_function(name: str, source: object) -> str | None:
+    """Why `source` is not a ``def`` the server keeps (None when it is one)."""
+    if not isinstance(source, str) or len(source) > keep.FIRST_LINE:
+        return "its source could not be stored"
+    try:
+        module = pyast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return "its source could not be stored"
+    if len(module.body) != 1 or not isinstance(module.body[0], ast.FunctionDef) or module.body[0].name != name:
+        return "its source could not be stored"
+    reason = keep.why_not_source(module.body[0])
+    if reason is not None:
+        return reason
+    if scan(module):
+        return "its source is not allowed in the sandbox"
+    return None
+
+
+STOPPED = "The run was stopped before it finished: the variables kept from earlier calls are as they were."
+
+
+async def after_run(
+    kept: KeptState | None, done: Mapping[str, Any], max_bytes: int
+) -> tuple[KeptState | None, str | None]:
+    """The session's state after a run (from the worker's ``done`` report), and the hint naming what was not kept."""
+    if "state" not in done:  # the worker was killed: it reported nothing
+        return kept, STOPPED if kept is not None else None
+    if done["state"] is None:  # the program did not get to run, or was stopped midway
+        return kept, None
+    accepted = await anyio.to_thread.run_sync(functools.partial(accept, done["state"], max_bytes=max_bytes))
+    if accepted is None:
+        return kept, None
+    return (accepted.state if accepted.state.names() else None), hint(accepted.dropped)
+
+
+def hint(dropped: Mapping[str, str]) -> str | None:
+    """The hint naming what the next call will not find, or None when everything was kept.
+
+    One line, a few words a name: it comes with every reply of a program that leaves such names, needed or not.
+    """
+    if not dropped:
+        return None
+    items = list(dropped.items())
+    parts = [f"{name} ({reason})" for name, reason in items[:HINT_NAMES]]
+    more = f"; and {len(items) - HINT_NAMES} more" if len(items) > HINT_NAMES else ""
+    return "Not kept for the next call: " + "; ".join(parts) + more

@@ -1,0 +1,457 @@
+"""One upstream MCP server, kept connected while attp-server runs: its tools, its calls, its faults.
+
+`Upstream` is the pack's `LiveTools`. `serve` owns the connection (an `mcp.Client` over stdio,
+Streamable HTTP or SSE) in a task of its own:
+
+* connect and list the tools within the startup timeout; a server that fails is reported (the
+  reason and the fix) and attp-server goes on without it;
+* keep the connection until it breaks, or until shutdown (the SDK closes a stdio server's stdin,
+  then ends its whole process tree);
+* on ``notifications/tools/list_changed``, list the tools again and tell the runtime;
+* after a failure, connect again only when a call asks for the server, and not sooner than the
+  backoff allows (1 s, doubling to 60 s), so a broken server is not restarted in a loop.
+
+Calls run on the caller's task: each is bounded by the run's deadline (`current_call`), so a
+timeout or a cancelled run cancels the upstream request (the SDK sends ``notifications/cancelled``),
+and upstream progress is forwarded as the run's progress.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import mcp_types as types
+from anyio.abc import TaskStatus
+from mcp import Client
+from mcp.client.sse import sse_client
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
+
+from attp_server import __version__
+from attp_server.mcp_config import ExpansionError, McpServer, expand
+from attp_server.toolpack import Tool, ToolError, ToolMarks, current_call, make_tool
+from attp_server.toolpacks.mcp.content import media_saver, result_data
+from attp_server.toolpacks.mcp.schema import ToolShape, identifier, shape_of
+
+logger = logging.getLogger(__name__)
+
+FIRST_BACKOFF_S = 1.0
+MAX_BACKOFF_S = 60.0
+MAX_PAGES = 100
+"""Pages of tools/list read from one server (a paginator that never ends must not hang startup)."""
+MIN_SECRET_CHARS = 6
+"""Shorter values of env and headers are not blanked out of results (they would match ordinary text)."""
+SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "AUTH", "CREDENTIAL", "COOKIE", "SESSION")
+
+Changed = Callable[[], Awaitable[None]]
+
+
+class Unavailable(Exception):
+    """The server cannot be used now; the message names the server, the reason and the fix."""
+
+
+class Upstream:
+    """The live tools of one configured MCP server (the pack named `pack`)."""
+
+    def __init__(
+        self,
+        pack: str,
+        config: McpServer,
+        *,
+        workspace: Path,
+        startup_timeout_s: float,
+        environ: Mapping[str, str],
+        config_name: str | None = None,
+    ) -> None:
+        self.pack = pack
+        self.config = config
+        self.config_name = config_name or pack
+        self.workspace = workspace
+        self.startup_timeout_s = startup_timeout_s
+        self.environ = environ
+        self.problem: str | None = "not connected yet"
+        self._client: Client | None = None
+        self._tools: list[Tool] = []
+        self._secrets: list[str] = []
+        self._changed: Changed | None = None
+        self._wanted = anyio.Event()
+        self._lost = anyio.Event()
+        self._relist = anyio.Event()
+        self._request: anyio.Event | None = None
+        """Set when the connection attempt a call asked for has ended (either way); None when none is pending."""
+        self._backoff = FIRST_BACKOFF_S
+        self._retry_at = 0.0
+        self._started = False
+        self.connects = 0
+        self.failures = 0
+
+    # ------------------------------------------------------------ LiveTools
+
+    def tools(self) -> Sequence[Tool]:
+        return list(self._tools)
+
+    def health(self) -> dict[str, Any]:
+        return {
+            "server": self.config.describe(),
+            "status": "ok" if self.problem is None else "unavailable",
+            "problem": self.problem,
+            "tools": len(self._tools),
+            "connects": self.connects,
+            "failures": self.failures,
+        }
+
+    async def serve(self, changed: Changed, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Keep the server connected until cancelled (see the module docstring)."""
+        self._changed = changed
+        first = True
+        while True:
+            if not first:
+                while self._request is None:  # connect again only when a call asks for the server
+                    self._wanted = anyio.Event()
+                    await self._wanted.wait()
+            self._lost = anyio.Event()
+            was_connected = self.connects
+            try:
+                await self._session(task_status)
+            except Exception as exc:
+                broke = self.connects > was_connected
+                self._fail(exc, broke=broke)
+                if not broke:
+                    self._settle()  # the calls waiting for this attempt learn that it failed
+            finally:
+                self._client = None
+            if first and not self._started:
+                task_status.started()
+            first = False
+            await changed()
+
+    async def _session(self, task_status: TaskStatus[None]) -> None:
+        """One connection: connect and list the tools within the startup timeout, then hold it until it breaks."""
+        with anyio.CancelScope() as connecting:
+            connecting.deadline = anyio.current_time() + self.startup_timeout_s
+            async with self._connect() as client, anyio.create_task_group() as watchers:
+                self._tools = await self._list_tools(client)
+                connecting.deadline = math.inf  # connected: from here on the connection lives until it breaks
+                self._client = client
+                self.problem = None
+                self._backoff = FIRST_BACKOFF_S
+                self.connects += 1
+                logger.info(
+                    "mcp server %r: connected (%s), %d tools", self.pack, self.config.describe(), len(self._tools)
+                )
+                if not self._started:
+                    self._started = True
+                    task_status.started()
+                self._settle()
+                assert self._changed is not None
+                await self._changed()
+                watchers.start_soon(self._relist_on_change, client)
+                if client.protocol_version in MODERN_PROTOCOL_VERSIONS:  # 2026: changes come on a listen stream
+                    watchers.start_soon(self._listen_for_changes, client)
+                await self._lost.wait()
+                watchers.cancel_scope.cancel()
+        if connecting.cancelled_caught:
+            raise TimeoutError(
+                f"it did not finish connecting and listing its tools within {self.startup_timeout_s:g} s"
+            )
+        raise ConnectionError("the connection to it broke (the server exited or closed it)")
+
+    def _settle(self) -> None:
+        request, self._request = self._request, None
+        if request is not None:
+            request.set()
+
+    async def _listen_for_changes(self, client: Client) -> None:
+        try:
+            async with client.listen(tools_list_changed=True) as subscription:
+                async for _event in subscription:
+                    self._relist.set()
+        except Exception as exc:  # a server that does not serve subscriptions/listen: no change events, no harm
+            logger.debug("mcp server %r: no tool-change subscription: %s", self.pack, _reason(exc))
+
+    async def _relist_on_change(self, client: Client) -> None:
+        while True:
+            await self._relist.wait()
+            self._relist = anyio.Event()
+            try:
+                self._tools = await self._list_tools(client)
+            except Exception as exc:
+                logger.warning("mcp server %r: listing its tools again failed: %s", self.pack, _reason(exc))
+                continue
+            logger.info("mcp server %r: its tool list changed (%d tools)", self.pack, len(self._tools))
+            assert self._changed is not None
+            await self._changed()
+
+    def _fail(self, exc: BaseException, *, broke: bool) -> None:
+        """Record why the server is down. A connection that broke after working is retried at once; a
+        server that failed to connect waits out a backoff that doubles with each failure in a row."""
+        self.failures += 1
+        if broke:
+            self._retry_at = 0.0
+        else:
+            self._retry_at = time.monotonic() + self._backoff
+            self._backoff = min(self._backoff * 2, MAX_BACKOFF_S)
+        self.problem = self._explain(exc, broke=broke)
+        logger.warning("mcp server %r is unavailable: %s", self.pack, self.problem)
+
+    def _explain(self, exc: BaseException, *, broke: bool) -> str:
+        cause = _leaf(exc)
+        where = f"mcp_servers.{self.config_name}"
+        if broke:
+            ended = "the connection ended (the server exited or closed it)"
+            return f"{self.config.describe()}: {ended}; it is started again on the next call"
+        if isinstance(cause, ExpansionError):
+            return f"{cause}. Fix: set the variable, then restart attp-server."
+        reason = _reason(cause)
+        if self.config.command is not None:
+            if isinstance(cause, FileNotFoundError | PermissionError):
+                fix = f"install it, or correct {where}.command"
+                reason = f"the command {self.config.command!r} cannot be started ({type(cause).__name__})"
+            else:
+                fix = f"run the command of {where} by hand to see its error, and correct it"
+            return f"{self.config.describe()}: {reason}. Fix: {fix}; it is retried on the next call."
+        if isinstance(cause, httpx2.HTTPStatusError) and cause.response.status_code in (401, 403):
+            fix = f"check the credentials in {where}.headers"
+        else:
+            fix = f"check that the server is running and that {where}.url is right"
+        return f"{self.config.describe()}: {reason}. Fix: {fix}; it is retried on the next call."
+
+    @asynccontextmanager
+    async def _connect(self) -> AsyncIterator[Client]:
+        transport = self._transport()
+        client = Client(
+            transport,
+            message_handler=self._on_message,
+            client_info=types.Implementation(name="attp-server", version=__version__),
+        )
+        async with client:
+            yield client
+
+    def _transport(self) -> Any:
+        """The SDK transport for this server, with ``${VAR}`` expanded now (the secrets live only here)."""
+        config = self.config
+        where = f"mcp_servers.{self.config_name}"
+        if config.command is not None:
+            env = {k: expand(v.get_secret_value(), self.environ, f"{where}.env.{k}") for k, v in config.env.items()}
+            self._secrets = _secret_values(env)
+            return StdioServerParameters(
+                command=config.command,
+                args=list(config.args),
+                env=env or None,
+                cwd=str(config.cwd) if config.cwd is not None else None,
+            )
+        headers = {
+            k: expand(v.get_secret_value(), self.environ, f"{where}.headers.{k}") for k, v in config.headers.items()
+        }
+        self._secrets = _secret_values(headers, every=True)
+        url = str(config.url)
+        if config.transport == "sse":
+            return sse_client(url, headers=headers or None)
+        return _streamable(url, headers)
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            self._relist.set()
+        elif isinstance(message, Exception):
+            logger.debug("mcp server %r: transport error: %s", self.pack, _reason(message))
+
+    async def _list_tools(self, client: Client) -> list[Tool]:
+        listed: list[types.Tool] = []
+        cursor: str | None = None
+        for _ in range(MAX_PAGES):
+            page = await client.list_tools(cursor=cursor, cache_mode="refresh")
+            listed.extend(page.tools)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        taken: set[str] = set()
+        tools = []
+        for definition in listed:
+            name = identifier(definition.name, taken)
+            taken.add(name)
+            try:
+                tools.append(self._tool(name, definition))
+            except Exception as exc:  # one odd tool must not take the others down
+                logger.warning("mcp server %r: leaving out tool %r: %s", self.pack, definition.name, exc)
+        return tools
+
+    def _tool(self, name: str, definition: types.Tool) -> Tool:
+        where = f"mcp server {self.pack!r}, tool {definition.name!r}"
+        shape = shape_of(definition.description, definition.input_schema, definition.output_schema, where)
+        upstream_name = definition.name
+
+        async def call(**arguments: Any) -> Any:
+            return await self.call(upstream_name, f"{self.pack}.{name}", shape, arguments)
+
+        call.__name__ = call.__qualname__ = name
+        call.__doc__ = shape.doc
+        call.__signature__ = shape.signature  # type: ignore[attr-defined]
+        call.__module__ = __name__
+        return make_tool(call, self.pack, name=name, marks=_marks(definition.annotations), check=shape.check)
+
+    # ------------------------------------------------------------ calls
+
+    async def call(self, upstream_name: str, ref: str, shape: ToolShape, arguments: Mapping[str, Any]) -> Any:
+        """Send one ``tools/call``, bounded by the run's deadline; the result as data (or a `ToolError`)."""
+        context = current_call()
+        client = await self._ready(context.remaining())
+        if _closed(client):  # it died while idle: this request would never leave, so restart it first
+            self._client = None
+            self._lost.set()
+            client = await self._ready(context.remaining())
+        remaining = context.remaining()
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            if context.progress is not None:
+                fraction = progress / total if total else None
+                shown = message or (f"{progress:g}/{total:g}" if total else f"{progress:g}")
+                await context.progress(fraction, shown)
+
+        with anyio.move_on_after(math.inf if remaining is None else remaining) as bounded:
+            try:
+                result = await client.call_tool(
+                    upstream_name, shape.wire_arguments(arguments), progress_callback=on_progress
+                )
+            except MCPError as exc:
+                raise self._protocol_error(ref, exc) from None
+            except RuntimeError as exc:  # the SDK's output-schema check of the result
+                raise ToolError("TOOL_ERROR", f"{ref} returned a malformed result: {exc}") from None
+            except ValidationError as exc:
+                raise ToolError(
+                    "TOOL_ERROR", f"{ref} returned a result that is not MCP: {exc.errors()[0]['msg']}"
+                ) from None
+            except (httpx2.HTTPError, OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+                self._lost.set()
+                raise self._unavailable(f"the connection broke during the call ({_reason(exc)})") from None
+        if bounded.cancelled_caught:
+            raise ToolError(
+                "TIMEOUT",
+                f"{ref} did not answer within the run's remaining {remaining or 0:.1f} s; the request was cancelled",
+                solution="Call it with less work, or fewer calls per program (timeout_s bounds the whole run).",
+            )
+        save = media_saver(self.workspace, f"mcp-media/{self.pack}") if self.config.save_media else None
+        convert = functools.partial(
+            result_data,
+            result,
+            unwrap=shape.unwrap_result,
+            max_bytes=self.config.max_result_bytes,
+            secrets=self._secrets,
+            save=save,
+        )
+        # Up to max_result_bytes of JSON to parse, walk and measure: off the event loop every session shares.
+        return await anyio.to_thread.run_sync(convert)
+
+    async def _ready(self, remaining: float | None) -> Client:
+        """The connected client, connecting again first when the server is down and the backoff allows."""
+        if self._client is not None:
+            return self._client
+        wait = self._retry_at - time.monotonic()
+        if wait > 0:
+            raise self._unavailable(f"{self.problem} (next attempt in {math.ceil(wait)} s)")
+        if self._request is None:
+            self._request = anyio.Event()
+            self._wanted.set()
+        request = self._request
+        limit = self.startup_timeout_s if remaining is None else min(self.startup_timeout_s, remaining)
+        with anyio.move_on_after(limit + 0.5):
+            await request.wait()
+        return self._connected()
+
+    def _connected(self) -> Client:
+        if self._client is None:
+            raise self._unavailable(self.problem or "it is still connecting")
+        return self._client
+
+    def _unavailable(self, reason: str) -> ToolError:
+        return ToolError(
+            "UPSTREAM_UNAVAILABLE",
+            f"the MCP server {self.pack!r} is unavailable: {reason}",
+            solution=f"Do the task without {self.pack}'s tools, or ask the user to fix that server; the other "
+            "tools work.",
+        )
+
+    def _protocol_error(self, ref: str, exc: MCPError) -> ToolError:
+        code = exc.error.code
+        message = str(exc.error.message)
+        if code == types.CONNECTION_CLOSED:
+            self._lost.set()
+            return self._unavailable(
+                f"it closed the connection during the call to {ref}; it is restarted on the next call"
+            )
+        if code == types.INVALID_PARAMS:
+            return ToolError("INVALID_ARGUMENT", f"{ref} refused the arguments: {message}")
+        if code == types.METHOD_NOT_FOUND or "not found" in message.lower():
+            self._relist.set()
+            return ToolError("NAME_NOT_FOUND", f"{ref} is not offered by the server any more: {message}")
+        if code == types.REQUEST_TIMEOUT:
+            return ToolError("TIMEOUT", f"{ref} did not answer in time: {message}")
+        return ToolError("TOOL_ERROR", f"{ref} failed (MCP error {code}): {message}")
+
+
+def _marks(annotations: types.ToolAnnotations | None) -> ToolMarks:
+    """MCP's hints as marks; where the server says nothing, the spec's defaults (not read-only, destructive,
+    open-world), so approvals ask before an unknown tool."""
+    if annotations is None:
+        return ToolMarks(destructive=True, open_world=True)
+    if annotations.read_only_hint:
+        return ToolMarks(read_only=True, idempotent=True, open_world=annotations.open_world_hint is not False)
+    return ToolMarks(
+        read_only=False,
+        destructive=annotations.destructive_hint is not False,
+        idempotent=bool(annotations.idempotent_hint),
+        open_world=annotations.open_world_hint is not False,
+    )
+
+
+def _secret_values(values: Mapping[str, str], *, every: bool = False) -> list[str]:
+    """The values that are credentials: every header (and a bearer's token alone), env values with a secret name."""
+    found = []
+    for name, value in values.items():
+        if every or any(word in name.upper() for word in SECRET_WORDS):
+            found.append(value)
+            scheme, _, token = value.partition(" ")
+            if token and scheme.lower() in ("bearer", "basic", "token"):
+                found.append(token)
+    return [v for v in found if len(v) >= MIN_SECRET_CHARS]
+
+
+@asynccontextmanager
+async def _streamable(url: str, headers: Mapping[str, str]) -> AsyncIterator[Any]:
+    http = create_mcp_http_client(headers=dict(headers) or None)
+    async with http, streamable_http_client(url, http_client=http) as streams:
+        yield streams
+
+
+def _closed(client: Client) -> bool:
+    """Whether the connection has already ended (a stdio server that exited while idle). The SDK keeps this
+    on its dispatcher without a public accessor; if that changes, the call finds out by failing instead."""
+    dispatcher = getattr(client.session, "_dispatcher", None)
+    return bool(getattr(dispatcher, "_closed", False))
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first exception that is not a group (task groups wrap what their tasks raised)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _reason(exc: BaseException) -> str:
+    cause = _leaf(exc)
+    if isinstance(cause, MCPError):
+        return f"MCP error {cause.error.code}: {cause.error.message}"
+    text = str(cause).strip()
+    return f"{type(cause).__name__}: {text}" if text else type(cause).__name__
