@@ -19,7 +19,9 @@ from pydantic import ValidationError
 
 from attp_server.faces.app import create_server
 from attp_server.faces.cli import main as cli_main
-from attp_server.run.runtime import ExecuteRequest, Runtime, _Run
+from attp_server.run.outcome import from_worker
+from attp_server.run.runtime import ExecuteRequest, Runtime
+from attp_server.run.state import RunState
 from attp_server.sandbox.process.pool import Job
 from attp_server.sandbox.starlark import engine as starlark_engine
 from attp_server.sandbox.starlark.source import MAX_NESTING, rewrite_fstrings
@@ -41,9 +43,9 @@ async def run_starlark(runtime: Runtime, code: str, **limits: Any) -> dict[str, 
         capture_print=limits.get("capture_print", settings.capture_print),
         engine="starlark",
     )
-    run = _Run()
-    done = await runtime.pool.run(job, functools.partial(runtime._traced_call, run))
-    return runtime._result(done, run, None).model_dump(mode="json")
+    run = RunState()
+    done = await runtime.pool.run(job, functools.partial(runtime.dispatch.traced_call, run))
+    return from_worker(done, run, None, settings.max_output_bytes).model_dump(mode="json")
 
 
 # Seed 002's "工具调用示例", step for step (f-strings with subscripts included), on the files and demo packs.

@@ -48,6 +48,13 @@ def text_of(value: object, limit: int = MAX_TEXT) -> str:
     return text.encode("utf-8", "replace").decode("utf-8")
 
 
+def capped(error: Any) -> Any:
+    """An error report with every text field cut to `MAX_TEXT` characters (anything else is left as it is)."""
+    if not isinstance(error, dict):
+        return error
+    return {k: text_of(v) if isinstance(v, str) else v for k, v in error.items()}
+
+
 def decode(line: bytes) -> dict[str, Any]:
     try:
         message = json.loads(line)

@@ -1,0 +1,127 @@
+"""From the request to the program that runs: which input, its size, the envelope or TAM dialect, the engine.
+
+Everything here is refused before a worker is asked for: a request that fails comes back as the result
+that says what was wrong and what is expected. Parsing happens off the event loop, since a pathological
+document must not stall other sessions.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import anyio
+
+from attp_server.errors import ErrorCode, ErrorInfo
+from attp_server.model.results import ExecutionResult
+from attp_server.run.envelope import Declined, EnvelopeError, Program, parse_envelope
+from attp_server.run.outcome import error_result
+from attp_server.run.request import Engine, ExecuteRequest
+from attp_server.run.tam import TamError, TamProgram, looks_like_tam, translate_tam
+from attp_server.sandbox.starlark import engine as starlark_engine
+from attp_server.settings import Settings
+from attp_server.toolpack import ToolRegistry
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A program ready for a worker."""
+
+    code: str
+    target: str | None
+    engine: Engine = "python"
+    keep: bool = False
+    """The session's kept names go in and what the program leaves comes back (plain Python programs only)."""
+    tam: TamProgram | None = None
+    """The TAM blocks the code was translated from: its errors are told in their terms."""
+
+
+async def prepare(request: ExecuteRequest, settings: Settings, registry: ToolRegistry) -> Prepared | ExecutionResult:
+    """The program `request` asks to run, or the result that says why nothing runs."""
+    target = request.target
+    if (request.code is None) == (request.envelope is None):
+        return error_result(
+            target,
+            ErrorInfo(
+                code=ErrorCode.INVALID_ARGUMENT,
+                message="give exactly one of `code` (a Python program) or `envelope` (an ATTP TOML envelope)",
+                parameter_name="code",
+                received="both" if request.code is not None else "neither",
+                expected="exactly one of code / envelope",
+            ),
+        )
+    if request.envelope is not None:
+        limit = 2 * settings.max_code_chars + 10_000
+        if len(request.envelope) > limit:
+            return error_result(
+                target,
+                ErrorInfo(
+                    code=ErrorCode.INVALID_ENVELOPE,
+                    message=f"the envelope is {len(request.envelope):,} characters; the limit is {limit:,}",
+                    parameter_name="envelope",
+                    received=f"{len(request.envelope):,} characters",
+                    expected=f"at most {limit:,} characters",
+                    solution="Send less: keep large data in files and read it with tools.",
+                ),
+            )
+        if looks_like_tam(request.envelope):
+            return await _prepare_tam(request.envelope, target, settings, registry)
+        try:
+            parsed = await anyio.to_thread.run_sync(
+                functools.partial(parse_envelope, request.envelope, strict=settings.envelope_strict)
+            )
+        except EnvelopeError as exc:
+            return error_result(target, exc.info)
+        target = target or parsed.target
+        if isinstance(parsed, Declined):
+            return ExecutionResult(status="fail", target=target, hint=parsed.message)
+        program = parsed
+    else:
+        program = Program(code=request.code or "", target=target, thought=request.thought)
+    if len(program.code) > settings.max_code_chars:
+        return error_result(
+            target,
+            ErrorInfo(
+                code=ErrorCode.INVALID_ARGUMENT,
+                message=f"the program is {len(program.code):,} characters; the limit is {settings.max_code_chars:,}",
+                parameter_name="code",
+                received=f"{len(program.code):,} characters",
+                expected=f"at most {settings.max_code_chars:,} characters",
+                solution="Split the work into several calls, or keep large data in files and read it with tools.",
+            ),
+        )
+    engine = request.engine or settings.engine
+    if engine == "starlark":
+        if not starlark_engine.available():
+            return error_result(
+                target,
+                ErrorInfo(
+                    code=ErrorCode.INVALID_ARGUMENT,
+                    message=starlark_engine.missing_extra_message(),
+                    parameter_name="engine",
+                    received="starlark",
+                    expected="python, or starlark once the extra is installed",
+                    suggested_value="python",
+                    solution=f"Write the program in Python (engine='python'), or have the operator run "
+                    f"{starlark_engine.INSTALL}.",
+                ),
+            )
+        # No static check: the Python one does not apply, and Starlark is parsed only inside the worker
+        # (a pathological program must never reach starlark-rust in the server process).
+        return Prepared(program.code, target, "starlark")
+    # The static check happens in the worker, under the run's deadline (attp_server.sandbox.static_check),
+    # with the names the session kept (they travel in the job's state).
+    return Prepared(program.code, target, "python", keep=True)
+
+
+async def _prepare_tam(
+    text: str, target: str | None, settings: Settings, registry: ToolRegistry
+) -> Prepared | ExecutionResult:
+    """TAM blocks, translated to a program so they share the sandbox, limits and trace."""
+    try:
+        tam = await anyio.to_thread.run_sync(
+            functools.partial(translate_tam, text, registry, max_steps=settings.max_tool_calls)
+        )
+    except TamError as exc:
+        return error_result(target, exc.info)
+    return Prepared(tam.code, target, tam=tam)

@@ -1,0 +1,89 @@
+"""What a run comes to: the worker's report, validated, as the `ExecutionResult` a face renders.
+
+The worker is sandboxed, not trusted: its report is read like any other input. Every error the caller
+reads leaves with a solution (the generic one for its code when nothing more precise said one).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pydantic import ValidationError
+
+from attp_server.errors import ErrorCode, ErrorInfo, short_repr
+from attp_server.model.results import ExecutionResult, Status
+from attp_server.run.state import RunState
+from attp_server.sandbox.process.protocol import capped
+
+logger = logging.getLogger(__name__)
+
+NO_SESSION_HINT = (
+    "Nothing is kept between calls for this client: its requests carry no MCP session (Streamable HTTP on "
+    "protocol 2026-07-28), so define again in this program whatever an earlier call defined."
+)
+
+SOLUTIONS: dict[str, str] = {
+    ErrorCode.TIMEOUT: "Do less per call: smaller inputs, fewer iterations, or split the work across several calls.",
+    ErrorCode.MEMORY_LIMIT: "Work on smaller pieces of data; avoid building huge strings or lists.",
+    ErrorCode.TOOL_CALL_LIMIT: "Make fewer tool calls per program, or split the work across several calls.",
+    ErrorCode.RESULT_TOO_LARGE: "Return a summary, counts, or a slice of the data instead of all of it.",
+    ErrorCode.RESULT_NOT_SERIALIZABLE: "Return plain data: dict, list, str, int, float, bool or None.",
+    ErrorCode.RUNTIME_ERROR: "Fix the code at that line; wrap risky steps in try/except if a failure is expected.",
+    ErrorCode.INTERNAL_ERROR: "Retry the call; if it keeps failing, simplify the program.",
+}
+
+STARLARK_SOLUTIONS: dict[str, str] = {
+    ErrorCode.RUNTIME_ERROR: "Fix the code at that line; Starlark has no try/except, so check values first "
+    "(e.g. `if key in d`, `if x != None`).",
+    ErrorCode.SYNTAX_ERROR: "Write Starlark: no while (use for ... in range(n) with break), no try/except, class, "
+    "import, or ** (use pow).",
+}
+
+
+def from_worker(done: dict[str, Any], run: RunState, target: str | None, max_output_bytes: int) -> ExecutionResult:
+    """The worker's ``done`` message and the run's trace and notices as a result; stdout cut to `max_output_bytes`."""
+    stdout = done.get("stdout")
+    stdout = stdout if isinstance(stdout, str) else ""
+    cut = stdout.encode("utf-8")[:max_output_bytes].decode("utf-8", "ignore")
+    try:
+        error = ErrorInfo.model_validate(capped(done["error"])) if done.get("error") is not None else None
+    except ValidationError:
+        logger.error("worker sent a malformed error: %s", short_repr(done.get("error"), 500))
+        error = ErrorInfo(code=ErrorCode.INTERNAL_ERROR, message="the sandbox reported a malformed error")
+    status: Status = "error" if error is not None or done.get("status") != "ok" else "ok"
+    if status == "error" and error is None:
+        error = ErrorInfo(code=ErrorCode.INTERNAL_ERROR, message="the sandbox reported an error without details")
+    hint = done.get("hint") if isinstance(done.get("hint"), str) else None
+    for notice in list(run.notices.values()):  # a tool thread left running may still add one
+        hint = joined(hint, notice)
+    return ExecutionResult(
+        status=status,
+        target=target,
+        result=done.get("result") if status == "ok" else None,
+        stdout=cut,
+        truncated=bool(done.get("truncated")) or len(cut) < len(stdout),
+        hint=hint,
+        calls=run.calls,
+        error=error,
+    )
+
+
+def error_result(target: str | None, info: ErrorInfo) -> ExecutionResult:
+    """A run that ended in `info` before (or instead of) anything ran."""
+    return ExecutionResult(status="error", target=target, error=info)
+
+
+def add_solution(result: ExecutionResult, *, starlark: bool) -> None:
+    """Give an error that has no solution the generic one for its code (the engine's own first)."""
+    if result.error is None or result.error.solution is not None:
+        return
+    solution = STARLARK_SOLUTIONS.get(result.error.code) if starlark else None
+    result.error.solution = solution or SOLUTIONS.get(result.error.code)
+
+
+def joined(first: str | None, second: str | None) -> str | None:
+    """Two hints as one text, the first ended as a sentence."""
+    if first and second:
+        return f"{first if first.endswith(('.', '?', '!')) else first + '.'} {second}"
+    return first or second

@@ -1,0 +1,41 @@
+"""The state of one run while its program runs: what the tool-call dispatch and the result building share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from attp_server.model.results import CallRecord
+from attp_server.run.request import Progress
+from attp_server.sandbox.process.pool import run_clock
+from attp_server.sessions.approvals import Ask
+from attp_server.sessions.registry import Session
+from attp_server.toolpack import ToolRegistry
+
+
+@dataclass
+class RunState:
+    """State of one run: its trace and call count (the server's count is authoritative), and its deadline."""
+
+    calls: list[CallRecord] = field(default_factory=list)
+    count: int = 0
+    progress: Progress | None = None
+    deadline: float | None = None
+    """`time.monotonic()` at which the worker's wall clock runs out, not counting the time it was paused
+    (`RunClock.paused_total`: waiting for a person's approval); tool calls are bounded by it."""
+    reported: float = 0.0
+    """The last progress value sent: MCP progress must increase, and parallel calls finish in any order."""
+    notices: dict[str, str] = field(default_factory=dict)
+    """What tools asked the model to know (`ToolCall.notice`), added to the result's hint."""
+    session: Session | None = None
+    owner: str = "-"
+    """Who runs it, for the fair shares of runs in flight and tool threads: the caller's session label."""
+    tools: ToolRegistry | None = None
+    """The tools of the call's scope (isolation); None means the server's own registry."""
+    ask: Ask | None = None
+
+    def current_deadline(self) -> float | None:
+        """`deadline` moved by the time the run's clock has been paused so far."""
+        clock = run_clock()
+        if self.deadline is None or clock is None:
+            return self.deadline
+        return self.deadline + clock.paused_total
