@@ -67,10 +67,10 @@ def test_default_packs_show_every_tool_with_its_signature_within_budget(tmp_path
     assert "file_reader = read_file" in description
 
 
-def test_readme_states_the_default_description_size(tmp_path: Path) -> None:
+def test_the_docs_state_the_default_description_size(tmp_path: Path) -> None:
     catalog = catalog_of(tmp_path)
-    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
-    stated = re.search(r"The default packs'\s+(\d+) tools take ([\d,]+) characters", readme)
+    programs = (Path(__file__).parent.parent / "docs" / "programs.md").read_text(encoding="utf-8")
+    stated = re.search(r"The default packs'\s+(\d+) tools take ([\d,]+) characters", programs)
     assert stated is not None
     assert (int(stated.group(1)), int(stated.group(2).replace(",", ""))) == (
         len(catalog.registry.tools),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import subprocess
 import sys
 import tomllib
@@ -170,6 +171,20 @@ def test_unknown_toolpack_is_a_clear_startup_error(tmp_path: Path, capsys: pytes
     assert main(["exec", "--code", "1", "--toolpack", "flies", "--workspace", str(tmp_path)]) == 2
     error = capsys.readouterr().err
     assert "unknown toolpack 'flies'" in error and "files" in error
+
+
+def test_serve_on_a_port_in_use_says_so_without_a_traceback(tmp_path: Path) -> None:
+    """The first thing a second `attp serve --transport http` meets: the port is taken."""
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        args = ["--transport", "http", "--port", str(port), "--workspace", str(tmp_path / "ws")]
+        done = attp("serve", *args, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stderr.splitlines()[-1] == (
+        f"attp: cannot listen on 127.0.0.1:{port}: the port is in use; stop what holds it or choose another port"
+        " (--port or ATTP_PORT)"
+    )
 
 
 @pytest.mark.parametrize(

@@ -44,7 +44,7 @@ SPEC_DEFAULTS = {
     "port": 8765,
     "engine": "python",
     "capture_print": True,
-    "result_format": "json",  # issue 13: chosen by measurement (README "Result text"); SPEC §4 said toml
+    "result_format": "json",  # issue 13: chosen by measurement (docs/programs.md "Result text"); SPEC §4 said toml
     "envelope_strict": False,
     "workspace": Path("workspace"),
     "auth_token": None,

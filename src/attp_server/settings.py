@@ -54,7 +54,7 @@ class Settings(BaseSettings):
         + ". Default: all of them.",
     )
     engine: Literal["python", "starlark"] = Field(
-        "python", description="Language of programs: python (asteval), or starlark (extra attp-server[starlark])."
+        "python", description="Language of programs: python (sandboxed), or starlark (extra attp-server[starlark])."
     )
     timeout_s: float = Field(10.0, gt=0, le=3600, description="Wall-clock limit of one run; the worker is killed.")
     memory_mb: int = Field(256, ge=64, le=65536, description="Address-space limit of one worker process.")

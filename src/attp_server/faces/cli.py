@@ -224,8 +224,22 @@ def _serve(settings: Settings) -> int:
             else:
                 await serve_stdio(server, runtime)
 
-    anyio.run(run)
+    try:
+        anyio.run(run)
+    except BaseExceptionGroup as group:  # a startup error raised inside the runtime's task groups
+        error = _single_attp_error(group)
+        if error is None:
+            raise
+        raise error from None
     return EXIT_OK
+
+
+def _single_attp_error(group: BaseExceptionGroup[BaseException]) -> AttpError | None:
+    """The one `AttpError` a group of nested task-group errors holds, if that is all it holds."""
+    exc: BaseException = group
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc if isinstance(exc, AttpError) else None
 
 
 CODE_SUFFIXES: dict[str, Literal["python", "starlark"]] = {".py": "python", ".star": "starlark"}

@@ -9,10 +9,12 @@ that the server is up.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hmac
 import ipaddress
 import json
 import logging
+import os
 import signal
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping
@@ -244,8 +246,20 @@ async def serve_http(server: MCPServer, runtime: Runtime) -> None:
 
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(on_stop_signal, stop)
-        await web.serve()
+        try:
+            await web.serve()
+        except SystemExit as exc:  # uvicorn ends a failed startup (the port taken) with sys.exit, the cause as context
+            raise AttpError(_listen_failure(settings, exc.__context__)) from None
         tasks.cancel_scope.cancel()
+
+
+def _listen_failure(settings: Settings, cause: BaseException | None) -> str:
+    where = f"cannot listen on {settings.host}:{settings.port}"
+    if not isinstance(cause, OSError) or cause.errno is None:
+        return f"{where}: {cause or 'the HTTP server did not start'}"
+    if cause.errno == errno.EADDRINUSE:
+        return f"{where}: the port is in use; stop what holds it or choose another port (--port or ATTP_PORT)"
+    return f"{where}: {os.strerror(cause.errno)}"
 
 
 class _Server(uvicorn.Server):

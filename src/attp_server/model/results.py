@@ -4,7 +4,7 @@ Two views of one run. ``structuredContent`` is the whole `ExecutionResult` (ever
 time, ``elapsed_ms``, ``target``). The text block is what most models read, so it is lean: the
 status, the answer, stdout, the hint, the error, and ONE line summing up the tool calls; fields at
 their defaults are left out. JSON by default (measured cheaper than TOML on typical results, and
-n8n's MCP Client node parses it into an object: see README "Result text"); TOML on request.
+n8n's MCP Client node parses it into an object: see docs/programs.md "Result text"); TOML on request.
 """
 
 from __future__ import annotations

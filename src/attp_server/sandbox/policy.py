@@ -4,7 +4,8 @@ The static scan refuses, before anything runs, the syntax the sandbox does not o
 ``_`` names, classes, ``with``, ...). The attribute allowlist decides, for every ``obj.name`` at run
 time, whether that name is reachable: only on plain value types, only public names, and some
 methods are swapped for size-checked versions. Everything not listed is refused: an allowlist,
-not a blocklist.
+not a blocklist. asteval's published lists of unsafe attribute names are a second opinion on that
+allowlist: no name on them can be allowed (`unsafe_by_asteval`).
 
 Imported by the worker and by the server's static check; imports nothing from the rest of ``server``.
 """
@@ -23,6 +24,8 @@ import weakref
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from asteval.astutils import UNSAFE_ATTRS, UNSAFE_ATTRS_DTYPES
 
 from attp_server.sandbox.advice import attribute_advice, name_advice
 from attp_server.sandbox.limits import MAX_SEQUENCE_LEN, Forbidden, SizeLimitError
@@ -448,8 +451,39 @@ EXCEPTION_ATTRIBUTES: dict[type, frozenset[str]] = {
 }
 
 
+def unsafe_by_asteval(cls: type, names: Iterable[str], *, wrapped: Collection[str] = ()) -> list[str]:
+    """The `names` that asteval's published lists call unsafe on `cls`, except those a `wrapped` stand-in replaces.
+
+    asteval keeps ``UNSAFE_ATTRS`` (unsafe on any object: ``mro``, ``gi_frame``, ``f_locals``, ``func_globals``,
+    the dunders) and ``UNSAFE_ATTRS_DTYPES`` (unsafe on one type: ``str.format``, ``str.format_map``) current with
+    its security advisories. The allowlist here is built independently; this second opinion keeps every one
+    of those names off it, unless a checked stand-in replaces the method (``str.format`` resolves its fields
+    through this allowlist). An unbound method on a class skips its stand-in, so class tables pass no `wrapped`.
+    """
+    unsafe = set(UNSAFE_ATTRS)
+    for dtype, listed in UNSAFE_ATTRS_DTYPES.items():
+        if issubclass(cls, dtype):
+            unsafe.update(listed)
+    return sorted(name for name in names if name in unsafe and name not in wrapped)
+
+
+def _refuse_unsafe(cls: type, names: Iterable[str], *, wrapped: Collection[str] = ()) -> None:
+    unsafe = unsafe_by_asteval(cls, names, wrapped=wrapped)
+    if unsafe:
+        raise ValueError(f"asteval lists {unsafe} as unsafe on {cls.__name__}: they cannot be allowed in the sandbox")
+
+
+for _cls, _names in ATTRIBUTES.items():
+    _refuse_unsafe(_cls, _names, wrapped=_WRAPPERS.get(_cls, {}))
+for _cls, _names in CLASS_ATTRIBUTES.items():
+    _refuse_unsafe(_cls, _names)
+for _cls, _names in EXCEPTION_ATTRIBUTES.items():
+    _refuse_unsafe(_cls, _names)
+
+
 def register_exception(cls: type[BaseException], names: Iterable[str]) -> None:
     """Allow `names` (plus ``args``) on instances of an exception class the sandbox defines."""
+    _refuse_unsafe(cls, names)
     EXCEPTION_ATTRIBUTES[cls] = frozenset({"args", *names})
 
 
@@ -469,6 +503,8 @@ def allow_attributes(
     private = sorted(name for name in allowed | frozenset(on_class) if name.startswith("_"))
     if private:
         raise ValueError(f"private names cannot be allowed on {cls.__name__}: {private}")
+    _refuse_unsafe(cls, allowed, wrapped=wrappers or {})
+    _refuse_unsafe(cls, on_class)
     ATTRIBUTES[cls] = allowed
     if wrappers:
         _WRAPPERS[cls] = dict(wrappers)

@@ -1,7 +1,7 @@
 """The project's compiler: a program's AST compiled once into Python closures, run under the sandbox's rules.
 
 Owns: scopes, expressions, statements, control flow, calls, functions and definitions, and the
-`evaluator.Evaluator` that ties them together (a subclass of asteval's `Interpreter`).
+`evaluator.Evaluator` that ties them together (it replaced asteval's tree walk; nothing of asteval runs here).
 Runs in the worker. May import: the rest of `attp_server.sandbox` only. Must never import anything
 above `sandbox`.
 """

@@ -1,6 +1,8 @@
-"""The asteval subclass that runs a program: lexical scopes, allowlisted attributes, size checks, limits.
+"""The evaluator that runs a program: lexical scopes, allowlisted attributes, size checks, limits.
 
-Differences from stock asteval, each for a reason:
+It began as a subclass of asteval's ``Interpreter`` and replaced that tree walk piece by piece; no part of
+asteval's evaluation is left (asteval's published list of unsafe attribute names checks the allowlist:
+`attp_server.sandbox.policy`). What it does differently from stock asteval, each for a reason:
 
 * Scopes are CPython's (`attp_server.sandbox.compiler.scopes`): closures capture their defining scope in cells,
   ``nonlocal``/``global`` work, comprehensions have their own scope. Stock asteval copies the whole
@@ -25,8 +27,6 @@ import operator
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
-
-from asteval import Interpreter
 
 from attp_server.sandbox.compiler import (  # noqa: F401  (importing them registers their compilers)
     arithmetic,
@@ -208,12 +208,12 @@ BINARY_OPERATORS: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
 }
 
 
-class Evaluator(Interpreter):  # type: ignore[misc]
+class Evaluator:
     """One run of one program. Build a new one per run: symbols do not survive between runs.
 
-    asteval's tree walk is kept as the model, but each node is compiled once into a closure
-    (`attp_server.sandbox.compiler.expressions`, `statements`, `definitions`) after the program's scopes are
-    resolved (`attp_server.sandbox.compiler.scopes`); `execute` runs the module's statements one by one.
+    Each node is compiled once into a closure (`attp_server.sandbox.compiler.expressions`, `statements`,
+    `definitions`) after the program's scopes are resolved (`attp_server.sandbox.compiler.scopes`); `execute`
+    runs the module's statements one by one.
     """
 
     binary_operators = BINARY_OPERATORS
@@ -229,8 +229,6 @@ class Evaluator(Interpreter):  # type: ignore[misc]
         modules: Mapping[str, Any] | None = None,
         allow_imports: bool = True,
     ) -> None:
-        # Interpreter.__init__ is not called: per run it rebuilds a handler table with ~50 getattr calls and
-        # calls repr() on every symbol, and nothing here dispatches on it.
         self.output = output
         self.deadline = deadline
         self.max_steps = max_steps
@@ -245,9 +243,6 @@ class Evaluator(Interpreter):  # type: ignore[misc]
         self.allow_imports = allow_imports
         self.imported: list[str] = []
         """Modules the program imported (the result's hint says imports are unnecessary)."""
-        self.error: list[Any] = []
-        self.expr = None
-        self.lineno = 0
         symbols["print"] = _Print(self._printer)
         symbols["__name__"] = "__main__"  # `if __name__ == "__main__":` runs its block, as in a script
 
@@ -273,17 +268,6 @@ class Evaluator(Interpreter):  # type: ignore[misc]
                     _compiled(context, statement, compile_stmt)(symbols)
         return last
 
-    def run(self, node: Any, expr: Any = None, lineno: Any = None, with_raise: bool = True) -> Any:
-        """asteval's entry point: evaluate one node (a module, a statement or an expression) at module level."""
-        if node is None:
-            return None
-        if isinstance(node, ast.Module):
-            tree = node
-        else:
-            tree = ast.Module(body=[node if isinstance(node, ast.stmt) else ast.Expr(node)], type_ignores=[])
-        result = self.execute(tree)
-        return result[0] if result is not None else None
-
     def spend(self) -> None:
         """Called when the step budget's countdown runs out: count the steps, check the deadline and the limit."""
         self.steps += CHECK_EVERY + 1
@@ -292,9 +276,6 @@ class Evaluator(Interpreter):  # type: ignore[misc]
             raise Timeout("the program ran past its time limit")
         if self.steps > self.max_steps:
             raise Timeout(f"the program ran more than {self.max_steps:,} steps (loop iterations and calls)")
-
-    def raise_exception(self, node: Any, exc: Any = None, msg: str = "", expr: Any = None, lineno: Any = None) -> None:
-        raise (exc or RuntimeError)(msg)
 
     def _printer(self, *values: Any, sep: str | None = " ", end: str | None = "\n", **options: Any) -> None:
         if options.get("file") is not None:
