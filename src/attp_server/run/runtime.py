@@ -223,6 +223,13 @@ class Runtime:
             await self.scopes.end_sessions(self.sessions.close_all())
 
 
+def postgres_url(url: str | None) -> str | None:
+    """`database_url` when it names a PostgreSQL server (the packs keep their state there), else None."""
+    if url is not None and url.split("://", 1)[0] in {"postgresql", "postgres"}:
+        return url
+    return None
+
+
 def build_registry(settings: Settings) -> ToolRegistry:
     """Load the enabled toolpacks and register their tools.
 
@@ -246,6 +253,7 @@ def build_registry(settings: Settings) -> ToolRegistry:
         settings.toolpack_options,
         settings.skills_dirs,
         db_path=settings.db_path.resolve(),
+        database_url=postgres_url(settings.database_url),
     )
     for tool in registry.tools.values():
         for warning in docstring_warnings(tool):
