@@ -50,15 +50,16 @@ HANDLES: list[list[str]] = [
 
 async def migrate(backend: Backend, part: str, steps: Sequence[Sequence[str]]) -> None:
     """Bring `part`'s tables up to `len(steps)`. Raises `StoreError`."""
-    _, rows = await backend.transaction(
-        [(SCHEMA_TABLE, ()), ("SELECT version FROM attp_schema WHERE part = ?", (part,))]
-    )
+    # On PostgreSQL even CREATE TABLE IF NOT EXISTS races with itself: all of it runs under one advisory lock.
+    lock: list[Statement] = []
+    if backend.kind == "postgresql":
+        lock.append(("SELECT pg_advisory_xact_lock(?)", (MIGRATION_LOCK,)))
+    version: Statement = ("SELECT version FROM attp_schema WHERE part = ?", (part,))
+    *_, rows = await backend.transaction([*lock, (SCHEMA_TABLE, ()), version])
     done = int(rows[0][0]) if rows else 0
     if done >= len(steps):
         return
-    statements: list[Statement] = []
-    if backend.kind == "postgresql":
-        statements.append(("SELECT pg_advisory_xact_lock(?)", (MIGRATION_LOCK,)))
+    statements = list(lock)
     for step in steps[done:]:
         statements.extend((sql, ()) for sql in step)
     statements.append(
