@@ -91,11 +91,6 @@ class Settings(BaseSettings):
     )
     allowed_hosts: list[str] = Field(default_factory=list, description="Extra Host values accepted over HTTP.")
     db_path: Path = Field(Path(".attp/memory.sqlite3"), description="SQLite file of the memory toolpack.")
-    database_url: str | None = Field(
-        None,
-        description="The store: postgresql://user:password@host/db for replicas sharing one database (needs "
-        "attp-server[postgres]); the memory toolpack keeps its pages there too.",
-    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="Log level (stderr).")
     log_format: Literal["text", "json"] = Field("text", description="Log lines as text, or one JSON object each.")
     insecure_no_auth: bool = Field(

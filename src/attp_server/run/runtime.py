@@ -255,11 +255,10 @@ class Runtime:
             await self.sessions.close()
 
 
-def postgres_url(url: str | None) -> str | None:
-    """`database_url` when it names a PostgreSQL server (the packs keep their state there), else None."""
-    if url is not None and url.split("://", 1)[0] in {"postgresql", "postgres"}:
-        return url
-    return None
+def postgres_url(settings: Settings) -> str | None:
+    """`database_url` when it names a PostgreSQL server (packs such as memory keep their state there), else None."""
+    url = settings.database_url.get_secret_value() if settings.database_url is not None else None
+    return url if url is not None and url.startswith(("postgresql://", "postgres://")) else None
 
 
 def build_registry(settings: Settings) -> ToolRegistry:
@@ -285,7 +284,7 @@ def build_registry(settings: Settings) -> ToolRegistry:
         settings.toolpack_options,
         settings.skills_dirs,
         db_path=settings.db_path.resolve(),
-        database_url=postgres_url(settings.database_url),
+        database_url=postgres_url(settings),
     )
     for tool in registry.tools.values():
         for warning in docstring_warnings(tool):

@@ -12,7 +12,15 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from attp_server.toolpack import READ_ONLY, ToolFunction, ToolMarks, Toolpack, ToolpackContext, ToolpackLoadError
+from attp_server.toolpack import (
+    READ_ONLY,
+    ToolError,
+    ToolFunction,
+    ToolMarks,
+    Toolpack,
+    ToolpackContext,
+    ToolpackLoadError,
+)
 from attp_server.toolpacks.memory.options import MemoryOptions, SeedPage, SegmentSpec
 from attp_server.toolpacks.memory.schema import SCHEMA_VERSION
 from attp_server.toolpacks.memory.store import PageStore, Store
@@ -43,30 +51,15 @@ def build(ctx: ToolpackContext) -> list[ToolFunction]:
 
 
 def _open_postgres(url: str, scope: str, options: MemoryOptions) -> PageStore:
+    from attp_server.store.postgres import redacted
     from attp_server.toolpacks.memory.pg import PgStore
 
+    store = PgStore(url, scope, busy_timeout_s=options.busy_timeout_s)  # ToolpackLoadError without the driver
     try:
-        import psycopg
-    except ImportError:
-        raise ToolpackLoadError(
-            "toolpack 'memory': database_url names PostgreSQL and psycopg is not installed; "
-            "install attp-server[postgres]"
-        ) from None
-    try:
-        store = PgStore(url, scope, busy_timeout_s=options.busy_timeout_s)
         store.open(options.segments)
-    except (psycopg.Error, OSError) as exc:
-        raise ToolpackLoadError(f"toolpack 'memory': cannot open the memory tables in {_safe(url)}: {exc}") from exc
+    except ToolError as exc:
+        raise ToolpackLoadError(f"toolpack 'memory': cannot open its pages in {redacted(url)}: {exc.message}") from None
     return store
-
-
-def _safe(url: str) -> str:
-    """The URL without its password, for messages."""
-    scheme, sep, rest = url.partition("://")
-    if sep and "@" in rest:
-        credentials, _, host = rest.rpartition("@")
-        return f"{scheme}://{credentials.partition(':')[0]}@{host}"
-    return url
 
 
 toolpack = Toolpack(

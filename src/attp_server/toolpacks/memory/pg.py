@@ -9,6 +9,10 @@ Every tool call is one transaction on a pooled connection. A write first takes a
 advisory lock on its scope, so writers of one scope run one at a time (as ``BEGIN IMMEDIATE`` makes
 them on SQLite) whichever replica they are on; a read runs in one REPEATABLE READ snapshot. Within a
 run, waits (for a connection, for the lock) and statements stop at the run's deadline.
+
+The connections are the store module's (`attp_server.store.postgres`: its blocking pool, one per
+process and URL, shared by every scope) and the tables are created by the store's migrations
+(part "memory"); the SQL is this module's, since it differs from SQLite's (placeholders, the index).
 """
 
 from __future__ import annotations
@@ -20,6 +24,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from attp_server.store.backend import StoreError
+from attp_server.store.postgres import PostgresBackend, redacted
+from attp_server.store.schema import MIGRATION_LOCK, SCHEMA_TABLE
 from attp_server.toolpack import ToolError, ToolpackLoadError, current_call
 from attp_server.toolpacks.memory.options import SegmentSpec
 from attp_server.toolpacks.memory.store import (
@@ -33,24 +40,16 @@ from attp_server.toolpacks.memory.store import (
     stopped,
 )
 
-POOL_MAX = 16
-"""Connections one server process keeps to the database for the memory tools (tools run in threads)."""
-
-SCHEMA_LOCK = 0x6174_7470_6D65_6D
-"""Advisory lock key taken while creating or upgrading the tables (several replicas may start at once)."""
-
-PG_SCHEMA_VERSION = 1
-
 _PAGE_COLUMNS = """
     p.id, p.page_index, p.segment_id, p.kind, p.name, p.description, p.detail, p.parent, p.position,
     p.visibility, p.created_at, p.updated_at,
     (SELECT count(*) FROM memory_pages c WHERE c.scope = p.scope AND c.parent = p.page_index) AS child_count
 """
 
-_SCHEMA = (
-    "CREATE EXTENSION IF NOT EXISTS pg_trgm",
-    "CREATE TABLE IF NOT EXISTS memory_schema (version INTEGER NOT NULL)",
-    """
+MEMORY_STEPS: list[list[str]] = [
+    [
+        "CREATE EXTENSION IF NOT EXISTS pg_trgm",
+        """
     CREATE TABLE IF NOT EXISTS memory_segments (
         scope       TEXT NOT NULL,
         id          TEXT NOT NULL,
@@ -65,7 +64,7 @@ _SCHEMA = (
         PRIMARY KEY (scope, id)
     )
     """,
-    """
+        """
     CREATE TABLE IF NOT EXISTS memory_pages (
         id          BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
         scope       TEXT NOT NULL,
@@ -86,52 +85,43 @@ _SCHEMA = (
         CHECK ((kind = 'detail') = (detail IS NOT NULL))
     )
     """,
-    "CREATE INDEX IF NOT EXISTS memory_pages_by_parent ON memory_pages (scope, parent, position)",
-    "CREATE INDEX IF NOT EXISTS memory_pages_by_segment ON memory_pages (scope, segment_id)",
-    "CREATE INDEX IF NOT EXISTS memory_pages_name_trgm ON memory_pages USING gin (name gin_trgm_ops)",
-    "CREATE INDEX IF NOT EXISTS memory_pages_description_trgm ON memory_pages USING gin (description gin_trgm_ops)",
-    "CREATE INDEX IF NOT EXISTS memory_pages_detail_trgm ON memory_pages USING gin (detail gin_trgm_ops)",
-)
+        "CREATE INDEX IF NOT EXISTS memory_pages_by_parent ON memory_pages (scope, parent, position)",
+        "CREATE INDEX IF NOT EXISTS memory_pages_by_segment ON memory_pages (scope, segment_id)",
+        "CREATE INDEX IF NOT EXISTS memory_pages_name_trgm ON memory_pages USING gin (name gin_trgm_ops)",
+        "CREATE INDEX IF NOT EXISTS memory_pages_description_trgm ON memory_pages USING gin (description gin_trgm_ops)",
+        "CREATE INDEX IF NOT EXISTS memory_pages_detail_trgm ON memory_pages USING gin (detail gin_trgm_ops)",
+    ],
+]
+"""The memory part's migrations (`store.schema`): each step idempotent; never edit a released step, add one."""
 
 
 # ---------------------------------------------------------------------------------- connections
 
-_pools: dict[str, Any] = {}
-_pools_lock = threading.Lock()
+_backends: dict[str, PostgresBackend] = {}
+_backends_lock = threading.Lock()
 
 
-def shared_pool(url: str) -> Any:
-    """This process's connection pool for `url` (one for every scope), opened on first use."""
-    with _pools_lock:
-        pool = _pools.get(url)
-        if pool is None:
+def shared_backend(url: str) -> PostgresBackend:
+    """This process's store backend for `url`, whose blocking pool every scope's tools share (the store module's
+    connection setup: its pool size, timeouts and driver check)."""
+    with _backends_lock:
+        backend = _backends.get(url)
+        if backend is None:
             try:
-                from psycopg.rows import dict_row
-                from psycopg_pool import ConnectionPool
-            except ImportError:
-                raise ToolpackLoadError(
-                    "toolpack 'memory': database_url is PostgreSQL, and psycopg is not installed; "
-                    "install attp-server[postgres]"
-                ) from None
-            pool = ConnectionPool(
-                url,
-                min_size=1,
-                max_size=POOL_MAX,
-                kwargs={"autocommit": True, "row_factory": dict_row},
-                name="attp-memory",
-                open=False,
-            )
-            pool.open(wait=False)
-            _pools[url] = pool
-        return pool
+                backend = PostgresBackend(url)
+            except StoreError as exc:
+                raise ToolpackLoadError(f"toolpack 'memory': {exc}") from None
+            _backends[url] = backend
+        return backend
 
 
 @atexit.register
 def _close_pools() -> None:
-    with _pools_lock:
-        for pool in _pools.values():
-            pool.close()
-        _pools.clear()
+    with _backends_lock:
+        for backend in _backends.values():
+            if backend._sync is not None:
+                backend._sync.close()
+        _backends.clear()
 
 
 # ---------------------------------------------------------------------------------- one transaction
@@ -144,8 +134,9 @@ def _marks(values: Sequence[object]) -> str:
 class PgTx:
     """One open PostgreSQL transaction on one scope's tree."""
 
-    def __init__(self, conn: Any, scope: str) -> None:
-        self.conn = conn
+    def __init__(self, cursor: Any, scope: str) -> None:
+        self.conn = cursor
+        """A psycopg cursor returning dict rows; `execute` returns it, as a connection's does."""
         self.scope = scope
 
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
@@ -316,11 +307,10 @@ class PgTx:
         )
 
     def set_visibility(self, indexes: Iterable[str], visibility: Visibility) -> None:
-        with self.conn.cursor() as cursor:
-            cursor.executemany(
-                "UPDATE memory_pages SET visibility = %s WHERE scope = %s AND page_index = %s",
-                [(visibility, self.scope, index) for index in indexes],
-            )
+        self.conn.executemany(
+            "UPDATE memory_pages SET visibility = %s WHERE scope = %s AND page_index = %s",
+            [(visibility, self.scope, index) for index in indexes],
+        )
 
     def move(self, page: Page, parent: str, position: int | None) -> None:
         self.conn.execute(
@@ -424,29 +414,15 @@ class PgStore:
         self.url = url
         self.scope = scope
         self.busy_timeout_s = busy_timeout_s
-        self.pool = shared_pool(url)
+        self.backend = shared_backend(url)
 
     def open(self, segments: Sequence[SegmentSpec]) -> None:
-        """Create (or check) the tables, then reconcile this scope's segments."""
-        with self.pool.connection(timeout=30) as conn:
-            conn.execute("BEGIN")
-            try:
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
-                for statement in _SCHEMA:
-                    conn.execute(statement)
-                rows = conn.execute("SELECT max(version) AS v FROM memory_schema").fetchall()
-                found = rows[0]["v"] if rows else None
-                if found is None:
-                    conn.execute("INSERT INTO memory_schema (version) VALUES (%s)", (PG_SCHEMA_VERSION,))
-                elif found > PG_SCHEMA_VERSION:
-                    raise ToolpackLoadError(
-                        f"toolpack 'memory': the database has memory schema version {found}, newer than this "
-                        f"attp-server understands ({PG_SCHEMA_VERSION}); upgrade attp-server"
-                    )
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
+        """Create or bring up to date the tables (the store's migrations, part "memory"), then reconcile this
+        scope's segments. Raises ToolpackLoadError."""
+        try:
+            migrate_sync(self.backend, "memory", MEMORY_STEPS)
+        except StoreError as exc:
+            raise ToolpackLoadError(f"toolpack 'memory': cannot set up its tables: {exc}") from None
         with self.transaction(write=True) as tx:
             tx.ensure_segments(segments)
 
@@ -457,6 +433,7 @@ class PgStore:
     def transaction(self, *, write: bool) -> Iterator[PgTx]:
         """One transaction: committed when the block ends normally, rolled back on any exception."""
         import psycopg
+        from psycopg.rows import dict_row
         from psycopg_pool import PoolTimeout
 
         left = current_call().remaining()
@@ -465,27 +442,25 @@ class PgStore:
         wait_s = self.busy_timeout_s if left is None else min(self.busy_timeout_s, left)
         started = time.monotonic()
         try:
-            with self.pool.connection(timeout=wait_s) as conn:
-                try:
-                    if write:
-                        conn.execute("BEGIN")
-                    else:
-                        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                    conn.execute("SELECT set_config('lock_timeout', %s, true)", (f"{max(1, int(wait_s * 1000))}ms",))
+            with self.backend.sync_pool().connection(timeout=wait_s) as conn:
+                cursor = conn.cursor(row_factory=dict_row)
+                try:  # the connection is not in autocommit: the first statement opens the transaction
+                    if not write:
+                        cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                    cursor.execute("SELECT set_config('lock_timeout', %s, true)", (f"{max(1, int(wait_s * 1000))}ms",))
                     if left is not None:
                         remaining = max(0.001, left - (time.monotonic() - started))
-                        conn.execute(
+                        cursor.execute(
                             "SELECT set_config('statement_timeout', %s, true)", (f"{max(1, int(remaining * 1000))}ms",)
                         )
                     if write:
-                        conn.execute(
-                            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ("attp memory " + self.scope,)
-                        )
-                    yield PgTx(conn, self.scope)
-                    conn.execute("COMMIT")
+                        key = "attp memory " + self.scope
+                        cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))
+                    yield PgTx(cursor, self.scope)
+                    conn.commit()
                 except BaseException:
-                    if not conn.closed and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-                        conn.execute("ROLLBACK")
+                    if not conn.closed:
+                        conn.rollback()
                     raise
         except PoolTimeout:
             raise busy(wait_s) from None
@@ -493,6 +468,34 @@ class PgStore:
             raise busy(wait_s) from None
         except psycopg.errors.QueryCanceled:
             raise stopped() from None
+        except psycopg.OperationalError as exc:
+            raise ToolError(
+                "MEMORY_UNAVAILABLE",
+                f"The memory database {redacted(self.url)} could not be reached: {str(exc).strip()}",
+                solution="Call the tool again in a moment; if it keeps failing, tell the operator.",
+            ) from None
+
+
+def migrate_sync(backend: PostgresBackend, part: str, steps: Sequence[Sequence[str]]) -> None:
+    """`store.schema.migrate` from a thread: `part`'s steps not yet applied, under the store's migration lock."""
+    lock = ("SELECT pg_advisory_xact_lock(?)", (MIGRATION_LOCK,))
+    *_, rows = backend.transaction_sync(
+        [lock, (SCHEMA_TABLE, ()), ("SELECT version FROM attp_schema WHERE part = ?", (part,))]
+    )
+    done = int(rows[0][0]) if rows else 0
+    if done >= len(steps):
+        return
+    statements: list[tuple[str, Sequence[Any]]] = [lock]
+    for step in steps[done:]:
+        statements.extend((sql, ()) for sql in step)
+    statements.append(
+        (
+            "INSERT INTO attp_schema (part, version) VALUES (?, ?) "
+            "ON CONFLICT (part) DO UPDATE SET version = excluded.version WHERE attp_schema.version < excluded.version",
+            (part, len(steps)),
+        )
+    )
+    backend.transaction_sync(statements)
 
 
 def busy(wait_s: float) -> ToolError:
