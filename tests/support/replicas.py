@@ -55,6 +55,10 @@ def haproxy_config(template: str, bind: str, servers: list[tuple[str, str]], sta
             if out and out[-1].lstrip().startswith("server "):
                 continue  # the backend's servers were written at its first server line
             out.extend(f"{match.group(1)}server {name} {address}" for name, address in servers)
+        elif line.strip() == "option dontlognull":
+            continue  # log every connection, even one that never sent a request
+        elif line.strip().startswith("log stdout"):
+            out.append(line.replace(" notice", " info"))  # one line per request in the test's haproxy.log
         else:
             out.append(line)
             if line.strip() == "global":
