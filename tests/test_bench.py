@@ -25,6 +25,7 @@ REQUIRED = [
     "sessions.w1_without_session_ms", "sessions.w1_keeping_its_variables_ms", "sessions.1mib_vs_none",
     "load.normal_p50_ms", "load.normal_p99_ms", "load.normal_errors", "load.idle_after_s", "load.cpu_2s_after_pct",
     "load.server_threads_max",
+    "replicas.1_replica_throughput", "replicas.3_replicas_throughput", "replicas.3_vs_1",
 ]  # fmt: skip
 """Figures every run has; smolagents, Monty and Starlark rows appear only where those are installed."""
 
