@@ -23,7 +23,7 @@ import pytest
 from harness import SERVE_FLAGS
 from harness import execute as run
 from postgres import Postgres, fresh_database
-from replicas import Cluster, running_cluster
+from replicas import Cluster, recording_client, running_cluster, running_nginx
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -106,6 +106,27 @@ def innermost(exc: BaseException) -> str:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     return f"{type(exc).__name__}: {exc}"
+
+
+async def test_nginx_conf_balances_2026_calls_and_keeps_a_handshake_session_on_its_replica(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """deploy/nginx.conf in front of the same replicas: round robin for 2026-07-28, one replica per
+    handshake-era client (its protocol session lives there)."""
+    with running_nginx(tmp_path / "nginx", cluster.replicas) as url:
+        modern: list[str] = []
+        async with recording_client(url, modern) as client:
+            handle = (await run(client, "n = 1"))["session"]
+            for expected in range(2, 8):
+                out = await run(client, "n = n + 1\n__result__ = n", session=handle)
+                assert (out["status"], out["result"]) == ("ok", expected), out
+        assert set(modern) == {f"127.0.0.1:{r.port}" for r in cluster.replicas}, modern
+        legacy: list[str] = []
+        async with recording_client(url, legacy, mode="legacy") as client:
+            assert (await run(client, "m = 20"))["status"] == "ok"
+            for expected in range(21, 25):  # no handle passed: the transport session keeps m
+                assert (await run(client, "m = m + 1\n__result__ = m"))["result"] == expected
+        assert len(set(legacy)) == 1, legacy
 
 
 @dataclass
