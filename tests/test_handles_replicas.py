@@ -9,7 +9,6 @@ from __future__ import annotations
 import itertools
 from collections.abc import AsyncIterator, Iterator
 from contextlib import ExitStack, asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import httpx2
