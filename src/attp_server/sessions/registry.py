@@ -267,6 +267,7 @@ class Sessions:
             got = await self.store.handles.claim(
                 key, principal, lease, now=self.clock(), idle_s=self.idle_s,
                 max_age_s=self.settings.session_max_age_s, create=create, instance=self.instance,
+                approvals=self.settings.approval != "never",
             )  # fmt: skip
             if isinstance(got, Record):
                 session = Session(key, principal, got.kind, handle, approved=set(got.approved), lease=lease)
