@@ -257,6 +257,12 @@ class Runtime:
             await self.sessions.close()
 
 
+def postgres_url(settings: Settings) -> str | None:
+    """`database_url` when it names a PostgreSQL server (packs such as memory keep their state there), else None."""
+    url = settings.database_url.get_secret_value() if settings.database_url is not None else None
+    return url if url is not None and url.startswith(("postgresql://", "postgres://")) else None
+
+
 def build_registry(settings: Settings) -> ToolRegistry:
     """Load the enabled toolpacks and register their tools.
 
@@ -280,6 +286,7 @@ def build_registry(settings: Settings) -> ToolRegistry:
         settings.toolpack_options,
         settings.skills_dirs,
         db_path=settings.db_path.resolve(),
+        database_url=postgres_url(settings),
     )
     for tool in registry.tools.values():
         for warning in docstring_warnings(tool):
