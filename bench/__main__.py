@@ -19,6 +19,8 @@ Sections (each figure a median over many runs; each ratio two medians measured i
   attp_execute program, and parallel() against a loop of upstream calls (``bench/gateway.py``, which
   also runs alone and prints the whole comparison).
 - Sessions: W1 without a session, keeping its own variables, and with about 1 MiB kept.
+- Store: W1 continuing a session handle kept in SQLite and in PostgreSQL on loopback, against no state
+  (``bench/store.py``).
 - Replicas: W1 throughput of 16 clients through HAProxy in front of 1 and of 3 replicas sharing a
   PostgreSQL store (``bench/replicas.py``; needs Debian's postgresql and haproxy, as the tests do).
 - Reliability: a normal client's W1 latency (p50, p99) and errors while hostile clients send issue
@@ -44,11 +46,13 @@ from bench.memory_search import memory
 from bench.replicas import replicas
 from bench.report import Report
 from bench.sessions import sessions
+from bench.store import store
 from bench.transport import transport
 
 RESULTS = Path(__file__).parent / "results.json"
 SECTIONS = (
-    "evaluation", "callheavy", "transport", "containment", "memory", "load", "gateway", "sessions", "replicas",
+    "evaluation", "callheavy", "transport", "containment", "memory", "load", "gateway", "sessions", "store",
+    "replicas",
 )  # fmt: skip
 
 
@@ -70,6 +74,8 @@ async def measure(quick: bool, only: list[str]) -> Report:
         await gateway(report, quick)
     if "sessions" in only:
         await sessions(report, quick)
+    if "store" in only:
+        await store(report, quick)
     if "replicas" in only:
         await replicas(report, quick)
     return report

@@ -27,7 +27,7 @@ from pydantic import Field, WithJsonSchema
 
 from attp_server import __version__
 from attp_server.errors import ErrorCode, ErrorInfo, suggest
-from attp_server.faces.elicitation import Rounds, ask_over_connection, can_elicit
+from attp_server.faces.elicitation import Relay, Rounds, ask_over_connection, can_elicit
 from attp_server.faces.http import tenant_of
 from attp_server.faces.signals import on_stop_signal
 from attp_server.model.atdf import atdf_descriptor
@@ -148,8 +148,13 @@ def create_server(runtime: Runtime) -> MCPServer:
             return await rounds.start(execute, owner)
         return await execute(None)
 
+    relay = (
+        Relay(runtime.store.rounds, runtime.sessions.instance)
+        if runtime.store is not None and runtime.sessions is not None
+        else None
+    )
     rounds = (
-        Rounds(runtime.tasks, settings.approval_timeout_s, functools.partial(_approval_expired, settings))
+        Rounds(runtime.tasks, settings.approval_timeout_s, functools.partial(_approval_expired, settings), relay)
         if runtime.tasks is not None
         else None
     )

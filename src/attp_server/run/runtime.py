@@ -248,6 +248,8 @@ class Runtime:
         replica's: whoever notices first): their kept state goes, and their folders if their own."""
         if self.sessions is not None:
             await self.sessions.sweep()
+        if self.store is not None:  # rounds whose relaying replica never came back for the outcome
+            await self.store.rounds.expire(before=time.time() - 2 * self.settings.approval_timeout_s - 120)
 
     async def close(self) -> None:
         """This process is stopping: its connections' sessions end with it."""

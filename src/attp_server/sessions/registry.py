@@ -263,10 +263,11 @@ class Sessions:
     async def _claim(self, key: str, principal: str, handle: str | None, create: str | None, started: float) -> Session:
         delay, notice = 0.02, None
         while True:
-            lease = secrets.token_hex(8)
+            lease, now = secrets.token_hex(8), self.clock()
             got = await self.store.handles.claim(
-                key, principal, lease, now=self.clock(), idle_s=self.idle_s,
+                key, principal, lease, now=now, idle_s=self.idle_s,
                 max_age_s=self.settings.session_max_age_s, create=create, instance=self.instance,
+                approvals=self.settings.approval != "never",
             )  # fmt: skip
             if isinstance(got, Record):
                 session = Session(key, principal, got.kind, handle, approved=set(got.approved), lease=lease)
@@ -274,6 +275,8 @@ class Sessions:
                 session.notice = EVICTED if got.evicted else notice
                 if got.state is not None:
                     session.kept = await _decode(got.state, got.state_bytes)
+                if create is not None and got.created == now:  # a transport session's first call: counted too
+                    await self._within_cap(principal)
                 return session
             if isinstance(got, Busy):  # another replica's call holds it: ask again shortly
                 if time.monotonic() - started + delay > self.wait_s:

@@ -2,8 +2,8 @@
 
 Owns: the connection to the database (`database_url`: an embedded SQLite file in the data folder by
 default, or ``postgresql://...`` through psycopg 3's pool, extra ``attp-server[postgres]``), the
-schema of each part that keeps rows there, the handles table (`handles`), and the server's shared
-secret (`secret_file`).
+schema of each part that keeps rows there, the handles table (`handles`), approval round trips
+relayed between replicas (`rounds`), and the server's shared secret (`secret_file`).
 May import: the foundations only. May be imported by: `sessions`, `run`, `faces`, `toolpacks`.
 
 How other parts use it:
@@ -31,6 +31,7 @@ from attp_server.errors import AttpError
 from attp_server.settings import Settings
 from attp_server.store.backend import Backend, StoreError
 from attp_server.store.handles import HandleStore
+from attp_server.store.rounds import ROUNDS, RoundStore
 from attp_server.store.schema import HANDLES, migrate
 from attp_server.store.secret import SECRET_FILE_NAME, Secret, load_secret
 
@@ -46,6 +47,7 @@ class Store:
         self.backend = backend
         self.secret = secret
         self.handles = HandleStore(backend)
+        self.rounds = RoundStore(backend)
 
     @property
     def kind(self) -> str:
@@ -99,6 +101,7 @@ async def open_store(settings: Settings) -> AsyncIterator[Store]:
         store = Store(backend, secret)
         try:
             await store.migrate("handles", HANDLES)
+            await store.migrate("rounds", ROUNDS)
         except StoreError as exc:
             raise AttpError(f"cannot set up the store's tables: {exc}") from None
         yield store

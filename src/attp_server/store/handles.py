@@ -84,11 +84,13 @@ class HandleStore:
         max_age_s: float,
         create: str | None = None,
         instance: str | None = None,
+        approvals: bool = True,
     ) -> Claim:
         """Take the handle's lease for one call and read it, or say why not.
 
         `create` (a kind) inserts the row first when it is not there (the implicit handles of
-        handshake-era sessions, which come into being with their first call).
+        handshake-era sessions, which come into being with their first call). `approvals`: read the
+        tools allowed for the rest of the session too (only needed when approvals are asked).
         """
         statements: list[Statement] = []
         if create is not None:
@@ -99,27 +101,32 @@ class HandleStore:
                     (key, principal, create, instance, now, now),
                 )
             )
-        statements += [
+        statements.append(
             (
                 "UPDATE attp_handles SET lease = ?, lease_until = ?, last_used = ? "
                 "WHERE key = ? AND principal = ? AND (lease IS NULL OR lease_until < ?) "
                 "AND last_used >= ? AND created >= ? "
                 "RETURNING kind, created, last_used, state, state_bytes, evicted",
                 (lease, now + LEASE_S, now, key, principal, now, now - idle_s, now - max_age_s),
-            ),
-            (
-                "SELECT lease, lease_until, last_used, created FROM attp_handles WHERE key = ? AND principal = ?",
-                (key, principal),
-            ),
-            ("SELECT tool FROM attp_approvals WHERE key = ?", (key,)),
-        ]
-        *_, claimed, found, tools = await self.backend.transaction(statements)
+            )
+        )
+        if approvals:
+            statements.append(("SELECT tool FROM attp_approvals WHERE key = ?", (key,)))
+        results = await self.backend.transaction(statements)
+        claimed = results[len(statements) - 2] if approvals else results[-1]
         if claimed:
             kind, created, last_used, state, state_bytes, evicted = claimed[0]
+            tools = results[-1] if approvals else []
             return Record(
                 key, principal, kind, float(created), float(last_used), state, int(state_bytes), bool(evicted),
                 frozenset(row[0] for row in tools),
             )  # fmt: skip
+        # Not taken: say why (a second statement, only on this path).
+        found = await self.backend.execute(
+            "SELECT lease, lease_until, last_used, created FROM attp_handles WHERE key = ? AND principal = ?",
+            key,
+            principal,
+        )
         if not found:
             return Missing()
         held, until, last_used, created = found[0]
@@ -128,7 +135,7 @@ class HandleStore:
         if float(last_used) < now - idle_s or float(created) < now - max_age_s:
             await self.delete([key])
             return Expired()
-        return Missing()  # pragma: no cover - the update above would have taken it
+        return Busy(now)  # released between the two statements: try again
 
     async def create(
         self,

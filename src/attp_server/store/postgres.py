@@ -43,6 +43,11 @@ def _sql(sql: str) -> str:
     return _PLACEHOLDER.sub("%s", sql)
 
 
+async def _run(conn: Any, sql: str, params: Sequence[Any]) -> Rows:
+    cursor = await conn.execute(_sql(sql), tuple(params))
+    return list(await cursor.fetchall()) if cursor.description is not None else []
+
+
 class PostgresBackend(Backend):
     kind = "postgresql"
 
@@ -59,7 +64,7 @@ class PostgresBackend(Backend):
             max_size=MAX_CONNECTIONS,
             open=False,
             timeout=CONNECT_TIMEOUT_S,
-            kwargs={"autocommit": False},
+            kwargs={"autocommit": True},
             name="attp-store",
         )
         self._sync: Any = None
@@ -82,12 +87,11 @@ class PostgresBackend(Backend):
         import psycopg_pool
 
         try:
-            async with self._pool.connection() as conn, conn.transaction():
-                results: list[Rows] = []
-                for sql, params in statements:
-                    cursor = await conn.execute(_sql(sql), tuple(params))
-                    results.append(list(await cursor.fetchall()) if cursor.description is not None else [])
-                return results
+            async with self._pool.connection() as conn:
+                if len(statements) == 1:  # autocommit: one round trip, no BEGIN and COMMIT around it
+                    return [await _run(conn, *statements[0])]
+                async with conn.transaction():
+                    return [await _run(conn, sql, params) for sql, params in statements]
         except psycopg_pool.PoolTimeout:
             raise StoreError(
                 f"no connection to the store {self.label} came free within {CONNECT_TIMEOUT_S:g} s"
