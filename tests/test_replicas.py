@@ -235,11 +235,6 @@ def approving_cluster(tmp_path_factory: pytest.TempPathFactory, postgres: Postgr
             yield running
 
 
-@pytest.mark.xfail(
-    reason="the 2026-07-28 approval round keeps the paused program in the replica that asked (faces/elicitation.py "
-    "Rounds); the answer reaching another replica finds no run there and is refused as APPROVAL_DENIED",
-    strict=True,
-)
 async def test_an_approval_asked_by_one_replica_is_answered_on_another(approving_cluster: Cluster) -> None:
     questions: list[str] = []
 
