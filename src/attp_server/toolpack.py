@@ -252,6 +252,10 @@ class Toolpack:
     live: LiveTools | None = None
     """Tools discovered while serving (an upstream MCP server). Their names yield: a tool gets its bare
     name only when no other enabled pack has a tool (or alias) of that name; it is always ``pack.tool``."""
+    forget: Callable[[ToolpackContext], None] | None = None
+    """Remove what the pack keeps for the context's scope outside its folders (rows in the shared
+    database): a session's scope ended (``isolation = "session"``). What is in the scope's folders goes
+    with them."""
 
     def default_marks(self) -> ToolMarks:
         if self.read_only:
@@ -482,6 +486,22 @@ class ToolRegistry:
             scope=scope,
             reuse=reuse,
         )
+
+    def forget_scope(self, workspace: Path, db_path: Path, scope: str) -> None:
+        """A scope ended for good: each pack with a `Toolpack.forget` removes what it kept for it (in a thread)."""
+        for pack in self.packs.values():
+            if pack.forget is None:
+                continue
+            options = pack.options.model_validate(dict(self.options.get(pack.name, {}))) if pack.options else None
+            context = ToolpackContext(
+                workspace=workspace,
+                options=options,
+                skills_dirs=self.skills_dirs,
+                db_path=db_path,
+                database_url=self.database_url,
+                scope=scope,
+            )
+            pack.forget(context)
 
     def _add_pack(
         self,

@@ -888,3 +888,17 @@ def test_scopes_on_one_postgresql_database_are_apart(memory_database: str, tmp_p
     bob.remove_page("usr-1")
     assert alice.get_page("usr-1")["detail"] == "secret of alice"
     raises_code("PAGE_NOT_FOUND", bob.get_page, "usr-1")
+
+
+def test_a_session_scope_that_ends_takes_its_postgresql_pages_with_it(memory_database: str, tmp_path: Path) -> None:
+    """isolation = session on PostgreSQL: when a session ends, its scope's rows go (idempotently); others stay."""
+    db_path = tmp_path / "state" / "memory.sqlite3"
+    ending = Place(db_path, memory_database, f"session {uuid.uuid4().hex}")
+    staying = Place(db_path, memory_database, f"session {uuid.uuid4().hex}")
+    for place in (ending, staying):
+        open_memory(place).create_detail_page("Note", "", "text", "usr-0")
+    registry = open_memory(ending).registry
+    registry.forget_scope(tmp_path / "ws", db_path, ending.scope)
+    registry.forget_scope(tmp_path / "ws", db_path, ending.scope)  # another replica noticed it too
+    assert ending.query("pages") == [] and ending.query("segments") == []
+    assert [p["name"] for p in staying.query("pages")] == ["System", "User", "Note"]

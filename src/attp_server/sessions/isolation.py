@@ -148,6 +148,7 @@ class Scopes:
         self._built.pop(scope.name, None)
         if scope.temporary:
             await anyio.to_thread.run_sync(_remove, scope)
+            await anyio.to_thread.run_sync(self.registry.forget_scope, scope.workspace, scope.db_path, scope.name)
 
     def session_folders(self) -> list[str]:
         """The names of the session folders on disk that are older than `STALE_AFTER_S` (candidates for

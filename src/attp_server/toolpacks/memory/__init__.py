@@ -62,6 +62,15 @@ def _open_postgres(url: str, scope: str, options: MemoryOptions) -> PageStore:
     return store
 
 
+def forget(ctx: ToolpackContext) -> None:
+    """A session's scope ended: on PostgreSQL, delete its pages and segments (on SQLite its database file is in
+    the session's folder, removed with it)."""
+    if ctx.database_url is not None:
+        from attp_server.toolpacks.memory.pg import PgStore
+
+        PgStore(ctx.database_url, ctx.scope).drop()
+
+
 toolpack = Toolpack(
     name="memory",
     description=(
@@ -69,6 +78,7 @@ toolpack = Toolpack(
         "root 'usr-0'. view() shows the tree."
     ),
     build=build,
+    forget=forget,
     options=MemoryOptions,
     marks={
         **dict.fromkeys(

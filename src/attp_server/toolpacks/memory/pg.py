@@ -429,6 +429,12 @@ class PgStore:
     def close(self) -> None:
         """Nothing of its own to close: the pool is the process's, shared by every scope."""
 
+    def drop(self) -> None:
+        """Delete this scope's pages and segments (its session ended). Idempotent: replicas may race to do it."""
+        with self.transaction(write=True) as tx:
+            tx.conn.execute("DELETE FROM memory_pages WHERE scope = %s", (self.scope,))
+            tx.conn.execute("DELETE FROM memory_segments WHERE scope = %s", (self.scope,))
+
     @contextmanager
     def transaction(self, *, write: bool) -> Iterator[PgTx]:
         """One transaction: committed when the block ends normally, rolled back on any exception."""
