@@ -1,7 +1,7 @@
-"""Two `attp serve` processes sharing one store (an SQLite file), one secret and one workspace: replicas on one
-machine. A 2026-07-28 client whose requests alternate between them, as behind a round-robin proxy, keeps its
-state through its handle, and answers on one replica an approval the other asked for. (PostgreSQL and HAProxy in
-front of three replicas: tests/test_replicas.py.)
+"""Two `attp serve` processes sharing one store (an SQLite file, or a real PostgreSQL server), one secret and one
+workspace: replicas. A 2026-07-28 client whose requests alternate between them, as behind a round-robin proxy,
+keeps its state through its handle, and answers on one replica an approval the other asked for. (HAProxy in front
+of three replicas: tests/test_replicas.py.)
 """
 
 from __future__ import annotations
@@ -9,24 +9,32 @@ from __future__ import annotations
 import itertools
 from collections.abc import AsyncIterator, Iterator
 from contextlib import ExitStack, asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx2
 import pytest
-from harness import SERVE_FLAGS, Served, serving_http
+from harness import SERVE_FLAGS, Served, running, serving_http
 from harness import execute as run
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import ElicitRequestParams, ElicitResult
+from postgres import fresh_database, running_postgres
+
+from attp_server.run.runtime import CallContext, ExecuteRequest
+from attp_server.sessions.registry import Caller
 
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture(scope="module")
-def replicas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Served]]:
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def replicas(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Served]]:
     root = tmp_path_factory.mktemp("replicas")
     flags = [*SERVE_FLAGS, "--db-path", str(root / "data" / "memory.sqlite3"), "--approval", "destructive"]
     with ExitStack() as stack:
+        if request.param == "postgresql":
+            server = stack.enter_context(running_postgres())
+            flags += ["--database-url", stack.enter_context(fresh_database(server))]
         yield [stack.enter_context(serving_http(root / "ws", *flags)) for _ in range(2)]
 
 
@@ -74,3 +82,17 @@ async def test_an_approval_asked_by_one_replica_is_answered_on_the_other(replica
     calls = [(port, b"requestState" in body) for port, body in seen if b'"tools/call"' in body]
     assert len(calls) == 2 and calls[0][1] is False and calls[1][1] is True, calls
     assert calls[0][0] != calls[1][0]  # asked by one replica, answered on the other
+
+
+async def test_a_store_that_goes_away_is_a_clear_refusal_not_a_traceback(tmp_path: Path) -> None:
+    with running_postgres() as server:  # a server of its own: this test stops it
+        workspace = tmp_path / "ws"
+        workspace.mkdir()
+        async with running(workspace, database_url=server.url()) as runtime:
+            context = CallContext(caller=Caller())
+            handle = (await runtime.execute(ExecuteRequest(code="kept = 1"), context)).session
+            server.process.terminate()
+            server.process.wait(timeout=30)
+            refused = await runtime.execute(ExecuteRequest(code="__result__ = kept", session=handle), context)
+            assert refused.error is not None and refused.error.code == "SERVER_BUSY", refused
+            assert "session store" in refused.error.message

@@ -37,7 +37,7 @@ from attp_server.sessions.approvals import Approvals
 from attp_server.sessions.isolation import NoSession, Scopes
 from attp_server.sessions.registry import Caller, Session, SessionRefused, Sessions
 from attp_server.settings import Settings
-from attp_server.store import Store, open_store
+from attp_server.store import Store, StoreError, open_store
 from attp_server.toolpack import ToolpackLoadError, ToolRegistry, load_factory, load_toolpack
 
 __all__ = [
@@ -54,6 +54,13 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+STORE_UNAVAILABLE = ErrorInfo(
+    code=ErrorCode.SERVER_BUSY,
+    message="the server cannot reach its session store right now, so this call did not run (nothing was done)",
+    solution="Send the same call again in a few seconds; if it keeps failing, tell the user the server's database "
+    "is unavailable.",
+)
 
 
 class Runtime:
@@ -123,6 +130,9 @@ class Runtime:
             session = await self.open_session(context.caller, request.session)
         except SessionRefused as refused:
             result = error_result(request.target, refused.info)
+        except StoreError as exc:
+            logger.warning("the session store failed: %s", exc)
+            result = error_result(request.target, STORE_UNAVAILABLE)
         else:
             try:
                 result = await self._admitted(request, context, session)
@@ -228,7 +238,7 @@ class Runtime:
         result = from_worker(done, run, prepared.target, self.settings.max_output_bytes)
         if keeping and session is not None:
             kept, hint = await kept_state.after_run(session.kept, done, self.settings.max_state_bytes)
-            if kept is not session.kept:
+            if not kept_state.same(kept, session.kept):  # unchanged state is not written again
                 session.keep(kept)
             result.hint = joined(result.hint, hint)
         return result
