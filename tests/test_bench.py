@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import anyio
+import pytest
 from harness import run_quick_bench
 
 from bench.breakdown import breakdown
@@ -30,6 +31,7 @@ REQUIRED = [
 """Figures every run has; smolagents, Monty and Starlark rows appear only where those are installed."""
 
 
+@pytest.mark.timeout(400)  # every section at tiny sizes, but each starts real servers (replicas: PostgreSQL, HAProxy)
 def test_bench_quick_run_prints_and_writes_every_figure(tmp_path: Path) -> None:
     stdout, data = run_quick_bench("bench", tmp_path / "results.json")
     assert data["quick"] is True
