@@ -144,8 +144,13 @@ class Session:
 
     @property
     def returned(self) -> str | None:
-        """The handle the result carries: one the store keeps (a new session with nothing to keep has none)."""
-        return self.handle if self.stored else None
+        """The handle the result carries: one the store keeps (a new session with nothing to keep has none; a
+        transport's session shows its handle only while it keeps something, since its client need not pass it)."""
+        if not self.stored:
+            return None
+        if self.kind != KIND_HANDLE and self.kept is None and not self.approved:
+            return None
+        return self.handle
 
 
 class SessionRefused(Exception):
