@@ -7,11 +7,15 @@ of three replicas: tests/test_replicas.py.)
 from __future__ import annotations
 
 import itertools
+import os
+import signal
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import ExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx2
 import pytest
 from harness import SERVE_FLAGS, Served, running, serving_http
@@ -91,8 +95,38 @@ async def test_a_store_that_goes_away_is_a_clear_refusal_not_a_traceback(tmp_pat
         async with running(workspace, database_url=server.url()) as runtime:
             context = CallContext(caller=Caller())
             handle = (await runtime.execute(ExecuteRequest(code="kept = 1"), context)).session
-            server.process.terminate()
-            server.process.wait(timeout=30)
+            server.process.send_signal(signal.SIGINT)  # fast shutdown: its clients are cut off
+            server.process.wait(timeout=60)
             refused = await runtime.execute(ExecuteRequest(code="__result__ = kept", session=handle), context)
             assert refused.error is not None and refused.error.code == "SERVER_BUSY", refused
             assert "session store" in refused.error.message
+
+
+async def test_a_replica_killed_mid_run_loses_that_run_only(tmp_path: Path) -> None:
+    """The killed run's changes are not written; its lease runs out and the other replica serves the handle."""
+    flags = [*SERVE_FLAGS, "--timeout-s", "30", "--db-path", str(tmp_path / "data" / "memory.sqlite3")]
+    with serving_http(tmp_path / "ws", *flags) as doomed, serving_http(tmp_path / "ws", *flags) as survivor:
+        async with doomed.client() as client:
+            handle = (await run(client, "kept = ['before']"))["session"]
+        outcome: list[str] = []
+
+        async def killed_run() -> None:
+            try:
+                with anyio.move_on_after(30):
+                    async with doomed.client() as client:
+                        await run(client, "kept = kept + ['lost']\nslow_echo('x', delay=20)", session=handle)
+                    outcome.append("answered")
+            except Exception:  # the connection broke, however the client words it
+                outcome.append("failed")
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(killed_run)
+            await anyio.sleep(3)  # the run holds the handle now
+            assert doomed.process is not None
+            os.killpg(doomed.process.pid, signal.SIGKILL)
+        assert outcome == ["failed"]  # the call in flight on the killed replica fails
+        started = time.monotonic()
+        async with survivor.client() as client:
+            after = await run(client, "kept = kept + ['after']\n__result__ = kept", session=handle)
+        assert after["result"] == ["before", "after"], after
+        assert time.monotonic() - started < 25  # within the lease's life, not the killed run's timeout

@@ -144,8 +144,13 @@ class Session:
 
     @property
     def returned(self) -> str | None:
-        """The handle the result carries: one the store keeps (a new session with nothing to keep has none)."""
-        return self.handle if self.stored else None
+        """The handle the result carries: one the store keeps (a new session with nothing to keep has none; a
+        transport's session shows its handle only while it keeps something, since its client need not pass it)."""
+        if not self.stored:
+            return None
+        if self.kind != KIND_HANDLE and self.kept is None and not self.approved:
+            return None
+        return self.handle
 
 
 class SessionRefused(Exception):
@@ -188,7 +193,9 @@ class Sessions:
         self.clock = clock
         self.instance = secrets.token_hex(8)
         """This server process, among the replicas: the owner of its stdio connection's implicit session."""
-        self.wait_s = settings.queue_timeout_s + settings.timeout_s
+        self.wait_s = max(settings.queue_timeout_s + settings.timeout_s, LEASE_S + 5)
+        """How long a call waits for its session while another call holds it: at least long enough for the lease
+        of a replica that died mid-run to run out."""
         self._local: dict[str, _Turns] = {}
         self._decoded: OrderedDict[str, tuple[str, KeptState | None]] = OrderedDict()
         """The last state read or written per session, with its text: the same text is not parsed again."""
