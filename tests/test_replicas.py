@@ -30,7 +30,8 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.timeout(600)]
 REPLICAS = 3
 CLIENTS = 16
 ENV = {"ATTP_QUEUE_TIMEOUT_S": "30"}
-"""A call on a handle that a killed replica held waits for that lease to run out (15 s): let it wait."""
+"""A call on a handle that a killed replica held waits for that lease to run out (15 s); 16 clients on two
+replicas queue meanwhile: let them wait."""
 
 
 def replica_flags(root: Path, url: str, *more: str) -> list[str]:
