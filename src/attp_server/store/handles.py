@@ -6,7 +6,7 @@ write names it, so another principal's handle is indistinguishable from one that
 
 Two calls on one handle never run at once, on any replica: a call first takes the row's *lease*
 (`claim`: a compare-and-set on ``lease``/``lease_until``), renews it while it runs (`renew`), and
-gives it back with the new state in one statement when its run ends (`finish`). A replica that dies
+gives it back with the new state in one transaction when its run ends (`finish`). A replica that dies
 mid-run stops renewing; its lease runs out after `LEASE_S` and the next call takes the handle with
 the state of the last run that ended. Times are seconds since the epoch (`time.time()`), shared by
 replicas whose clocks agree to well within `LEASE_S`.
@@ -101,22 +101,43 @@ class HandleStore:
                     (key, principal, create, instance, now, now),
                 )
             )
-        statements.append(
-            (
-                "UPDATE attp_handles SET lease = ?, lease_until = ?, last_used = ? "
-                "WHERE key = ? AND principal = ? AND (lease IS NULL OR lease_until < ?) "
-                "AND last_used >= ? AND created >= ? "
-                "RETURNING kind, created, last_used, state, state_bytes, evicted",
-                (lease, now + LEASE_S, now, key, principal, now, now - idle_s, now - max_age_s),
-            )
+        take = (
+            "UPDATE attp_handles SET lease = ?, lease_until = ?, last_used = ? "
+            "WHERE key = ? AND principal = ? AND (lease IS NULL OR lease_until < ?) "
+            "AND last_used >= ? AND created >= ? "
+            "RETURNING key, kind, created, last_used, state_bytes, evicted"
         )
+        taking = (lease, now + LEASE_S, now, key, principal, now, now - idle_s, now - max_age_s)
+        if self.backend.kind == "postgresql":  # one round trip: take it and read its state
+            statements.append(
+                (
+                    f"WITH taken AS ({take}) SELECT taken.kind, taken.created, taken.last_used, attp_state.state, "  # noqa: S608
+                    "taken.state_bytes, taken.evicted FROM taken LEFT JOIN attp_state ON attp_state.key = taken.key",
+                    taking,
+                )
+            )
+        else:
+            statements.append((take, taking))
+            statements.append(
+                (
+                    "SELECT attp_state.state FROM attp_state JOIN attp_handles ON attp_handles.key = attp_state.key "
+                    "WHERE attp_state.key = ? AND attp_handles.lease = ?",
+                    (key, lease),
+                )
+            )
         if approvals:
             statements.append(("SELECT tool FROM attp_approvals WHERE key = ?", (key,)))
         results = await self.backend.transaction(statements)
-        claimed = results[len(statements) - 2] if approvals else results[-1]
-        if claimed:
-            kind, created, last_used, state, state_bytes, evicted = claimed[0]
-            tools = results[-1] if approvals else []
+        tools = results.pop() if approvals else []
+        if self.backend.kind == "postgresql":
+            rows = results[-1]
+            taken = [(kind, created, last_used, size, evicted) for kind, created, last_used, _, size, evicted in rows]
+            state = rows[0][3] if rows else None
+        else:
+            taken = [row[1:] for row in results[-2]]
+            state = results[-1][0][0] if results[-1] else None
+        if taken:
+            kind, created, last_used, state_bytes, evicted = taken[0]
             return Record(
                 key, principal, kind, float(created), float(last_used), state, int(state_bytes), bool(evicted),
                 frozenset(row[0] for row in tools),
@@ -154,11 +175,13 @@ class HandleStore:
         statements: list[Statement] = [
             (
                 "INSERT INTO attp_handles "
-                "(key, principal, kind, instance, created, last_used, state, state_bytes, lease, lease_until) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (key, principal, kind, instance, now, now, state, state_bytes, lease, now + LEASE_S if lease else 0.0),
+                "(key, principal, kind, instance, created, last_used, state_bytes, lease, lease_until) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (key, principal, kind, instance, now, now, state_bytes, lease, now + LEASE_S if lease else 0.0),
             )
         ]
+        if state is not None:
+            statements.append(("INSERT INTO attp_state (key, state) VALUES (?, ?)", (key, state)))
         statements += [
             ("INSERT INTO attp_approvals (key, tool) VALUES (?, ?) ON CONFLICT DO NOTHING", (key, tool))
             for tool in approved
@@ -189,26 +212,46 @@ class HandleStore:
         """Give the lease back; with `write_state`, store the run's state in the same statement.
 
         False when the lease was no longer this call's (nothing is written then)."""
+        statements: list[Statement] = []
+        if write_state and state is not None:  # only while the lease is this call's
+            statements.append(
+                (
+                    "INSERT INTO attp_state (key, state) SELECT key, ? FROM attp_handles WHERE key = ? AND lease = ? "
+                    "ON CONFLICT (key) DO UPDATE SET state = excluded.state",
+                    (state, key, lease),
+                )
+            )
+        elif write_state:
+            statements.append(
+                (
+                    "DELETE FROM attp_state WHERE key IN (SELECT key FROM attp_handles WHERE key = ? AND lease = ?)",
+                    (key, lease),
+                )
+            )
         if write_state:
-            update: Statement = (
-                "UPDATE attp_handles SET state = ?, state_bytes = ?, evicted = 0, lease = NULL, lease_until = 0, "
-                "last_used = ? WHERE key = ? AND lease = ? RETURNING key",
-                (state, state_bytes, now, key, lease),
+            statements.append(
+                (
+                    "UPDATE attp_handles SET state_bytes = ?, evicted = 0, lease = NULL, lease_until = 0, "
+                    "last_used = ? WHERE key = ? AND lease = ? RETURNING key",
+                    (state_bytes if state is not None else 0, now, key, lease),
+                )
             )
         else:
-            update = (
-                "UPDATE attp_handles SET lease = NULL, lease_until = 0, last_used = ? "
-                "WHERE key = ? AND lease = ? RETURNING key",
-                (now, key, lease),
+            statements.append(
+                (
+                    "UPDATE attp_handles SET lease = NULL, lease_until = 0, last_used = ? "
+                    "WHERE key = ? AND lease = ? RETURNING key",
+                    (now, key, lease),
+                )
             )
-        statements = [update]
+        released = len(statements) - 1
         statements += [
             ("INSERT INTO attp_approvals (key, tool) SELECT key, ? FROM attp_handles WHERE key = ? "
              "ON CONFLICT DO NOTHING", (tool, key))
             for tool in approved
         ]  # fmt: skip
         results = await self.backend.transaction(statements)
-        return bool(results[0])
+        return bool(results[released])
 
     async def delete(self, keys: Sequence[str]) -> None:
         """Remove handles (and their approvals); removing one already gone is no error."""
@@ -250,7 +293,7 @@ class HandleStore:
         if excess <= 0:
             return 0
         rows = await self.backend.execute(
-            "SELECT key, state_bytes FROM attp_handles WHERE state IS NOT NULL AND (lease IS NULL OR lease_until < ?) "
+            "SELECT key, state_bytes FROM attp_handles WHERE state_bytes > 0 AND (lease IS NULL OR lease_until < ?) "
             "ORDER BY last_used",
             now,
         )
@@ -260,8 +303,16 @@ class HandleStore:
                 break
             chosen.append(key)
             excess -= int(size)
-        drop = "UPDATE attp_handles SET state = NULL, state_bytes = 0, evicted = 1 WHERE key = ? AND lease IS NULL"
-        await self.backend.transaction([(drop, (key,)) for key in chosen])
+        drops: list[Statement] = []
+        for key in chosen:
+            drops.append(
+                ("DELETE FROM attp_state WHERE key IN (SELECT key FROM attp_handles WHERE key = ? AND lease IS NULL)",
+                 (key,))
+            )  # fmt: skip
+            drops.append(
+                ("UPDATE attp_handles SET state_bytes = 0, evicted = 1 WHERE key = ? AND lease IS NULL", (key,))
+            )
+        await self.backend.transaction(drops)
         return len(chosen)
 
     async def touch_instance(self, instance: str, *, now: float) -> None:

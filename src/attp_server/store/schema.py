@@ -29,7 +29,6 @@ HANDLES: list[list[str]] = [
             instance TEXT,
             created DOUBLE PRECISION NOT NULL,
             last_used DOUBLE PRECISION NOT NULL,
-            state TEXT,
             state_bytes BIGINT NOT NULL DEFAULT 0,
             evicted INTEGER NOT NULL DEFAULT 0,
             lease TEXT,
@@ -38,6 +37,10 @@ HANDLES: list[list[str]] = [
         "CREATE INDEX IF NOT EXISTS attp_handles_by_principal ON attp_handles (principal, last_used)",
         "CREATE INDEX IF NOT EXISTS attp_handles_by_last_used ON attp_handles (last_used)",
         "CREATE INDEX IF NOT EXISTS attp_handles_by_instance ON attp_handles (instance)",
+        """CREATE TABLE IF NOT EXISTS attp_state (
+            key TEXT PRIMARY KEY REFERENCES attp_handles (key) ON DELETE CASCADE,
+            state TEXT NOT NULL
+        )""",
         """CREATE TABLE IF NOT EXISTS attp_approvals (
             key TEXT NOT NULL REFERENCES attp_handles (key) ON DELETE CASCADE,
             tool TEXT NOT NULL,
@@ -45,7 +48,9 @@ HANDLES: list[list[str]] = [
         )""",
     ],
 ]
-"""The handles part: each handle's kept state and metadata, and the tools allowed for the rest of its session."""
+"""The handles part: each handle's metadata and lease (a small row, rewritten by every call), its kept state (a
+row of its own, written only when it changes: SQLite rewrites a whole row on any update), and the tools allowed
+for the rest of its session."""
 
 
 async def migrate(backend: Backend, part: str, steps: Sequence[Sequence[str]]) -> None:
