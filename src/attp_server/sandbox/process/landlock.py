@@ -61,7 +61,10 @@ def abi(libc: Any) -> int:
 
 def _why_not(number: int) -> str:
     if number == errno.ENOSYS:
-        return "the kernel has no Landlock (Linux 5.13+ built with CONFIG_SECURITY_LANDLOCK), or a seccomp policy hides it"
+        return (
+            "the kernel has no Landlock (Linux 5.13+ built with CONFIG_SECURITY_LANDLOCK), or a seccomp policy "
+            "(a container's) hides it"
+        )
     if number == errno.EOPNOTSUPP:
         return "Landlock is built in but not enabled (add landlock to the kernel's lsm= boot parameter)"
     return f"{errno.errorcode.get(number, number)} ({os.strerror(number)})"

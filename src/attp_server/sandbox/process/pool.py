@@ -25,11 +25,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import anyio.abc
 
+from attp_server.sandbox.process.lockdown import CONTAINMENT
 from attp_server.sandbox.process.protocol import MAX_MESSAGE_BYTES, ProtocolError, decode, encode
 
 logger = logging.getLogger(__name__)
@@ -159,6 +160,32 @@ class WorkerStartError(Exception):
     """A worker process could not be started or did not say ``ready``."""
 
 
+class ContainmentMissing(WorkerStartError):
+    """A worker could not apply a containment layer and ``containment = "required"``: no program may run."""
+
+
+Containment = Literal["required", "best-effort"]
+
+
+def missing_layers(report: dict[str, Any]) -> dict[str, str]:
+    """The containment layers a worker's lockdown report says did not take effect, and why."""
+    reasons = report.get("missing") if isinstance(report.get("missing"), dict) else {}
+    assert isinstance(reasons, dict)
+    return {layer: str(reasons.get(layer, "not reported")) for layer in CONTAINMENT if not report.get(layer)}
+
+
+def refusal(missing: dict[str, str]) -> str:
+    """What a run is told when the server refuses to run programs without a containment layer."""
+    layers = "; ".join(f"{layer}: {why}" for layer, why in missing.items())
+    names = " and ".join(missing)
+    return (
+        f"this server runs no programs: its sandbox could not apply the {names} containment "
+        f"layer{'s' if len(missing) > 1 else ''} on this machine ({layers}), and its setting "
+        'containment = "required" refuses to run programs without them. Tell the server\'s operator: '
+        '`attp doctor` shows what holds here; containment = "best-effort" runs programs anyway, with a warning.'
+    )
+
+
 @dataclass(eq=False)
 class WorkerProcess:
     """One worker: its process, the two ends of its protocol pipes, and its private directory.
@@ -270,9 +297,28 @@ def _worker_environment(directory: str) -> dict[str, str]:
 class WorkerPool:
     """Keeps `size` idle workers ready and runs at most `max_workers` programs at once."""
 
-    def __init__(self, *, size: int, max_workers: int, memory_mb: int, startup_timeout_s: float = 20.0) -> None:
+    def __init__(
+        self,
+        *,
+        size: int,
+        max_workers: int,
+        memory_mb: int,
+        startup_timeout_s: float = 20.0,
+        containment: Containment = "required",
+        probe: bool = False,
+        without: tuple[str, ...] = (),
+    ) -> None:
         if size < 0 or max_workers < 1:
             raise ValueError("pool size must be >= 0 and max_workers >= 1")
+        self.containment: Containment = containment
+        """``required``: a worker missing a containment layer is killed and every run refused, saying why."""
+        self.probing = probe
+        """Workers run `probe` code as plain CPython (``attp doctor`` only; never a serving pool)."""
+        self.without = without
+        """Containment layers a probing worker leaves out (``attp doctor`` shows each wall alone)."""
+        self.refused: str | None = None
+        """Why runs are refused (a containment layer missing under ``required``), once a worker said so."""
+        self._warned = False
         self.size = size
         self.max_workers = max_workers
         self.memory_mb = memory_mb
@@ -340,7 +386,10 @@ class WorkerPool:
     async def run(self, job: Job, on_call: CallHandler) -> dict[str, Any]:
         """Run `job` on a worker of its own and return the worker's ``done`` message (or a synthesized one)."""
         async with self._slots:
-            worker = await self._acquire()
+            try:
+                worker = await self._acquire()
+            except ContainmentMissing as exc:
+                return _failed("INTERNAL_ERROR", str(exc))
             self._running.add(worker)
             reusable = False
             demotion = asyncio.get_running_loop().call_later(LONG_RUN_S, _demote, worker)
@@ -389,6 +438,8 @@ class WorkerPool:
                     self._refill()
 
     async def _acquire(self) -> WorkerProcess:
+        if self.refused is not None:
+            raise ContainmentMissing(self.refused)
         while self._idle:
             worker = self._idle.pop()
             if worker.alive:
@@ -399,7 +450,7 @@ class WorkerPool:
 
     def _refill(self) -> None:
         missing = self.size - len(self._idle) - self._starting
-        if self._tasks is None:
+        if self._tasks is None or self.refused is not None:
             return
         for _ in range(max(0, missing)):
             self._starting += 1
@@ -425,8 +476,9 @@ class WorkerPool:
         try:
             # Shielded: a cancellation landing after the child exists would otherwise orphan it.
             with anyio.CancelScope(shield=True):
+                probing = ["probe", *(f"without={layer}" for layer in self.without)] if self.probing else []
                 process = await anyio.open_process(
-                    [sys.executable, "-I", "-c", _BOOT, str(self.memory_mb)],
+                    [sys.executable, "-I", "-c", _BOOT, str(self.memory_mb), *probing],
                     stdin=worker_reads,
                     stdout=worker_writes,
                     stderr=subprocess.PIPE,
@@ -460,7 +512,63 @@ class WorkerPool:
             raise
         worker.lockdown = dict(ready.get("lockdown") or {})
         self.lockdown = worker.lockdown
+        missing = {layer: why for layer, why in missing_layers(worker.lockdown).items() if layer not in self.without}
+        if missing and self.containment == "required":
+            await worker.kill()
+            self.refused = refusal(missing)
+            raise ContainmentMissing(self.refused)
+        if missing and not self._warned:
+            self._warned = True
+            layers = "; ".join(f"{layer}: {why}" for layer, why in missing.items())
+            logger.warning(
+                'sandbox workers run without these containment layers (%s); containment = "best-effort" '
+                "allows it. `attp doctor` shows what holds on this machine",
+                layers,
+            )
         return worker
+
+    def containment_report(self) -> dict[str, Any]:
+        """What ``/healthz`` and the start-up log say of the workers' walls (never a secret)."""
+        missing = missing_layers(self.lockdown) if self.lockdown else {}
+        return {
+            "setting": self.containment,
+            "holds": bool(self.lockdown) and not missing,
+            "layers": {layer: self.lockdown.get(layer, False) for layer in CONTAINMENT},
+            "missing": missing,
+            "runs_programs": self.refused is None,
+        }
+
+    async def probe(
+        self, code: str, *, timeout_s: float, cpu_s: float, on_output: Callable[[str], None]
+    ) -> dict[str, Any]:
+        """Run `code` as plain CPython in a fresh locked-down worker (a pool made with ``probe=True``: ``attp
+        doctor``), passing its stdout to `on_output`; return how it ended. The worker is never reused.
+
+        ``{"ended": "finished" | "raised" | "signal" | "exited" | "timeout", "detail": str, ...}``.
+        """
+        if not self.probing:
+            raise RuntimeError("probe() needs a pool started with probe=True")
+        worker = await self._spawn()
+        try:
+            with anyio.move_on_after(timeout_s):
+                await worker.send({"op": "probe", "code": code, "cpu_s": cpu_s})
+                while True:
+                    try:
+                        message = await worker.receive()
+                    except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError):
+                        await worker.process.wait()
+                        return _ending(worker.process.returncode)
+                    if message.get("op") == "output":
+                        on_output(str(message.get("text", "")))
+                    elif message.get("op") == "done":
+                        error = message.get("error") or {}
+                        if message.get("status") == "ok":
+                            return {"ended": "finished", "detail": "the probe ran to its end"}
+                        detail = f"{error.get('type', 'Exception')}: {error.get('message', '')}".rstrip(": ")
+                        return {"ended": "raised", "detail": detail, "type": error.get("type")}
+            return {"ended": "timeout", "detail": f"still running after {timeout_s:g} s: killed by the wall clock"}
+        finally:
+            await worker.kill()
 
 
 REAP_TIMEOUT_S = 1.0
@@ -505,6 +613,14 @@ async def _drain_stderr(stream: anyio.abc.ByteReceiveStream, pid: int) -> None:
                 logger.debug("worker %d stderr: %s", pid, text[:2000])
     except (anyio.BrokenResourceError, anyio.ClosedResourceError):
         pass
+
+
+def _ending(returncode: int | None) -> dict[str, Any]:
+    if returncode is not None and returncode < 0:
+        number = -returncode
+        name = signal.Signals(number).name if number in signal.Signals._value2member_map_ else str(number)
+        return {"ended": "signal", "detail": f"the worker was killed by {name}", "signal": name}
+    return {"ended": "exited", "detail": f"the worker exited with code {returncode}", "code": returncode}
 
 
 def _failed(code: str, message: str) -> dict[str, Any]:

@@ -119,7 +119,8 @@ def this_arch() -> Arch:
     machine = platform.machine().lower()
     name = _MACHINE_ALIASES.get(machine, machine)
     if name not in ARCHES:
-        raise Unsupported(f"no system call table for the {machine or 'unknown'} architecture (only {', '.join(ARCHES)})")
+        known = ", ".join(ARCHES)
+        raise Unsupported(f"no system call table for the {machine or 'unknown'} architecture (only {known})")
     return ARCHES[name]
 
 
@@ -203,7 +204,8 @@ def install(program: list[Instruction], libc: Any | None = None) -> None:
     fprog = _SockFprog(len(program), filters)
     if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
         number = ctypes.get_errno()
-        raise Unsupported(f"the kernel refused the filter: {errno.errorcode.get(number, number)} ({os.strerror(number)})")
+        name = errno.errorcode.get(number, str(number))
+        raise Unsupported(f"the kernel refused the filter: {name} ({os.strerror(number)})")
 
 
 def describe(arch: Arch) -> str:
