@@ -45,7 +45,7 @@ def attp(*args: str) -> list[str]:
 def shared_dir() -> Iterator[Path]:
     """A folder any user may use (pytest's own tmp folders are private to root)."""
     path = Path(tempfile.mkdtemp(prefix="attp-containment-"))
-    os.chmod(path, 0o777)  # noqa: S103
+    os.chmod(path, 0o777)
     try:
         yield path
     finally:
@@ -99,14 +99,17 @@ def as_user(command: list[str], stage: Path) -> list[str]:
             script.append(f"mount --bind '{folder / entry}' '{keep}'")
         script.append(f"mount -t tmpfs -o mode=755 tmpfs '{folder}'")
         for entry in sorted(entries):
-            script += [f"mkdir '{folder / entry}'", f"mount --move '{stage / f'keep-{number}-{entry}'}' '{folder / entry}'"]
+            script += [
+                f"mkdir '{folder / entry}'",
+                f"mount --move '{stage / f'keep-{number}-{entry}'}' '{folder / entry}'",
+            ]
     script.append('exec "$@"')
     return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", "\n".join(script), "sh", *switch]
 
 
 def doctor_json(command: list[str], workspace: Path) -> dict[str, Any]:
     env = {**server_env(), "HOME": str(workspace)}
-    done = subprocess.run(command, capture_output=True, text=True, timeout=240, cwd=workspace, env=env)
+    done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=240, cwd=workspace, env=env)
     assert done.returncode == 0, (done.returncode, done.stdout[-3000:], done.stderr[-3000:])
     return dict(json.loads(done.stdout))
 
@@ -156,7 +159,7 @@ def test_doctor_probe_file_passes_stdout_through_and_says_how_the_worker_ended(s
     env = {**server_env(), "HOME": str(shared_dir)}
     done = subprocess.run(
         attp("doctor", "--probe", str(probe), "--workspace", str(shared_dir / "ws")),
-        capture_output=True, text=True, timeout=120, cwd=shared_dir, env=env,
+        check=False, capture_output=True, text=True, timeout=120, cwd=shared_dir, env=env,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout == "hello from the worker\n"
@@ -164,7 +167,7 @@ def test_doctor_probe_file_passes_stdout_through_and_says_how_the_worker_ended(s
     probe.write_text("import os\nprint('forking', flush=True)\nos.abort()\n")
     done = subprocess.run(
         attp("doctor", "--probe", str(probe), "--json", "--workspace", str(shared_dir / "ws")),
-        capture_output=True, text=True, timeout=120, cwd=shared_dir, env=env,
+        check=False, capture_output=True, text=True, timeout=120, cwd=shared_dir, env=env,
     )  # fmt: skip
     outcome = json.loads(done.stdout)
     assert outcome == {"ended": "signal", "detail": "the worker was killed by SIGABRT", "signal": "SIGABRT",
@@ -192,13 +195,14 @@ def test_a_missing_layer_refuses_programs_when_required_and_warns_when_best_effo
     env = {**server_env(), "HOME": str(shared_dir)}
     command = [sys.executable, "-c", HIDE_LANDLOCK, "exec", "--json", "--code", "__result__ = 6 * 7"]
     command += ["--workspace", str(shared_dir / "ws")]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=shared_dir, env=env)
+    done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=120, cwd=shared_dir, env=env)
     assert done.returncode == 1, done.stderr
     error = json.loads(done.stdout)["error"]
     assert "landlock" in error["message"] and 'containment = "required"' in error["message"]
     assert "attp doctor" in error["message"] and "Landlock" in error["message"]  # the reason: hidden by seccomp
     done = subprocess.run(
-        command, capture_output=True, text=True, timeout=120, cwd=shared_dir, env={**env, "ATTP_CONTAINMENT": "best-effort"}
+        command, check=False, capture_output=True, text=True, timeout=120, cwd=shared_dir,
+        env={**env, "ATTP_CONTAINMENT": "best-effort"},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["result"] == 42

@@ -168,7 +168,7 @@ def apply(memory_mb: int, without: Iterable[str] = ()) -> dict[str, Any]:
     for layer, restrict in (("landlock", _landlock), ("seccomp", _seccomp)):
         report[layer] = False
         if layer in skipped:
-            missing[layer] = "left out on purpose (attp doctor shows each layer alone)"
+            missing[layer] = "left out on purpose (attp doctor shows each wall alone; the benchmark measures its cost)"
         elif threads != 1:
             missing[layer] = f"the worker runs {threads} threads; the layer would bind only one of them"
         elif not report["no_new_privs"]:

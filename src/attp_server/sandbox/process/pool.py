@@ -315,7 +315,8 @@ class WorkerPool:
         self.probing = probe
         """Workers run `probe` code as plain CPython (``attp doctor`` only; never a serving pool)."""
         self.without = without
-        """Containment layers a probing worker leaves out (``attp doctor`` shows each wall alone)."""
+        """Containment layers the workers leave out (``attp doctor`` shows each wall alone; the benchmark measures
+        what they cost). Set only in code, never from a setting."""
         self.refused: str | None = None
         """Why runs are refused (a containment layer missing under ``required``), once a worker said so."""
         self._warned = False
@@ -476,7 +477,7 @@ class WorkerPool:
         try:
             # Shielded: a cancellation landing after the child exists would otherwise orphan it.
             with anyio.CancelScope(shield=True):
-                probing = ["probe", *(f"without={layer}" for layer in self.without)] if self.probing else []
+                probing = [*(["probe"] if self.probing else []), *(f"without={layer}" for layer in self.without)]
                 process = await anyio.open_process(
                     [sys.executable, "-I", "-c", _BOOT, str(self.memory_mb), *probing],
                     stdin=worker_reads,

@@ -512,19 +512,21 @@ def _name_error(exc: NameError, known: list[str], code: str) -> dict[str, Any]:
 
 
 def main() -> None:
-    """Entry point: ``python -I -c "...; main()" <memory_mb> [probe [without=layer,...]]``.
+    """Entry point: ``python -I -c "...; main()" <memory_mb> [probe] [without=layer ...]``.
 
     ``probe`` (only ``attp doctor`` starts a worker so) makes it run ``probe`` messages as plain CPython
-    after the same lockdown, instead of ``run`` messages through the evaluator.
+    after the same lockdown, instead of ``run`` messages through the evaluator. ``without=`` leaves a
+    containment layer out: only a pool built in code asks for it (``attp doctor``, the benchmark), never a
+    setting, and a pool under ``containment = "required"`` still refuses such workers unless it asked.
     """
     channel = Channel.claim_stdio()
     memory_mb = int(sys.argv[1]) if len(sys.argv) > 1 else 256
     probing = sys.argv[2:3] == ["probe"]
-    without = [arg.removeprefix("without=") for arg in sys.argv[3:] if arg.startswith("without=")]
+    without = [arg.removeprefix("without=") for arg in sys.argv[2:] if arg.startswith("without=")]
     lockdown.preload()
     runner = Runner(channel)
     gc.freeze()  # what is loaded by now lives as long as the worker: the collector need not walk it in every run
-    report = lockdown.apply(memory_mb, [layer for names in without for layer in names.split(",")] if probing else ())
+    report = lockdown.apply(memory_mb, [layer for names in without for layer in names.split(",")])
     channel.send({"op": "ready", "pid": os.getpid(), "lockdown": report})
     if probing:
         _probe(channel)
