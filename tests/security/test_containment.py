@@ -200,6 +200,7 @@ def test_a_missing_layer_refuses_programs_when_required_and_warns_when_best_effo
     error = json.loads(done.stdout)["error"]
     assert "landlock" in error["message"] and 'containment = "required"' in error["message"]
     assert "attp doctor" in error["message"] and "Landlock" in error["message"]  # the reason: hidden by seccomp
+    assert error["solution"].startswith("Do not retry")
     done = subprocess.run(
         command, check=False, capture_output=True, text=True, timeout=120, cwd=shared_dir,
         env={**env, "ATTP_CONTAINMENT": "best-effort"},

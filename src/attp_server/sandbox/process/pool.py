@@ -390,7 +390,12 @@ class WorkerPool:
             try:
                 worker = await self._acquire()
             except ContainmentMissing as exc:
-                return _failed("INTERNAL_ERROR", str(exc))
+                refused = _failed("INTERNAL_ERROR", str(exc))
+                refused["error"]["solution"] = (
+                    "Do not retry: no program runs on this server until its operator fixes the sandbox or changes "
+                    "the containment setting. Tell the user what the message says."
+                )
+                return refused
             self._running.add(worker)
             reusable = False
             demotion = asyncio.get_running_loop().call_later(LONG_RUN_S, _demote, worker)
