@@ -211,6 +211,38 @@ def test_a_missing_layer_refuses_programs_when_required_and_warns_when_best_effo
     # The other wall still holds there: the worker's seccomp filter was applied on top.
 
 
+HIDE_BOTH_WALLS = """
+import ctypes, errno, os, sys
+from attp_server.sandbox.process import seccomp
+B, LD, JEQ, RET = seccomp, seccomp.BPF_LD_W_ABS, seccomp.BPF_JEQ_K, seccomp.BPF_RET_K
+prctl = {"x86_64": 157, "aarch64": 167}[seccomp.this_arch().name]
+# A kernel without Landlock (ENOSYS) that refuses seccomp filters (prctl(PR_SET_SECCOMP) -> EINVAL).
+program = [(LD, 0, 0, B.OFFSET_NR)]
+for number in (444, 445, 446):
+    program += [(JEQ, 0, 1, number), (RET, 0, 0, B.RET_ERRNO | errno.ENOSYS)]
+program += [(JEQ, 0, 3, prctl), (LD, 0, 0, B.OFFSET_ARGS), (JEQ, 0, 1, 22), (RET, 0, 0, B.RET_ERRNO | errno.EINVAL)]
+program.append((RET, 0, 0, B.RET_ALLOW))
+libc = ctypes.CDLL(None, use_errno=True)
+assert libc.prctl(38, 1, 0, 0, 0) == 0
+seccomp.install(program, libc)
+os.execv(sys.executable, [sys.executable, "-m", "attp_server", *sys.argv[1:]])
+"""
+
+
+@pytest.mark.slow
+def test_doctor_on_a_machine_without_the_walls_names_them_and_exits_1(shared_dir: Path) -> None:
+    env = {**server_env(), "HOME": str(shared_dir)}
+    command = [sys.executable, "-c", HIDE_BOTH_WALLS, "doctor", "--workspace", str(shared_dir / "ws")]
+    done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=240, cwd=shared_dir, env=env)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    lines = done.stdout.splitlines()
+    assert any(line.split()[:2] == ["landlock", "MISSING"] and "no Landlock" in line for line in lines), done.stdout
+    assert any(line.split()[:2] == ["seccomp", "MISSING"] and "EINVAL" in line for line in lines), done.stdout
+    assert "NOT CONTAINED:" in done.stdout and 'With containment = "required"' in done.stdout
+    # What still stands there is shown too: e.g. the CPU budget and the memory limit.
+    assert any(line.strip().startswith("spin past the CPU budget") and "blocked" in line for line in lines)
+
+
 def test_a_serving_worker_never_runs_a_probe() -> None:
     async def main() -> None:
         async with WorkerPool(size=0, max_workers=1, memory_mb=256) as pool:
