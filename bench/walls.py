@@ -28,7 +28,7 @@ VARIANTS = {"walls": (), "no_walls": ("landlock", "seccomp")}
 
 
 async def walls(report: Report, quick: bool) -> None:
-    starts, runs = (3, 5) if quick else (30, 1000)
+    starts, runs = (1, 3) if quick else (30, 1000)
     with tempfile.TemporaryDirectory() as workspace:
         settings = Settings(workspace=Path(workspace), toolpacks=[], workers=1, timeout_s=60)
         registry = ToolRegistry([toolpack], Path(workspace), {})
@@ -59,7 +59,7 @@ async def walls(report: Report, quick: bool) -> None:
                     w1[name].append(time.perf_counter() - began)
                     if result.error is not None:
                         raise RuntimeError(f"W1 failed with {name}: {result.error}")
-    syscall = await _syscall_ns(settings.memory_mb, 3 if quick else 15)
+    syscall = await _syscall_ns(settings.memory_mb, 1 if quick else 15)
     for name in pools:
         report.add(SECTION, f"getpid_{name}_ns", round(statistics.median(syscall[name]), 1), "ns")
     report.add(SECTION, "getpid_walls_vs_none", ratio(syscall["walls"], syscall["no_walls"]), "x")
