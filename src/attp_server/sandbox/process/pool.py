@@ -34,6 +34,7 @@ from attp_server.sandbox.process.lockdown import CONTAINMENT
 from attp_server.sandbox.process.protocol import (
     MAX_MESSAGE_BYTES,
     DoneMessage,
+    ErrorReport,
     Message,
     ProbeMessage,
     ProtocolError,
@@ -180,9 +181,15 @@ Containment = Literal["required", "best-effort"]
 
 def missing_layers(report: dict[str, Any]) -> dict[str, str]:
     """The containment layers a worker's lockdown report says did not take effect, and why."""
-    reasons = report.get("missing") if isinstance(report.get("missing"), dict) else {}
-    assert isinstance(reasons, dict)
+    reasons = report.get("missing")
+    reasons = reasons if isinstance(reasons, dict) else {}
     return {layer: str(reasons.get(layer, "not reported")) for layer in CONTAINMENT if not report.get(layer)}
+
+
+NOT_CONTAINED = (
+    "Do not retry: no program runs on this server until its operator fixes the sandbox or changes the containment "
+    "setting. Tell the user what the message says."
+)
 
 
 def refusal(missing: dict[str, str]) -> str:
@@ -402,14 +409,7 @@ class WorkerPool:
             try:
                 worker = await self._acquire()
             except ContainmentMissing as exc:
-                refused = _failed("INTERNAL_ERROR", str(exc))
-                refused["error"] = {
-                    "code": "INTERNAL_ERROR",
-                    "message": str(exc),
-                    "solution": "Do not retry: no program runs on this server until its operator fixes the sandbox "
-                    "or changes the containment setting. Tell the user what the message says.",
-                }
-                return refused
+                return _failed("INTERNAL_ERROR", str(exc), solution=NOT_CONTAINED)
             self._running.add(worker)
             reusable = False
             demotion = asyncio.get_running_loop().call_later(LONG_RUN_S, _demote, worker)
@@ -498,9 +498,9 @@ class WorkerPool:
         try:
             # Shielded: a cancellation landing after the child exists would otherwise orphan it.
             with anyio.CancelScope(shield=True):
-                probing = [*(["probe"] if self.probing else []), *(f"without={layer}" for layer in self.without)]
+                flags = [*(["probe"] if self.probing else []), *(f"without={layer}" for layer in self.without)]
                 process = await anyio.open_process(
-                    [sys.executable, "-I", "-c", _BOOT, str(self.memory_mb), *probing],
+                    [sys.executable, "-I", "-c", _BOOT, str(self.memory_mb), *flags],
                     stdin=worker_reads,
                     stdout=worker_writes,
                     stderr=subprocess.PIPE,
@@ -645,7 +645,10 @@ def _ending(returncode: int | None) -> dict[str, Any]:
     return {"ended": "exited", "detail": f"the worker exited with code {returncode}", "code": returncode}
 
 
-def _failed(code: str, message: str) -> DoneMessage:
+def _failed(code: str, message: str, solution: str | None = None) -> DoneMessage:
+    error: ErrorReport = {"code": code, "message": message}
+    if solution:
+        error["solution"] = solution
     return {
         "op": "done",
         "status": "error",
@@ -653,7 +656,7 @@ def _failed(code: str, message: str) -> DoneMessage:
         "hint": None,
         "stdout": "",
         "truncated": False,
-        "error": {"code": code, "message": message},
+        "error": error,
         "retire": True,
     }
 
