@@ -483,6 +483,8 @@ class WorkerPool:
             self._starting += 1
         try:
             worker = await self._spawn()
+        except ContainmentMissing:
+            return  # said once: by `attp serve` at start-up, and to every run
         except WorkerStartError as exc:
             logger.error("could not start a sandbox worker: %s", exc)
             return
