@@ -11,6 +11,7 @@ Sections (each figure a median over many runs; each ratio two medians measured i
   MCP server of the same SDK over the same transport.
 - Containment: deadline to TIMEOUT for a Python loop and for a C-level regex hang; a concurrent
   session's W1 latency meanwhile against its idle latency.
+- Walls: worker start-up and W1 with Landlock + seccomp and without them, in the same run (``bench/walls.py``).
 - Scale: W1 throughput with 1, 4 and 16 HTTP clients; server RSS before and after 10,000 calls;
   cold start of ``attp serve`` to a completed initialize.
 - Memory: ``find_page`` over a 100,000-page tree, per kind of query (``bench/memory_search.py``,
@@ -42,9 +43,10 @@ from bench.memory_search import memory
 from bench.report import Report
 from bench.sessions import sessions
 from bench.transport import transport
+from bench.walls import walls
 
 RESULTS = Path(__file__).parent / "results.json"
-SECTIONS = ("evaluation", "callheavy", "transport", "containment", "memory", "load", "gateway", "sessions")
+SECTIONS = ("evaluation", "callheavy", "transport", "containment", "walls", "memory", "load", "gateway", "sessions")
 
 
 async def measure(quick: bool, only: list[str]) -> Report:
@@ -57,6 +59,8 @@ async def measure(quick: bool, only: list[str]) -> Report:
         await transport(report, quick)
     if "containment" in only:
         await containment(report, quick)
+    if "walls" in only:
+        await walls(report, quick)
     if "memory" in only:
         await anyio.to_thread.run_sync(memory, report, quick)
     if "load" in only:  # before gateway, whose upstream servers configure logging for this process

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 import tomllib
 from collections.abc import Mapping
 from importlib.resources.abc import Traversable
@@ -111,6 +112,11 @@ class Settings(BaseSettings):
         False, description="Allow serving HTTP on a non-loopback address without auth_token (not recommended)."
     )
     workers: int = Field(2, ge=0, le=64, description="Sandbox worker processes kept ready.")
+    containment: Literal["required", "best-effort"] = Field(
+        default_factory=lambda: "required" if sys.platform.startswith("linux") else "best-effort",
+        description="required (default on Linux): no program runs unless every worker holds Landlock and seccomp; "
+        "best-effort: run with a warning where a layer cannot be applied (attp doctor shows what holds).",
+    )
     max_workers: int = Field(
         16,
         ge=1,

@@ -208,7 +208,7 @@ def _healthz(runtime: Runtime) -> Callable[[Request], Awaitable[JSONResponse]]:
                 "runs": runtime.admission.stats(),
                 "tools": runtime.tools.stats(),
                 "threads": threading.active_count(),
-                "sandbox": runtime.pool.lockdown,
+                "sandbox": {**runtime.pool.lockdown, "containment": runtime.pool.containment_report()},
                 "upstream": {
                     name: pack.live.health() for name, pack in runtime.registry.packs.items() if pack.live is not None
                 },

@@ -302,7 +302,12 @@ async def open_runtime(settings: Settings, *, registry: ToolRegistry | None = No
 
     async with (
         live_tools(registry, changed),
-        WorkerPool(size=settings.workers, max_workers=settings.max_workers, memory_mb=settings.memory_mb) as pool,
+        WorkerPool(
+            size=settings.workers,
+            max_workers=settings.max_workers,
+            memory_mb=settings.memory_mb,
+            containment=settings.containment,
+        ) as pool,
         anyio.create_task_group() as tasks,
     ):
         runtime = Runtime(settings, registry, pool)
