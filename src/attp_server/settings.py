@@ -13,9 +13,19 @@ import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, PrivateAttr, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BeforeValidator,
+    Field,
+    PositiveInt,
+    PrivateAttr,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from attp_server.errors import ConfigError, suggest
@@ -164,6 +174,23 @@ class Settings(BaseSettings):
         le=86400,
         description="How long to wait for the user's answer before the call is denied; this wait does not count "
         "against timeout_s.",
+    )
+    audit_log: Path | None = Field(
+        None,
+        description="A file that gets one JSON line per call of a tool that is not read-only, per approval decision "
+        "and per refused call (who, which tool, a SHA-256 of the arguments, the outcome); off when unset.",
+    )
+    audit_arguments: bool = Field(
+        False,
+        description="Also write the arguments' values into audit_log (the server's own secrets are still redacted).",
+    )
+    rate_limit_per_minute: Annotated[
+        PositiveInt | dict[str, PositiveInt] | None,
+        BeforeValidator(lambda v: json.loads(v) if isinstance(v, str) and v.lstrip().startswith("{") else v),
+    ] = Field(
+        None,
+        description="Tool calls per minute per principal (the token's name, or anonymous): a number for everyone, "
+        "or a table {name = n, default = n}; past it a call fails with RATE_LIMITED. Off when unset.",
     )
 
     @field_validator("auth_tokens")

@@ -337,10 +337,14 @@ class WorkerPool:
 
     # ------------------------------------------------------------ running a job
 
-    async def run(self, job: Job, on_call: CallHandler) -> dict[str, Any]:
-        """Run `job` on a worker of its own and return the worker's ``done`` message (or a synthesized one)."""
+    async def run(self, job: Job, on_call: CallHandler, started: Callable[[], None] | None = None) -> dict[str, Any]:
+        """Run `job` on a worker of its own and return the worker's ``done`` message (or a synthesized one).
+
+        `started` is told when a worker has the job (the wait for one is over; for the run's trace)."""
         async with self._slots:
             worker = await self._acquire()
+            if started is not None:
+                started()
             self._running.add(worker)
             reusable = False
             demotion = asyncio.get_running_loop().call_later(LONG_RUN_S, _demote, worker)

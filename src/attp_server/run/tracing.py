@@ -1,0 +1,70 @@
+"""Traces of a run, through the OpenTelemetry API only (the SDK and exporters are the operator's choice).
+
+Under the MCP SDK's ``tools/call attp_execute`` server span a run adds, in order:
+``attp.admission`` (waiting for a run slot), ``attp.intake`` (the envelope or TAM blocks to a program),
+``attp.acquire_worker`` (waiting for a sandbox worker), then ``attp.evaluate`` (the worker's run), under
+which ``attp.static_check`` (timed by the worker) and one ``execute_tool {pack}.{tool}`` span per tool
+call (``gen_ai.operation.name = execute_tool``, ``gen_ai.tool.name``, ``error.type`` = the error code
+on failure). A call to an upstream MCP server is the SDK's CLIENT span under its tool's span, and the
+SDK passes ``traceparent``/``tracestate`` on in the request's ``_meta``. No span holds an argument value,
+a program's text or a result.
+
+Without an SDK every call here is the API's no-op. Nothing here raises into a run.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from attp_server import __version__
+
+EXECUTE_TOOL = "execute_tool"
+
+
+class Tracing:
+    """The server's tracer (the global provider's unless one is given, e.g. by the bench)."""
+
+    def __init__(self, provider: trace.TracerProvider | None = None) -> None:
+        self.tracer = (provider or trace.get_tracer_provider()).get_tracer("attp-server", __version__)
+
+    @contextmanager
+    def phase(self, name: str, **attributes: Any) -> Iterator[Span]:
+        """A span for one step of the run, current while it lasts."""
+        with self.tracer.start_as_current_span(name, attributes=attributes or None) as span:
+            yield span
+
+    def start(self, name: str, *, parent: Context | None = None, start_ns: int | None = None) -> Span:
+        """A span that the caller ends (a phase whose end is known elsewhere)."""
+        return self.tracer.start_span(name, context=parent, start_time=start_ns)
+
+    def timed(self, name: str, parent: Span, start_ns: int, seconds: float) -> None:
+        """A span for a step timed elsewhere (the worker's static check)."""
+        span = self.tracer.start_span(name, context=trace.set_span_in_context(parent), start_time=start_ns)
+        span.end(end_time=start_ns + int(seconds * 1e9))
+
+    @contextmanager
+    def tool_call(self, ref: str, parent: Span | None) -> Iterator[Span]:
+        """The span of one tool call, ``execute_tool {pack}.{tool}``, under the run's evaluation span."""
+        context = trace.set_span_in_context(parent) if parent is not None else None
+        attributes = {"gen_ai.operation.name": EXECUTE_TOOL, "gen_ai.tool.name": ref}
+        with self.tracer.start_as_current_span(
+            f"{EXECUTE_TOOL} {ref}", context=context, kind=SpanKind.INTERNAL, attributes=attributes
+        ) as span:
+            yield span
+
+
+def failed(span: Span, code: str) -> None:
+    """Mark `span` as failed with an error code (the code only: messages may quote arguments)."""
+    span.set_attribute("error.type", code)
+    span.set_status(Status(StatusCode.ERROR))
+
+
+def now_ns() -> int:
+    return time.time_ns()
