@@ -199,7 +199,7 @@ class Dispatcher:
                 event,
                 principal=run.principal,
                 handle=run.handle,
-                tool=tool.ref,
+                tool=f"{tool.pack}.{tool.name}",
                 outcome=outcome,
                 arguments=arguments,
                 duration_ms=duration_ms,
