@@ -64,7 +64,7 @@ async def test_a_run_is_a_tree_of_its_phases_and_tool_calls(workspace: Path, mod
     server = named(spans, "tools/call attp_execute")
     assert server.kind == SpanKind.SERVER
     phases = children(spans, server)
-    assert [s.name for s in phases] == ["attp.admission", "attp.intake", "attp.acquire_worker", "attp.evaluate"]
+    assert [s.name for s in phases] == ["attp.admission", "attp.acquire_worker", "attp.evaluate"]
     evaluate = phases[-1]
     calls = children(spans, evaluate)
     assert [s.name for s in calls] == [

@@ -85,7 +85,8 @@ class Dispatcher:
         # program's own text).
         pack, label = (tool.pack, tool.name) if tool is not None else ("", name if name in META_TOOLS else UNKNOWN_TOOL)
         started = time.perf_counter()
-        with self.tracing.tool_call(f"{pack}.{label}" if pack else label, run.span) as span:
+        live = tool is not None and self.registry.packs[tool.pack].live is not None
+        with self.tracing.tool_call(f"{pack}.{label}" if pack else label, run.span, current=live) as span:
             reply = await self._call(run, name, args, kwargs)
             error = reply.get("error") or {}
             code = None if reply.get("ok") else str(error.get("code") or ErrorCode.TOOL_ERROR)

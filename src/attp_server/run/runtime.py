@@ -226,8 +226,7 @@ class Runtime:
         return result
 
     async def _execute(self, request: ExecuteRequest, run: RunState) -> ExecutionResult:
-        with self.tracing.phase("attp.intake"):
-            prepared = await prepare(request, self.settings, self.registry)
+        prepared = await prepare(request, self.settings, self.registry)
         if isinstance(prepared, ExecutionResult):
             return prepared
         result = await self._run(prepared, run)

@@ -1,15 +1,15 @@
 """Traces of a run, through the OpenTelemetry API only (the SDK and exporters are the operator's choice).
 
-Under the MCP SDK's ``tools/call attp_execute`` server span a run adds, in order:
-``attp.admission`` (waiting for a run slot), ``attp.intake`` (the envelope or TAM blocks to a program),
-``attp.acquire_worker`` (waiting for a sandbox worker), then ``attp.evaluate`` (the worker's run), under
-which ``attp.static_check`` (timed by the worker) and one ``execute_tool {pack}.{tool}`` span per tool
-call (``gen_ai.operation.name = execute_tool``, ``gen_ai.tool.name``, ``error.type`` = the error code
+Under the MCP SDK's ``tools/call attp_execute`` server span a run adds, in order: ``attp.admission``
+(waiting for a run slot), ``attp.acquire_worker`` (waiting for a sandbox worker), then ``attp.evaluate``
+(the worker's run), under which ``attp.static_check`` (timed by the worker) and one
+``execute_tool {pack}.{tool}`` span per tool call (``gen_ai.operation.name = execute_tool``, ``gen_ai.tool.name``, ``error.type`` = the error code
 on failure). A call to an upstream MCP server is the SDK's CLIENT span under its tool's span, and the
 SDK passes ``traceparent``/``tracestate`` on in the request's ``_meta``. No span holds an argument value,
 a program's text or a result.
 
-Without an SDK every call here is the API's no-op. Nothing here raises into a run.
+Without an SDK every call here is the API's no-op. Spans are made current only where something runs under
+them that traces itself (an upstream call): an SDK span costs tens of microseconds, and a run has several.
 """
 
 from __future__ import annotations
@@ -17,11 +17,9 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from opentelemetry import trace
-from opentelemetry.context import Context
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import Span, Status, StatusCode
 
 from attp_server import __version__
 
@@ -35,14 +33,17 @@ class Tracing:
         self.tracer = (provider or trace.get_tracer_provider()).get_tracer("attp-server", __version__)
 
     @contextmanager
-    def phase(self, name: str, **attributes: Any) -> Iterator[Span]:
-        """A span for one step of the run, current while it lasts."""
-        with self.tracer.start_as_current_span(name, attributes=attributes or None) as span:
+    def phase(self, name: str) -> Iterator[Span]:
+        """A span for one step of the run, under the current span (not made current: nothing runs under it)."""
+        span = self.tracer.start_span(name)
+        try:
             yield span
+        finally:
+            span.end()
 
-    def start(self, name: str, *, parent: Context | None = None, start_ns: int | None = None) -> Span:
-        """A span that the caller ends (a phase whose end is known elsewhere)."""
-        return self.tracer.start_span(name, context=parent, start_time=start_ns)
+    def start(self, name: str, *, start_ns: int | None = None) -> Span:
+        """A span that the caller ends (a phase whose end is known elsewhere), under the current span."""
+        return self.tracer.start_span(name, start_time=start_ns)
 
     def timed(self, name: str, parent: Span, start_ns: int, seconds: float) -> None:
         """A span for a step timed elsewhere (the worker's static check)."""
@@ -50,14 +51,23 @@ class Tracing:
         span.end(end_time=start_ns + int(seconds * 1e9))
 
     @contextmanager
-    def tool_call(self, ref: str, parent: Span | None) -> Iterator[Span]:
-        """The span of one tool call, ``execute_tool {pack}.{tool}``, under the run's evaluation span."""
+    def tool_call(self, ref: str, parent: Span | None, *, current: bool = False) -> Iterator[Span]:
+        """The span of one tool call, ``execute_tool {pack}.{tool}``, under the run's evaluation span.
+
+        `current`: made the current span while the tool runs, so that what the tool does is traced under it
+        (an upstream server's tool: the MCP client's span and the ``traceparent`` it sends). Otherwise it is
+        not, which saves the context switch for the built-in tools."""
         context = trace.set_span_in_context(parent) if parent is not None else None
         attributes = {"gen_ai.operation.name": EXECUTE_TOOL, "gen_ai.tool.name": ref}
-        with self.tracer.start_as_current_span(
-            f"{EXECUTE_TOOL} {ref}", context=context, kind=SpanKind.INTERNAL, attributes=attributes
-        ) as span:
-            yield span
+        span = self.tracer.start_span(f"{EXECUTE_TOOL} {ref}", context=context, attributes=attributes)
+        try:
+            if current:
+                with trace.use_span(span, record_exception=False, set_status_on_exception=False):
+                    yield span
+            else:
+                yield span
+        finally:
+            span.end()
 
 
 def failed(span: Span, code: str) -> None:
