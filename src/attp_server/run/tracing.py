@@ -3,10 +3,10 @@
 Under the MCP SDK's ``tools/call attp_execute`` server span a run adds, in order: ``attp.admission``
 (waiting for a run slot), ``attp.acquire_worker`` (waiting for a sandbox worker), then ``attp.evaluate``
 (the worker's run), under which ``attp.static_check`` (timed by the worker) and one
-``execute_tool {pack}.{tool}`` span per tool call (``gen_ai.operation.name = execute_tool``, ``gen_ai.tool.name``, ``error.type`` = the error code
-on failure). A call to an upstream MCP server is the SDK's CLIENT span under its tool's span, and the
-SDK passes ``traceparent``/``tracestate`` on in the request's ``_meta``. No span holds an argument value,
-a program's text or a result.
+``execute_tool {pack}.{tool}`` span per tool call (``gen_ai.operation.name = execute_tool``,
+``gen_ai.tool.name``, ``error.type`` = the error code on failure). A call to an upstream MCP server is
+the SDK's CLIENT span under its tool's span, and the SDK passes ``traceparent``/``tracestate`` on in the
+request's ``_meta``. No span holds an argument value, a program's text or a result.
 
 Without an SDK every call here is the API's no-op. Spans are made current only where something runs under
 them that traces itself (an upstream call): an SDK span costs tens of microseconds, and a run has several.
