@@ -1,61 +1,40 @@
 """Telemetry: what traces, metrics, the audit log and rate limits cost a W1 call, in medians from the same run.
 
-W1 through the runtime (worker included), round-robin on one worker pool, three ways: no OpenTelemetry SDK
-(the API's no-op; the Prometheus counters are always on), the SDK tracing every span into a batch
-processor whose exporter drops them, and everything on (that tracing, the SDK's metrics read by a
-periodic reader with an exporter that drops them, ``audit_log`` and ``rate_limit_per_minute``). The
-MCP SDK's own ``tools/call`` span is not in these figures (no transport here); the round-trip rows
-of the transport section include it.
+W1 over Streamable HTTP, round-robin against three `attp serve` processes: one with no OpenTelemetry SDK
+(the API's no-op; the Prometheus counters are always on), one with the SDK tracing every span (the MCP
+SDK's ``tools/call`` span and the run's) into a batch processor whose exporter drops them, and one with
+everything on (that tracing, SDK metrics read every second and dropped, ``audit_log`` and
+``rate_limit_per_minute``); see ``bench/telemetry_server.py``. Then the same three ways in process,
+through `Runtime.execute` on one worker pool (no transport, no MCP SDK span): the server's own share.
 """
 
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
+from mcp import Client
 from opentelemetry.metrics import NoOpMeterProvider
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import (
-    MetricExporter,
-    MetricExportResult,
-    MetricsData,
-    PeriodicExportingMetricReader,
-)
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.trace import NoOpTracerProvider
 
 from attp_server.run.runtime import ExecuteRequest, Runtime, open_runtime
 from attp_server.settings import Settings
 from attp_server.toolpack import ToolRegistry
 from bench.report import Report
+from bench.telemetry_server import meter_provider, tracer_provider
 from bench.timing import Call, interleaved, median_ms, ratio
+from bench.transport import attp_args, attp_call, clients, free_port, http_server
 from bench.workloads import W1, toolpack
 
-SECTION = "Telemetry (median ms per W1 call through the runtime; ratios to no SDK, same run)"
+SECTION = "Telemetry (median ms per W1 call; ratios to no OpenTelemetry SDK, same run)"
 
 REPEATS, QUICK_REPEATS = 300, 3
+MODES = ("off", "traces", "everything")
 
 
-class _DropSpans(SpanExporter):
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        return SpanExportResult.SUCCESS
-
-
-class _DropMetrics(MetricExporter):
-    def __init__(self) -> None:
-        super().__init__(preferred_temporality={}, preferred_aggregation={})
-
-    def export(self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any) -> MetricExportResult:
-        return MetricExportResult.SUCCESS
-
-    def force_flush(self, timeout_millis: float = 10_000) -> bool:
-        return True
-
-    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
-        return None
+def _server_args(mode: str, workspace: Path, port: int) -> list[str]:
+    args = attp_args(workspace, "--transport", "http", "--port", str(port))
+    return args if mode == "off" else ["-m", "bench.telemetry_server", mode, *args[2:]]
 
 
 def _call(runtime: Runtime) -> Call:
@@ -67,28 +46,60 @@ def _call(runtime: Runtime) -> Call:
     return call
 
 
+def _bound(client: Client) -> Call:
+    async def call() -> None:
+        await attp_call(client)
+
+    return call
+
+
+async def _over_http(scratch: Path, repeats: int, warmup: int) -> dict[str, list[float]]:
+    workspace = scratch / "ws"
+    workspace.mkdir()
+    ports = {mode: free_port() for mode in MODES}
+    with (
+        http_server(_server_args("off", workspace, ports["off"]), scratch, ports["off"]),
+        http_server(_server_args("traces", workspace, ports["traces"]), scratch, ports["traces"]),
+        http_server(_server_args("everything", workspace, ports["everything"]), scratch, ports["everything"]),
+    ):
+        urls = [f"http://127.0.0.1:{ports[mode]}/mcp" for mode in MODES]
+        async with clients(urls) as opened:
+            calls = {mode: _bound(client) for mode, client in zip(MODES, opened, strict=True)}
+            return await interleaved(calls, repeats, warmup=warmup)
+
+
+async def _in_process(scratch: Path, repeats: int, warmup: int) -> dict[str, list[float]]:
+    plain = Settings(workspace=scratch, toolpacks=[], workers=2, timeout_s=60)
+    audited = plain.model_copy(update={"audit_log": scratch / "audit.jsonl", "rate_limit_per_minute": 10**9})
+    registry = ToolRegistry([toolpack], scratch, {})
+    spans, meters = tracer_provider(), meter_provider()
+    async with open_runtime(plain, registry=registry) as first:
+        none = {"tracer_provider": NoOpTracerProvider(), "meter_provider": NoOpMeterProvider()}
+        calls = {
+            "off": _call(Runtime(plain, registry, first.pool, **none)),  # type: ignore[arg-type]
+            "traces": _call(
+                Runtime(plain, registry, first.pool, tracer_provider=spans, meter_provider=NoOpMeterProvider())
+            ),
+            "everything": _call(Runtime(audited, registry, first.pool, tracer_provider=spans, meter_provider=meters)),
+        }
+        samples = await interleaved(calls, repeats, warmup=warmup)
+    spans.shutdown()
+    meters.shutdown()
+    return samples
+
+
 async def telemetry(report: Report, quick: bool) -> None:
-    with tempfile.TemporaryDirectory() as workspace:
-        root = Path(workspace)
-        plain = Settings(workspace=root, toolpacks=[], workers=2, timeout_s=60)
-        audited = plain.model_copy(update={"audit_log": root / "audit.jsonl", "rate_limit_per_minute": 1_000_000_000})
-        registry = ToolRegistry([toolpack], root, {})
-        spans = TracerProvider()
-        spans.add_span_processor(BatchSpanProcessor(_DropSpans()))
-        reader = PeriodicExportingMetricReader(_DropMetrics(), export_interval_millis=1000)
-        meters = MeterProvider(metric_readers=[reader])
-        async with open_runtime(plain, registry=registry) as first:
-            off = Runtime(
-                plain, registry, first.pool, tracer_provider=NoOpTracerProvider(), meter_provider=NoOpMeterProvider()
-            )
-            traced = Runtime(plain, registry, first.pool, tracer_provider=spans, meter_provider=NoOpMeterProvider())
-            everything = Runtime(audited, registry, first.pool, tracer_provider=spans, meter_provider=meters)
-            calls = {"off": _call(off), "traced": _call(traced), "all": _call(everything)}
-            samples = await interleaved(calls, QUICK_REPEATS if quick else REPEATS, warmup=0 if quick else 5)
-        spans.shutdown()
-        meters.shutdown()
-    report.add(SECTION, "telemetry.w1_no_sdk_ms", median_ms(samples["off"]), "ms")
-    report.add(SECTION, "telemetry.w1_tracing_ms", median_ms(samples["traced"]), "ms")
-    report.add(SECTION, "telemetry.w1_everything_ms", median_ms(samples["all"]), "ms")
-    report.add(SECTION, "telemetry.tracing_vs_none", ratio(samples["traced"], samples["off"]), "x")
-    report.add(SECTION, "telemetry.everything_vs_none", ratio(samples["all"], samples["off"]), "x", "<= 1.05")
+    repeats, warmup = (QUICK_REPEATS, 0) if quick else (REPEATS, 5)
+    with tempfile.TemporaryDirectory() as scratch:
+        http = await _over_http(Path(scratch), repeats, warmup)
+    with tempfile.TemporaryDirectory() as scratch:
+        local = await _in_process(Path(scratch), repeats, warmup)
+    for where, samples in (("http", http), ("runtime", local)):
+        report.add(SECTION, f"telemetry.{where}_w1_no_sdk_ms", median_ms(samples["off"]), "ms")
+        report.add(SECTION, f"telemetry.{where}_w1_traces_ms", median_ms(samples["traces"]), "ms")
+        report.add(SECTION, f"telemetry.{where}_w1_everything_ms", median_ms(samples["everything"]), "ms")
+        report.add(SECTION, f"telemetry.{where}_traces_vs_none", ratio(samples["traces"], samples["off"]), "x")
+        target = "<= 1.05" if where == "http" else None
+        report.add(
+            SECTION, f"telemetry.{where}_everything_vs_none", ratio(samples["everything"], samples["off"]), "x", target
+        )
