@@ -76,6 +76,16 @@ class _Snapshot(Collector):
         yield up
 
 
+@dataclass(frozen=True)
+class _Series:
+    """One label set's Prometheus children and OpenTelemetry attributes, looked up once."""
+
+    count: Any
+    seconds: Any
+    attributes: dict[str, str]
+    duration_attributes: dict[str, str]
+
+
 class Metrics:
     """One server's counters and histograms (its own Prometheus registry), and their OpenTelemetry twins."""
 
@@ -107,6 +117,8 @@ class Metrics:
             "attp_rate_limited", "Tool calls refused by rate_limit_per_minute.", ["principal"], registry=self.registry
         )
         self.registry.register(_Snapshot(read))
+        self._tool_series: dict[tuple[str, str, str], _Series] = {}
+        self._run_series: dict[tuple[str, str], _Series] = {}
         meter = (meter_provider or otel_metrics.get_meter_provider()).get_meter("attp-server", __version__)
         self.otel_runs = meter.create_counter("attp.runs", unit="{run}", description="Runs of attp_execute.")
         self.otel_run_seconds = meter.create_histogram("attp.run.duration", unit="s", description="Duration of a run.")
@@ -131,10 +143,18 @@ class Metrics:
     def run_done(self, status: str, error_code: str | None, seconds: float) -> None:
         try:
             code = bounded_code(error_code)
-            self.runs.labels(status, code).inc()
-            self.run_seconds.observe(seconds)
-            self.otel_runs.add(1, {"status": status, "error_code": code})
-            self.otel_run_seconds.record(seconds, {"status": status})
+            series = self._run_series.get((status, code))
+            if series is None:
+                series = self._run_series[(status, code)] = _Series(
+                    self.runs.labels(status, code),
+                    self.run_seconds,
+                    {"status": status, "error_code": code},
+                    {"status": status},
+                )
+            series.count.inc()
+            series.seconds.observe(seconds)
+            self.otel_runs.add(1, series.attributes)
+            self.otel_run_seconds.record(seconds, series.duration_attributes)
         except Exception:
             logger.exception("could not count a run")
 
@@ -142,11 +162,18 @@ class Metrics:
         """`pack` and `tool` must name a tool of an enabled pack (or be ``""`` and `UNKNOWN_TOOL`)."""
         try:
             outcome = "ok" if error_code is None else bounded_code(error_code)
-            self.tool_calls.labels(pack, tool, outcome).inc()
-            self.tool_seconds.labels(pack).observe(seconds)
-            attributes = {"pack": pack, "tool": tool, "outcome": outcome}
-            self.otel_tool_calls.add(1, attributes)
-            self.otel_tool_seconds.record(seconds, {"pack": pack})
+            series = self._tool_series.get((pack, tool, outcome))
+            if series is None:  # once per label set (a closed set): later calls skip the labels' lookups
+                series = self._tool_series[(pack, tool, outcome)] = _Series(
+                    self.tool_calls.labels(pack, tool, outcome),
+                    self.tool_seconds.labels(pack),
+                    {"pack": pack, "tool": tool, "outcome": outcome},
+                    {"pack": pack},
+                )
+            series.count.inc()
+            series.seconds.observe(seconds)
+            self.otel_tool_calls.add(1, series.attributes)
+            self.otel_tool_seconds.record(seconds, series.duration_attributes)
         except Exception:
             logger.exception("could not count a tool call")
 
