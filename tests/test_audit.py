@@ -10,8 +10,10 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
-from harness import make_settings, serving_http
+from harness import SERVE_FLAGS, execute, make_settings, serving_http
+from mcp_types import ElicitResult
 
 from attp_server.run.audit import canonical_json
 from attp_server.run.runtime import CallContext, ExecuteRequest, Runtime, open_runtime
@@ -132,8 +134,6 @@ async def test_audit_arguments_writes_values_but_never_the_servers_secrets(works
 
 def test_the_audit_log_of_a_real_server(tmp_path: Path) -> None:
     """`attp serve` with ``ATTP_AUDIT_LOG``: a call over Streamable HTTP leaves its line (anonymous on loopback)."""
-    import anyio
-    from harness import SERVE_FLAGS, execute
 
     log = tmp_path / "audit.jsonl"
     with serving_http(tmp_path / "ws", *SERVE_FLAGS, env={"ATTP_AUDIT_LOG": str(log)}) as served:
@@ -146,3 +146,30 @@ def test_the_audit_log_of_a_real_server(tmp_path: Path) -> None:
         (line,) = lines(log)
     assert (line["principal"], line["tool"], line["outcome"]) == ("anonymous", "files.write_file", "ok")
     assert line["session"] is not None and len(line["session"]) == 16
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_a_declined_approval_over_http_leaves_one_line(tmp_path: Path, mode: str) -> None:
+    """The user declines through MCP elicitation (in the call on the handshake era; across input_required
+    rounds on 2026-07-28): one `approval` line, nothing written, no `tool_call` line."""
+
+    log = tmp_path / "audit.jsonl"
+    asked: list[str] = []
+
+    async def decline(_context: Any, params: Any) -> ElicitResult:
+        asked.append(params.message)
+        return ElicitResult(action="decline")
+
+    flags = [*SERVE_FLAGS, "--approval", "destructive"]
+    with serving_http(tmp_path / "ws", *flags, env={"ATTP_AUDIT_LOG": str(log)}) as served:
+
+        async def call() -> dict[str, Any]:
+            async with served.client(mode=mode, elicitation_callback=decline) as client:
+                return await execute(client, f'write_file("no.txt", "{SECRET}")')
+
+        data = anyio.run(call)
+        (line,) = lines(log)
+    assert data["error"]["code"] == "APPROVAL_DENIED" and len(asked) == 1
+    assert (line["event"], line["tool"], line["outcome"]) == ("approval", "files.write_file", "APPROVAL_DENIED")
+    assert SECRET not in log.read_text()
+    assert not (tmp_path / "ws" / "no.txt").exists()
