@@ -10,8 +10,11 @@ from pathlib import Path
 import httpx
 import pytest
 from harness import SERVE_FLAGS, Served, execute, running, serving_http
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from prometheus_client.parser import text_string_to_metric_families
 
+from attp_server.run.runtime import ExecuteRequest, Runtime
 from attp_server.run.state import RunState
 
 pytestmark = pytest.mark.anyio
@@ -103,3 +106,32 @@ async def test_label_values_are_a_closed_set(workspace: Path) -> None:
         text = runtime.metrics.exposition().decode()
     tool_series = [line for line in text.splitlines() if line.startswith("attp_tool_calls_total{")]
     assert tool_series == ['attp_tool_calls_total{outcome="NAME_NOT_FOUND",pack="",tool="(unknown)"} 100.0']
+
+
+async def test_opentelemetry_metrics_when_an_sdk_is_configured(workspace: Path) -> None:
+    """The same counts through the OpenTelemetry metrics API, read by the SDK's in-memory reader."""
+    reader = InMemoryMetricReader()
+    async with running(workspace) as first:
+        runtime = Runtime(first.settings, first.registry, first.pool, meter_provider=MeterProvider([reader]))
+        await runtime.execute(ExecuteRequest(code='__result__ = add(1, 2)\nwrite_file("o.txt", "x")'))
+        await runtime.execute(ExecuteRequest(code='refuse("NOPE")'))
+    data = reader.get_metrics_data()
+    assert data is not None
+    points = {
+        metric.name: {
+            tuple(sorted((p.attributes or {}).items())): getattr(p, "value", None) for p in metric.data.data_points
+        }
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+    }
+    assert points["attp.runs"] == {
+        (("error_code", ""), ("status", "ok")): 1,
+        (("error_code", "OTHER"), ("status", "error")): 1,
+    }
+    assert points["attp.tool_calls"] == {
+        (("outcome", "ok"), ("pack", "demo"), ("tool", "add")): 1,
+        (("outcome", "ok"), ("pack", "files"), ("tool", "write_file")): 1,
+        (("outcome", "OTHER"), ("pack", "demo"), ("tool", "refuse")): 1,
+    }
+    assert {"attp.run.duration", "attp.tool_call.duration", "attp.workers.busy", "attp.sessions.active"} <= set(points)
