@@ -20,13 +20,13 @@ import anyio
 import pytest
 from harness import execute, free_port, make_settings, running, server_env, wait_for_health
 from mcp import Client
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.trace import SpanKind, StatusCode
 from otel import recording
 from upstreams import TAP, tapped, time_stdio
 
 from attp_server.faces.app import create_server
-from attp_server.run.runtime import ExecuteRequest, open_runtime
+from attp_server.run.runtime import ExecuteRequest, Runtime, open_runtime
 from attp_server.run.state import RunState
 
 pytestmark = pytest.mark.anyio
@@ -147,18 +147,32 @@ async def test_an_upstream_call_is_a_client_span_whose_context_reaches_the_upstr
     assert int(span_id, 16) == client_span.context.span_id
 
 
+class _Broken(SpanProcessor):
+    """A span processor that fails at every turn (a broken exporter plugin)."""
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        raise RuntimeError("the tracing backend is down")
+
+    def on_end(self, span: Any) -> None:
+        raise RuntimeError("the tracing backend is down")
+
+
 async def test_telemetry_that_fails_never_fails_a_run(workspace: Path) -> None:
-    """A metrics backend that raises, and an audit log that cannot be written: the run still answers."""
+    """A tracing backend, a metrics backend that raise, and an audit log that cannot be written: the run
+    still answers."""
     blocked = workspace / "not-a-dir"
     blocked.write_text("a file where the audit log's folder should be")
-    async with running(workspace, audit_log=blocked / "audit.jsonl") as runtime:
+    spans = TracerProvider()
+    spans.add_span_processor(_Broken())
+    async with running(workspace, audit_log=blocked / "audit.jsonl") as first:
+        runtime = Runtime(first.settings, first.registry, first.pool, tracer_provider=spans)
 
         def broken(*_args: Any, **_kwargs: Any) -> None:
             raise RuntimeError("the metrics backend is down")
 
         runtime.metrics.runs.labels = broken  # type: ignore[method-assign]
         runtime.metrics.tool_calls.labels = broken  # type: ignore[method-assign]
-        result = await runtime.execute(ExecuteRequest('write_file("t.txt", "x")\n__result__ = add(1, 2)'))
+        result = await runtime.execute(ExecuteRequest(code='write_file("t.txt", "x")\n__result__ = add(1, 2)'))
     assert result.status == "ok", result.error
     assert result.result == 3
     assert runtime.audit.failures == 1

@@ -35,7 +35,7 @@ from attp_server.run.rate_limits import RateLimits, known_principals, principal_
 from attp_server.run.request import CallContext, Engine, ExecuteRequest, Progress
 from attp_server.run.state import RunState
 from attp_server.run.tool_executor import ToolExecutor
-from attp_server.run.tracing import Tracing, failed, now_ns
+from attp_server.run.tracing import Tracing, annotate, end, failed, now_ns
 from attp_server.sandbox.process.pool import Job, WorkerPool
 from attp_server.sandbox.static_check import KnownNames, known_names, module_members
 from attp_server.sandbox.stdlib.namespaces import MODULE_NAMES
@@ -195,17 +195,11 @@ class Runtime:
         elapsed = time.perf_counter() - started
         result.elapsed_ms = round(elapsed * 1000, 2)
         self.metrics.run_done(result.status, result.error.code if result.error else None, elapsed)
-        span = trace.get_current_span()  # the MCP SDK's `tools/call attp_execute` span, when there is one
-        if span.is_recording():
-            span.set_attributes(
-                {
-                    "attp.status": result.status,
-                    "attp.tool_calls": len(result.calls),
-                    "attp.elapsed_ms": result.elapsed_ms,
-                }
-            )
-            if result.error is not None:
-                span.set_attribute("attp.error_code", bounded_code(result.error.code))
+        outcome: dict[str, Any] = {"attp.status": result.status, "attp.tool_calls": len(result.calls)}
+        if result.error is not None:
+            outcome["attp.error_code"] = bounded_code(result.error.code)
+        # The MCP SDK's `tools/call attp_execute` span, when there is one.
+        annotate(trace.get_current_span(), {**outcome, "attp.elapsed_ms": result.elapsed_ms})
         if evicted and not request.reset:
             result.hint = joined(EVICTED, result.hint)
         sessionless = context.caller is not None and session is None and self.settings.session_state
@@ -269,7 +263,7 @@ class Runtime:
         def started() -> None:  # a worker has the job: the wait is over, the worker's run begins
             nonlocal began
             began = now_ns()
-            waiting.end(end_time=began)
+            end(waiting, began)
             run.span = self.tracing.start("attp.evaluate", start_ns=began)
 
         done: dict[str, Any] = {}
@@ -277,7 +271,7 @@ class Runtime:
             done = await self.pool.run(job, functools.partial(self.dispatch.traced_call, run), started)
         finally:
             if run.span is None:
-                waiting.end()
+                end(waiting)
             else:
                 check_s = done.get("check_s")  # the worker's word: bounded by what this side saw
                 if isinstance(check_s, float) and 0 <= check_s <= (now_ns() - began) / 1e9:
@@ -285,7 +279,7 @@ class Runtime:
                 error = done.get("error")
                 if isinstance(error, dict) and error.get("code"):
                     failed(run.span, bounded_code(str(error["code"])))
-                run.span.end()
+                end(run.span)
         result = from_worker(done, run, prepared.target, self.settings.max_output_bytes)
         if keeping and session is not None:
             kept, hint = await kept_state.after_run(session.kept, done, self.settings.max_state_bytes)

@@ -14,41 +14,55 @@ them that traces itself (an upstream call): an SDK span costs tens of microsecon
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
 
 from attp_server import __version__
 
+logger = logging.getLogger(__name__)
+
 EXECUTE_TOOL = "execute_tool"
 
 
 class Tracing:
-    """The server's tracer (the global provider's unless one is given, e.g. by the bench)."""
+    """The server's tracer (the global provider's unless one is given, e.g. by the bench).
+
+    Every call into the SDK is guarded: a span processor or exporter that raises is logged (once) and the
+    run goes on with a span that records nothing."""
 
     def __init__(self, provider: trace.TracerProvider | None = None) -> None:
         self.tracer = (provider or trace.get_tracer_provider()).get_tracer("attp-server", __version__)
 
+    def _start(self, name: str, **options: Any) -> Span:
+        try:
+            return self.tracer.start_span(name, **options)
+        except Exception:
+            _failure("start a span")
+            return trace.INVALID_SPAN
+
     @contextmanager
     def phase(self, name: str) -> Iterator[Span]:
         """A span for one step of the run, under the current span (not made current: nothing runs under it)."""
-        span = self.tracer.start_span(name)
+        span = self._start(name)
         try:
             yield span
         finally:
-            span.end()
+            end(span)
 
     def start(self, name: str, *, start_ns: int | None = None) -> Span:
-        """A span that the caller ends (a phase whose end is known elsewhere), under the current span."""
-        return self.tracer.start_span(name, start_time=start_ns)
+        """A span that the caller ends (`end`; a phase whose end is known elsewhere), under the current span."""
+        return self._start(name, start_time=start_ns)
 
     def timed(self, name: str, parent: Span, start_ns: int, seconds: float) -> None:
         """A span for a step timed elsewhere (the worker's static check)."""
-        span = self.tracer.start_span(name, context=trace.set_span_in_context(parent), start_time=start_ns)
-        span.end(end_time=start_ns + int(seconds * 1e9))
+        span = self._start(name, context=trace.set_span_in_context(parent), start_time=start_ns)
+        end(span, start_ns + int(seconds * 1e9))
 
     @contextmanager
     def tool_call(self, ref: str, parent: Span | None, *, current: bool = False) -> Iterator[Span]:
@@ -59,7 +73,7 @@ class Tracing:
         not, which saves the context switch for the built-in tools."""
         context = trace.set_span_in_context(parent) if parent is not None else None
         attributes = {"gen_ai.operation.name": EXECUTE_TOOL, "gen_ai.tool.name": ref}
-        span = self.tracer.start_span(f"{EXECUTE_TOOL} {ref}", context=context, attributes=attributes)
+        span = self._start(f"{EXECUTE_TOOL} {ref}", context=context, attributes=attributes)
         try:
             if current:
                 with trace.use_span(span, record_exception=False, set_status_on_exception=False):
@@ -67,13 +81,42 @@ class Tracing:
             else:
                 yield span
         finally:
-            span.end()
+            end(span)
+
+
+def end(span: Span, end_ns: int | None = None) -> None:
+    """End `span` (at `end_ns`), whatever the SDK's processors do."""
+    try:
+        span.end(end_time=end_ns)
+    except Exception:
+        _failure("end a span")
 
 
 def failed(span: Span, code: str) -> None:
     """Mark `span` as failed with an error code (the code only: messages may quote arguments)."""
-    span.set_attribute("error.type", code)
-    span.set_status(Status(StatusCode.ERROR))
+    try:
+        span.set_attribute("error.type", code)
+        span.set_status(Status(StatusCode.ERROR))
+    except Exception:
+        _failure("mark a span failed")
+
+
+def annotate(span: Span, attributes: dict[str, Any]) -> None:
+    """Add attributes to `span` if it records (the SDK's server span of the call)."""
+    try:
+        if span.is_recording():
+            span.set_attributes(attributes)
+    except Exception:
+        _failure("annotate a span")
+
+
+_reported: set[str] = set()
+
+
+def _failure(what: str) -> None:
+    if what not in _reported:  # once per kind: a broken exporter must not flood the log
+        _reported.add(what)
+        logger.exception("tracing failed to %s; runs go on without it", what)
 
 
 def now_ns() -> int:
