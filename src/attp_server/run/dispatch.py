@@ -29,7 +29,7 @@ from attp_server.run.rate_limits import RateLimits, known_principals
 from attp_server.run.state import RunState
 from attp_server.run.tool_executor import NoThread, ToolExecutor
 from attp_server.run.tracing import Tracing, failed
-from attp_server.sandbox.process.protocol import capped
+from attp_server.sandbox.process.protocol import ErrorReport, ToolReply, capped
 from attp_server.sandbox.static_check import META_TOOLS, PARALLEL
 from attp_server.sessions.approvals import Approvals
 from attp_server.settings import Settings
@@ -76,7 +76,7 @@ class Dispatcher:
         """Tools declared inline that took longer than INLINE_BUDGET_S INLINE_STRIKES times: they run on threads."""
         self._inline_strikes: Counter[str] = Counter()
 
-    async def traced_call(self, run: RunState, name: str, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    async def traced_call(self, run: RunState, name: str, args: list[Any], kwargs: dict[str, Any]) -> ToolReply:
         """The reply to the worker's call of `name`, recorded in the run's trace and reported as progress."""
         if name == PARALLEL:
             return await self._parallel(run, args, kwargs)
@@ -88,8 +88,8 @@ class Dispatcher:
         live = tool is not None and self.registry.packs[tool.pack].live is not None
         with self.tracing.tool_call(f"{pack}.{label}" if pack else label, run.span, current=live) as span:
             reply = await self._call(run, name, args, kwargs)
-            error = reply.get("error") or {}
-            code = None if reply.get("ok") else str(error.get("code") or ErrorCode.TOOL_ERROR)
+            error = reply.get("error")
+            code = reply_code(reply)
             if code is not None:
                 failed(span, bounded_code(code))
         seconds = time.perf_counter() - started
@@ -99,14 +99,14 @@ class Dispatcher:
                 tool=tool.ref if tool is not None else name[:100],
                 ok=bool(reply.get("ok")),
                 ms=round(seconds * 1000, 3),
-                error_code=error.get("code"),
+                error_code=error.get("code") if error else None,
             )
         )
         done = len(run.calls)
         await tell(run, done, f"{done} tool call{'s' if done > 1 else ''} done (last: {run.calls[-1].tool})")
         return reply
 
-    async def _parallel(self, run: RunState, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    async def _parallel(self, run: RunState, args: list[Any], kwargs: dict[str, Any]) -> ToolReply:
         """``parallel(tool, items)``: one traced call per item, at most `MAX_PARALLEL` at once, replies in order.
 
         The worker checked the shapes; they are checked again here, since a worker is not trusted.
@@ -132,7 +132,7 @@ class Dispatcher:
                     "parallel('pack.tool', [...]); tools('word') searches them.",
                 )
             )
-        replies: list[dict[str, Any]] = [{} for _ in items]
+        replies: list[ToolReply] = [{"ok": False} for _ in items]
         slots = anyio.Semaphore(MAX_PARALLEL)
 
         async def one(index: int, item: dict[str, Any]) -> None:
@@ -144,7 +144,7 @@ class Dispatcher:
                 tasks.start_soon(one, index, item)
         return {"ok": True, "value": replies}
 
-    async def _call(self, run: RunState, name: str, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    async def _call(self, run: RunState, name: str, args: list[Any], kwargs: dict[str, Any]) -> ToolReply:
         run.count += 1
         if run.count > self.settings.max_tool_calls:
             return reply_error(
@@ -180,7 +180,7 @@ class Dispatcher:
             return await self._run_tool(run, tool, bound)
         started = time.perf_counter()
         reply = await self._run_tool(run, tool, bound)
-        outcome = "ok" if reply.get("ok") else str((reply.get("error") or {}).get("code") or ErrorCode.TOOL_ERROR)
+        outcome = reply_code(reply) or "ok"
         await self._audit(run, "tool_call", tool, bound, outcome, duration_ms=(time.perf_counter() - started) * 1000)
         return reply
 
@@ -206,7 +206,7 @@ class Dispatcher:
                 duration_ms=duration_ms,
             )
 
-    async def _run_tool(self, run: RunState, tool: Tool, bound: dict[str, Any]) -> dict[str, Any]:
+    async def _run_tool(self, run: RunState, tool: Tool, bound: dict[str, Any]) -> ToolReply:
         """Call the tool where its pack says it may run, within the run's deadline: its reply to the worker."""
         # The tool may read the run's deadline and report progress through `current_call()`.
         token = set_current_call(
@@ -248,7 +248,7 @@ class Dispatcher:
                 )
             )
 
-    def _meta(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    def _meta(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> ToolReply:
         """``help(name=None)`` and ``tools(query=None)``, answered by the catalog."""
         meta = self.catalog.help if name == "help" else self.catalog.search
         too_long = any(isinstance(a, str) and len(a) > 200 for a in [*args, *kwargs.values()])
@@ -278,9 +278,18 @@ class Dispatcher:
                     )
 
 
-def reply_error(info: ErrorInfo) -> dict[str, Any]:
+def reply_code(reply: ToolReply) -> str | None:
+    """None for a reply that succeeded, else its error code."""
+    if reply.get("ok"):
+        return None
+    error = reply.get("error")
+    return str(error.get("code") or ErrorCode.TOOL_ERROR) if error else ErrorCode.TOOL_ERROR
+
+
+def reply_error(info: ErrorInfo) -> ToolReply:
     """A failed call's reply to the worker, its texts capped."""
-    return {"ok": False, "error": capped(info.model_dump(exclude_none=True))}
+    error: ErrorReport = capped(info.model_dump(exclude_none=True))
+    return {"ok": False, "error": error}
 
 
 def _no_thread(tool: str, exc: NoThread, threads: int) -> ErrorInfo:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -266,7 +266,7 @@ class Runtime:
             end(waiting, began)
             run.span = self.tracing.start("attp.evaluate", start_ns=began)
 
-        done: dict[str, Any] = {}
+        done: Mapping[str, Any] = {}
         try:
             done = await self.pool.run(job, functools.partial(self.dispatch.traced_call, run), started)
         finally:
