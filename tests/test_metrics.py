@@ -9,12 +9,13 @@ from pathlib import Path
 
 import httpx
 import pytest
-from harness import SERVE_FLAGS, Served, execute, running, serving_http
+from harness import SERVE_FLAGS, Served, execute, make_settings, running, serving_http
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from prometheus_client.parser import text_string_to_metric_families
+from upstreams import time_stdio
 
-from attp_server.run.runtime import ExecuteRequest, Runtime
+from attp_server.run.runtime import ExecuteRequest, Runtime, open_runtime
 from attp_server.run.state import RunState
 
 pytestmark = pytest.mark.anyio
@@ -135,3 +136,13 @@ async def test_opentelemetry_metrics_when_an_sdk_is_configured(workspace: Path) 
         (("outcome", "OTHER"), ("pack", "demo"), ("tool", "refuse")): 1,
     }
     assert {"attp.run.duration", "attp.tool_call.duration", "attp.workers.busy", "attp.sessions.active"} <= set(points)
+
+
+async def test_an_upstream_server_is_up_or_down(workspace: Path) -> None:
+    """`attp_upstream_up{server}`: 1 for mcp-server-time (a real third-party server), 0 for one that cannot start."""
+    servers = {"time": time_stdio(), "broken": {"command": "/nonexistent/mcp-server"}}
+    settings = make_settings(workspace, toolpacks=[], mcp_servers=servers, mcp_startup_timeout_s=5)
+    async with open_runtime(settings) as runtime:
+        text = runtime.metrics.exposition().decode()
+    assert 'attp_upstream_up{server="time"} 1.0' in text
+    assert 'attp_upstream_up{server="broken"} 0.0' in text
