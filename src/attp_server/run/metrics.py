@@ -5,7 +5,8 @@ Counted as runs and tool calls end: ``attp_runs_total{status,error_code}``, ``at
 ``attp_rate_limited_total{principal}``; read at each scrape: ``attp_upstream_up{server}``,
 ``attp_runs_waiting``, ``attp_workers_busy``, ``attp_sessions_active``. The same figures go to the
 OpenTelemetry metrics API (``attp.runs``, ``attp.run.duration``, ...): a no-op until an SDK is
-configured (``opentelemetry-instrument``), then exported as that SDK says.
+configured (``opentelemetry-instrument``), then exported as that SDK says. Its counters are observed when
+the SDK collects (the counts kept here), so a call pays only for the two histograms.
 
 Every label value comes from a closed set, so no program can grow the number of series: error codes
 and outcomes are `ErrorCode` values (anything else counts as ``OTHER``), tools are the enabled packs'
@@ -76,14 +77,16 @@ class _Snapshot(Collector):
         yield up
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Series:
-    """One label set's Prometheus children and OpenTelemetry attributes, looked up once."""
+    """One label set's Prometheus children and OpenTelemetry attributes, looked up once, and its count (which
+    the OpenTelemetry counters observe when the SDK collects, instead of being told at every call)."""
 
     count: Any
     seconds: Any
     attributes: dict[str, str]
     duration_attributes: dict[str, str]
+    n: int = 0
 
 
 class Metrics:
@@ -120,14 +123,35 @@ class Metrics:
         self._tool_series: dict[tuple[str, str, str], _Series] = {}
         self._run_series: dict[tuple[str, str], _Series] = {}
         meter = (meter_provider or otel_metrics.get_meter_provider()).get_meter("attp-server", __version__)
-        self.otel_runs = meter.create_counter("attp.runs", unit="{run}", description="Runs of attp_execute.")
         self.otel_run_seconds = meter.create_histogram("attp.run.duration", unit="s", description="Duration of a run.")
-        self.otel_tool_calls = meter.create_counter("attp.tool_calls", unit="{call}", description="Tool calls.")
         self.otel_tool_seconds = meter.create_histogram(
             "attp.tool_call.duration", unit="s", description="Duration of a tool call."
         )
-        self.otel_rate_limited = meter.create_counter(
-            "attp.rate_limited", unit="{call}", description="Tool calls refused by rate_limit_per_minute."
+        self._rate_limited: dict[str, int] = {}
+
+        def counted(series: Callable[[], list[tuple[int, dict[str, str]]]]) -> Callable[[Any], list[Any]]:
+            def callback(_options: Any) -> list[otel_metrics.Observation]:
+                return [otel_metrics.Observation(n, attributes) for n, attributes in series()]
+
+            return callback
+
+        meter.create_observable_counter(
+            "attp.runs",
+            [counted(lambda: [(s.n, s.attributes) for s in list(self._run_series.values())])],
+            unit="{run}",
+            description="Runs of attp_execute.",
+        )
+        meter.create_observable_counter(
+            "attp.tool_calls",
+            [counted(lambda: [(s.n, s.attributes) for s in list(self._tool_series.values())])],
+            unit="{call}",
+            description="Tool calls.",
+        )
+        meter.create_observable_counter(
+            "attp.rate_limited",
+            [counted(lambda: [(n, {"principal": name}) for name, n in list(self._rate_limited.items())])],
+            unit="{call}",
+            description="Tool calls refused by rate_limit_per_minute.",
         )
 
         def observe(pick: Callable[[Gauges], int]) -> Callable[[Any], list[otel_metrics.Observation]]:
@@ -152,8 +176,8 @@ class Metrics:
                     {"status": status},
                 )
             series.count.inc()
+            series.n += 1
             series.seconds.observe(seconds)
-            self.otel_runs.add(1, series.attributes)
             self.otel_run_seconds.record(seconds, series.duration_attributes)
         except Exception:
             logger.exception("could not count a run")
@@ -171,8 +195,8 @@ class Metrics:
                     {"pack": pack},
                 )
             series.count.inc()
+            series.n += 1
             series.seconds.observe(seconds)
-            self.otel_tool_calls.add(1, series.attributes)
             self.otel_tool_seconds.record(seconds, series.duration_attributes)
         except Exception:
             logger.exception("could not count a tool call")
@@ -181,7 +205,7 @@ class Metrics:
         try:
             name = principal if principal in self.principals else OTHER_PRINCIPAL
             self.rate_limited_calls.labels(name).inc()
-            self.otel_rate_limited.add(1, {"principal": name})
+            self._rate_limited[name] = self._rate_limited.get(name, 0) + 1
         except Exception:
             logger.exception("could not count a rate-limited call")
 
