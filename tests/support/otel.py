@@ -1,5 +1,8 @@
-"""The OpenTelemetry SDK for the tracing tests: one global provider for the test process, recording only
-inside `recording()`, so the rest of the suite does not pile spans up in memory."""
+"""The OpenTelemetry SDK for the tracing tests: one global provider for the test process (OpenTelemetry sets
+it once), exporting only inside `recording()`, so the rest of the suite does not pile spans up in memory.
+
+Once installed, the tests after it run with an SDK: spans are made and dropped, and MCP clients put a
+``traceparent`` in the ``_meta`` of their requests (which every MCP server accepts; SEP-414)."""
 
 from __future__ import annotations
 
