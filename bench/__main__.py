@@ -20,6 +20,8 @@ Sections (each figure a median over many runs; each ratio two medians measured i
   attp_execute program, and parallel() against a loop of upstream calls (``bench/gateway.py``, which
   also runs alone and prints the whole comparison).
 - Sessions: W1 without a session, keeping its own variables, and with about 1 MiB kept.
+- Telemetry: W1 with no OpenTelemetry SDK, with the SDK tracing (spans dropped), and with everything on
+  (tracing, SDK metrics, the audit log, rate limits) (``bench/telemetry.py``).
 - Reliability: a normal client's W1 latency (p50, p99) and errors while hostile clients send issue
   12's programs and runaways; the server's threads, and how soon it is idle afterwards (``bench/load.py``).
 
@@ -42,11 +44,23 @@ from bench.load import load
 from bench.memory_search import memory
 from bench.report import Report
 from bench.sessions import sessions
+from bench.telemetry import telemetry
 from bench.transport import transport
 from bench.walls import walls
 
 RESULTS = Path(__file__).parent / "results.json"
-SECTIONS = ("evaluation", "callheavy", "transport", "containment", "walls", "memory", "load", "gateway", "sessions")
+SECTIONS = (
+    "evaluation",
+    "callheavy",
+    "transport",
+    "containment",
+    "walls",
+    "memory",
+    "load",
+    "gateway",
+    "sessions",
+    "telemetry",
+)
 
 
 async def measure(quick: bool, only: list[str]) -> Report:
@@ -69,6 +83,8 @@ async def measure(quick: bool, only: list[str]) -> Report:
         await gateway(report, quick)
     if "sessions" in only:
         await sessions(report, quick)
+    if "telemetry" in only:
+        await telemetry(report, quick)
     return report
 
 

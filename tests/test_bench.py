@@ -26,6 +26,7 @@ REQUIRED = [
     "sessions.w1_without_session_ms", "sessions.w1_keeping_its_variables_ms", "sessions.1mib_vs_none",
     "load.normal_p50_ms", "load.normal_p99_ms", "load.normal_errors", "load.idle_after_s", "load.cpu_2s_after_pct",
     "load.server_threads_max",
+    "telemetry.http_w1_no_sdk_ms", "telemetry.http_everything_vs_none", "telemetry.runtime_everything_vs_none",
 ]  # fmt: skip
 """Figures every run has; smolagents, Monty and Starlark rows appear only where those are installed."""
 

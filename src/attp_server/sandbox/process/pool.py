@@ -402,14 +402,18 @@ class WorkerPool:
 
     # ------------------------------------------------------------ running a job
 
-    async def run(self, job: Job, on_call: CallHandler) -> Mapping[str, Any]:
+    async def run(self, job: Job, on_call: CallHandler, started: Callable[[], None] | None = None) -> Mapping[str, Any]:
         """Run `job` on a worker of its own and return its `DoneMessage`: the worker's, unchecked (the reader checks
-        each field it uses), or one made here when the worker timed out, died or broke the protocol."""
+        each field it uses), or one made here when the worker timed out, died or broke the protocol.
+
+        `started` is told when a worker has the job (the wait for one is over; for the run's trace)."""
         async with self._slots:
             try:
                 worker = await self._acquire()
             except ContainmentMissing as exc:
                 return _failed("INTERNAL_ERROR", str(exc), solution=NOT_CONTAINED)
+            if started is not None:
+                started()
             self._running.add(worker)
             reusable = False
             demotion = asyncio.get_running_loop().call_later(LONG_RUN_S, _demote, worker)

@@ -142,6 +142,8 @@ class DoneMessage(_Done, total=False):
     """The worker exits after this run: the server must not hand it another."""
     state: dict[str, Any] | None
     """The state the program left, when the `RunMessage` asked to keep it (None: keep what was kept)."""
+    check_s: float
+    """Seconds from the run's arrival to the end of the static check (the trace's static-check span)."""
 
 
 class ProbeMessage(TypedDict):

@@ -287,7 +287,8 @@ class Runner:
         lockdown.set_cpu_budget(float(limits["timeout_s"]))
         output = OutputBuffer(int(limits["max_output_bytes"]), bool(limits.get("capture_print", True)))
         bridge = ToolBridge(self.channel, int(limits["max_tool_calls"]))
-        deadline = time.monotonic() + float(limits["timeout_s"])
+        received = time.monotonic()
+        deadline = received + float(limits["timeout_s"])
         done: DoneMessage = {"op": "done", "status": "ok", "result": None, "hint": None, "error": None}
         retire = stopped = False
         evaluator: Evaluator | None = None
@@ -316,6 +317,7 @@ class Runner:
                     parsed, problem = check(code, names, budget_s=budget, allow_imports=allow_imports)
                 else:
                     parsed, problem = checked.tree, None
+                done["check_s"] = time.monotonic() - received  # the trace's static-check span
                 if problem is None and restored is not None and restored.definitions:
                     # Kept functions are defined again ahead of the program: checked like it.
                     refused = scan(
