@@ -13,8 +13,10 @@ Built once at startup (signatures and docstrings never change while serving).
 from __future__ import annotations
 
 import collections.abc
+import difflib
 import functools
 import inspect
+import re
 import types
 import typing
 from collections.abc import Callable
@@ -34,6 +36,8 @@ description would not fit otherwise."""
 MIN_SUMMARY_CHARS = 24
 """A summary cut shorter than this says too little: the line shows the signature alone."""
 PACK_DESCRIPTION_CHARS = 160
+DOWN_REASON_CHARS = 240
+"""A down server's reason in help()'s answer for an unknown name is cut near this length."""
 PARAMETERS_CHARS = 140
 """A signature longer than this keeps its required parameters and ends in ``...`` (upstream tools can have dozens)."""
 PARAMETER_SHAPE_DEPTH = 3
@@ -427,8 +431,36 @@ class Catalog:
             return f"{name}: {pack.description}\n\n" + "\n\n".join(tool_text(t) for t in tools)
         tool = self.registry.resolve(name) or self.registry.resolve(name.split(".")[-1])
         if tool is None:
-            return f"No tool named {name!r}. " + self.description
+            return self.unknown(name)
         return tool_text(tool)
+
+    def unknown(self, name: str, lead: str | None = None) -> str:
+        """One short paragraph for a name that is no tool (`lead` says so, by default "No tool named ..."):
+        the closest names, and the MCP servers that are down, with why."""
+        names = self.closest(name)
+        text = (
+            (lead or f"No tool named {name!r}.")
+            + " "
+            + (f"Closest: {', '.join(names)}." if names else "No tool has a similar name.")
+        )
+        down = self.registry.unavailable()
+        if down:
+            pack = name.split(".", maxsplit=1)[0]
+            listed = {pack: down[pack]} if pack in down else down
+            reasons = "; ".join(
+                f"{server}: {shorten(why.split('. Fix:')[0], DOWN_REASON_CHARS)}" for server, why in listed.items()
+            )
+            text += f" MCP servers down now, so their tools are missing: {reasons}."
+        return text + " tools('word') searches names and descriptions."
+
+    def closest(self, name: str, count: int = 3) -> list[str]:
+        """Up to `count` tool names like `name`: those sharing a word of it first, then those spelled alike."""
+        refs = list(self.registry.tools)
+        words = [w for w in re.split(r"[\W_]+", name.lower()) if len(w) >= 4]
+        sharing = [ref for ref in refs if any(word in ref.lower() for word in words)]
+        short = {ref.rsplit(".", maxsplit=1)[-1]: ref for ref in refs}
+        alike = difflib.get_close_matches(name.rsplit(".", maxsplit=1)[-1], list(short), n=count, cutoff=0.5)
+        return list(dict.fromkeys([*sharing, *(short[a] for a in alike)]))[:count]
 
     def search(self, query: object = None) -> list[dict[str, Any]]:
         """``tools(query)`` inside a program: matching tools with their signature and summary."""
