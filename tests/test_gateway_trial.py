@@ -121,13 +121,15 @@ async def test_the_trial_through_attp_serve(tmp_path: Path) -> None:
             assert STDERR_LINE in down["error"]["message"]
 
         async with served.client(mode="legacy") as legacy:  # the handshake era
-            data = await execute(
-                legacy, "__result__ = [read_query(query='SELECT item FROM orders'), help('get_weather')]"
+            program = (
+                "__result__ = [read_query(query='SELECT item FROM orders'), help('get_weather'), tools('weather')]"
             )
-            rows, unknown = data["result"]
+            data = await execute(legacy, program)
+            rows, unknown, found = data["result"]
             assert rows == [{"item": "apple"}, {"item": "pear"}]
             assert unknown.startswith("No tool named 'get_weather'. Closest: ")
             assert STDERR_LINE in unknown and len(unknown) < 600  # one paragraph, not the whole description
+            assert found == [] and data["hint"].startswith("tools('weather') found no tool")
 
     text = log.read_text()
     assert f"mcp server 'broken' (stderr): {STDERR_LINE}" in text

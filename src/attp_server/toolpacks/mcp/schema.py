@@ -444,7 +444,7 @@ def compile_validator(input_schema: Mapping[str, Any], where: str) -> Any:
         cls = validators.validator_for(input_schema)
         cls.check_schema(dict(input_schema))
         return cls(dict(input_schema))
-    except (SchemaError, TypeError, ValueError) as exc:
+    except (SchemaError, TypeError, ValueError, RecursionError) as exc:
         logger.warning("%s: its inputSchema is not valid JSON Schema, so calls are sent unchecked: %s", where, exc)
         return None
 
