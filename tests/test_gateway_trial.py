@@ -90,7 +90,9 @@ async def test_the_trial_through_attp_serve(tmp_path: Path) -> None:
         assert STDERR_LINE in upstream["broken"]["problem"]
 
         async with served.client() as client:  # the 2026-07-28 era
-            [tool] = (await client.list_tools()).tools
+            listed = await client.list_tools()
+            assert listed.ttl_ms == 60_000  # a cache hint: upstream servers can change the list
+            [tool] = listed.tools
             description = tool.description or ""
             listed = await execute(client, "__result__ = [t['name'] for t in tools()]")
             names = listed["result"]
