@@ -222,6 +222,8 @@ class Catalog:
             "- Put the answer in __result__ (JSON data: dict, list, str, number, bool, None); without it the last "
             "expression's value is returned. print() output comes back as stdout."
         )
+        if state := self._state_rule():
+            lines.append(state)
         if s.engine != "starlark":
             lines.append(
                 "- A failed tool call raises ToolError; catch it with `except ToolError as e:` and read e.code "
@@ -232,8 +234,6 @@ class Catalog:
             lines.append(
                 "- parallel(tool, [kwargs, ...]) runs one tool over many argument dicts at once; results in order."
             )
-        if state := self._state_rule():
-            lines.append(state)
         lines.append(self._reach_rule())
         lines.append(
             f"- Limits per call: {s.timeout_s:g} s, {s.max_tool_calls} tool calls (help/tools included), "
@@ -268,8 +268,9 @@ class Catalog:
         if not self.settings.session_state or self.settings.engine != "python":
             return ""
         return (
-            "- Variables and top-level def functions stay for your next call in this session (hint names any not "
-            "kept); reset=true clears them."
+            "- Between your calls in this session only plain data is kept (str, numbers, bool, None, lists and "
+            f"dicts of them, {self.settings.max_state_bytes:,} bytes of JSON in all) and top-level def functions; "
+            "anything else is dropped (hint names it); reset=true clears them."
         )
 
     def _description(self) -> str:
