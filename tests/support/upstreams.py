@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import upstream_venv
 from harness import free_port, stop_process
 
 SUPPORT = Path(__file__).parent
@@ -30,8 +31,6 @@ EVERYTHING = PACKAGES / "server-everything" / "dist" / "index.js"
 FILESYSTEM = PACKAGES / "server-filesystem" / "dist" / "index.js"
 MEMORY = PACKAGES / "server-memory" / "dist" / "index.js"
 BROKEN = SUPPORT / "broken_server.py"
-SQLITE_REQUIREMENTS = SUPPORT / "sqlite-requirements.txt"
-SQLITE_VENV = SUPPORT.parents[1] / ".upstream-venvs" / "sqlite"
 TAP = SUPPORT / "mcp_tap.py"
 GROWING = SUPPORT / "growing_server.py"
 
@@ -80,22 +79,11 @@ def sqlite_stdio(database: Path) -> dict[str, Any]:
 
 
 def sqlite_command() -> Path:
-    """``mcp-server-sqlite`` in its own venv (it needs mcp<2), built from sqlite-requirements.txt when missing
-    or when the requirements changed (a copy of them in the venv says what it holds)."""
-    command = SQLITE_VENV / "bin" / "mcp-server-sqlite"
-    stamp = SQLITE_VENV / "requirements.txt"
-    wanted = SQLITE_REQUIREMENTS.read_text()
-    if command.is_file() and stamp.is_file() and stamp.read_text() == wanted:
-        return command
-    subprocess.run([sys.executable, "-m", "venv", "--clear", str(SQLITE_VENV)], check=True, timeout=120)
-    pip = [str(SQLITE_VENV / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check"]
-    installed = subprocess.run(
-        [*pip, "-r", str(SQLITE_REQUIREMENTS)], check=False, capture_output=True, text=True, timeout=300
-    )
-    if installed.returncode != 0 or not command.is_file():
-        pytest.fail(f"could not build the mcp-server-sqlite venv: {installed.stderr[-2000:]}", pytrace=False)
-    stamp.write_text(wanted)
-    return command
+    """``mcp-server-sqlite`` in its own venv (it needs mcp<2): see upstream_venv."""
+    try:
+        return upstream_venv.sqlite_command()
+    except RuntimeError as exc:
+        pytest.fail(str(exc), pytrace=False)
 
 
 @contextmanager
