@@ -89,7 +89,7 @@ RETURNS = 'Returns str: The text of the lines, exactly as in the file and nothin
 
 def test_read_file_descriptor(registry: ToolRegistry) -> None:
     descriptor = atdf_descriptor(registry.tools["read_file"])
-    summary = "a UTF-8 text file from the workspace, or a window of its lines (at most 5000 a call: page with offset)."
+    summary = "a UTF-8 text file from the workspace: max_lines lines (5000 at most) from line offset (0-based)."
     assert descriptor["description"] == "Read " + summary
     assert descriptor["when_to_use"] == "When you need to read " + summary
     assert inputs(descriptor) == {

@@ -78,7 +78,7 @@ def test_refs_are_resolved_and_a_cycle_reads_as_its_name() -> None:
     shape = shape_of("Walk.", TREE, None, "test")
     assert format_signature(shape.signature) == (
         "(root: {label: str, children?: list[Node]}, mode: Literal['fast', 'deep'] | None = None, "
-        "dangling: any = None, remote: any = None)"
+        "dangling: Any = None, remote: Any = None)"
     )
     assert (
         "    root:\n        label: Its label.\n        children (optional): list[Node]\n    mode: One of" in shape.doc

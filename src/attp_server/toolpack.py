@@ -391,8 +391,10 @@ def annotation_text(annotation: Any, depth: int = MAX_SHAPE_DEPTH) -> str:
     """A type as the model reads it: ``list[str]``, ``int | None``, ``Literal['a', 'b']``, and a TypedDict as
     its shape, ``{name: str, note?: str}`` (``?`` marks a key that may be left out; shapes nested deeper than
     `depth` read ``dict``). A forward reference (a schema that contains itself) reads as its name."""
-    if annotation is inspect.Parameter.empty or annotation is Any:
+    if annotation is inspect.Parameter.empty:
         return "any"
+    if annotation is Any:
+        return "Any"
     if annotation is None or annotation is type(None):
         return "None"
     if isinstance(annotation, str):
