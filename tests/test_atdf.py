@@ -111,7 +111,7 @@ def test_read_file_descriptor(registry: ToolRegistry) -> None:
         "offset": {
             "name": "offset",
             "type": "integer",
-            "description": "Number of lines to skip first (0-based), to continue a long file. Optional (default 0).",
+            "description": "Number of lines to skip first (0-based: 0 is the first line), to continue a long file. Optional (default 0).",
             "required": False,
             "schema": {"type": "integer", "default": 0},
         },
