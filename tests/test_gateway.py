@@ -73,9 +73,10 @@ async def test_upstream_tools_appear_wherever_builtin_tools_do(workspace: Path) 
     async with gateway(workspace, {"everything": everything_stdio(), "time": time_stdio()}) as runtime:
         registry, catalog = runtime.registry, runtime.catalog
         assert "\n  get_sum(a: float, b: float) — Returns the sum of two numbers\n" in catalog.description
-        assert "\n  get_current_time(timezone) -> dict — Get current time in a specific timezone\n" in (
-            catalog.description
-        )
+        assert (
+            "\n  get_current_time(timezone) -> {timezone: str, datetime: str, day_of_week: str, is_dst: bool} — Get "
+            "current time in a specific timezone\n"
+        ) in catalog.description
         assert "def get_sum(a: float, b: float):" in catalog.attp_text()
         found = await run(runtime, '__result__ = [help("get_sum"), tools("timezone"), help("everything")]')
         one, matches, pack = found["result"]
@@ -107,7 +108,9 @@ def test_attp_tools_lists_upstream_tools(
     listed = {t["name"]: t for t in json.loads(capsys.readouterr().out)}
     assert listed["convert_time"]["pack"] == "time"
     assert listed["convert_time"]["signature"] == (
-        "convert_time(source_timezone: str, time: str, target_timezone: str) -> dict"
+        "convert_time(source_timezone: str, time: str, target_timezone: str) -> {source: {timezone: str, datetime: "
+        "str, day_of_week: str, is_dst: bool}, target: {timezone: str, datetime: str, day_of_week: str, is_dst: bool}, "
+        "time_difference: str}"
     )
 
 
@@ -278,7 +281,9 @@ async def test_filesystem_server_beside_the_files_pack(workspace: Path) -> None:
     async with gateway(workspace, {"filesystem": filesystem_stdio(workspace)}, toolpacks=["files"]) as runtime:
         description = runtime.catalog.description
         assert "\n  read_file(path, max_lines=1000, offset=0) -> str — " in description
-        assert "\n  filesystem.read_file(path, tail: float = None, head: float = None) -> dict — " in description
+        assert (
+            "\n  filesystem.read_file(path, tail: float = None, head: float = None) -> {content: str} — " in description
+        )
         done = await run(
             runtime,
             f"""write_file("notes/a.txt", "alpha\\nbeta\\n")
