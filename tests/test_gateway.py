@@ -445,3 +445,28 @@ async def test_credentials_stay_out_of_every_output(
     outputs.append(caplog.text)
     leaks = [i for i, text in enumerate(outputs) if SECRET in text]
     assert leaks == [], f"the secret appears in outputs {leaks}"
+
+
+async def test_a_server_that_dies_says_why_without_its_secrets(
+    workspace: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 24: the reason is the server's own last stderr line, with the values of its env blanked out."""
+    leak = (
+        "import os, sys\n"
+        "print('starting with', os.environ['DATABASE_URL'], file=sys.stderr)\n"
+        "raise RuntimeError('cannot log in with ' + os.environ['API_TOKEN'])\n"
+    )
+    env = {"API_TOKEN": "sk-live-0123456789", "DATABASE_URL": "postgres://app:hunter2hunter2@db/app"}
+    servers = {"leaky": {"command": sys.executable, "args": ["-c", leak], "env": env}}
+    with caplog.at_level("INFO"):
+        async with gateway(workspace, servers, mcp_startup_timeout_s=10) as runtime:
+            problem = runtime.registry.unavailable()["leaky"]
+            done = await run(runtime, "leaky.anything()")
+    assert "it exited at start; its stderr said: RuntimeError: cannot log in with [redacted]" in problem
+    assert (
+        done["error"]["code"] == "UPSTREAM_UNAVAILABLE" and "cannot log in with [redacted]" in done["error"]["message"]
+    )
+    logged = caplog.text
+    assert "mcp server 'leaky' (stderr): starting with [redacted]" in logged
+    for secret in env.values():
+        assert secret not in logged and secret not in problem and secret not in json.dumps(done)

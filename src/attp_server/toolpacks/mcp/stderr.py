@@ -3,7 +3,7 @@
 A server that dies at start (a missing module, an SDK it was not written for) says why on stderr
 and nowhere else; the MCP client only sees the connection close. `StderrTail` is the stderr of one
 started process: a pipe read by a thread of its own (it ends when the process and its children have
-all closed it), each line cut to `MAX_LINE_CHARS`, with the server's credentials blanked out, logged
+all closed it), each line cut to `MAX_LINE_CHARS`, with every value of the server's `env` blanked out, logged
 and kept (the last `KEEP_LINES`). `meaningful` picks the line that says what went wrong: the last
 error line, else the last line that is not a stack frame or a runtime's banner.
 """

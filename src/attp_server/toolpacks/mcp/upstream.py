@@ -263,7 +263,8 @@ class Upstream:
         if config.command is not None:
             env = {k: expand(v.get_secret_value(), self.environ, f"{where}.env.{k}") for k, v in config.env.items()}
             self._secrets = _secret_values(env)
-            tail = StderrTail(self.pack, self._secrets)
+            # Its stderr may print any of its env (a URL with a password in it): every value is blanked there.
+            tail = StderrTail(self.pack, _secret_values(env, every=True))
             parameters = StdioServerParameters(
                 command=config.command,
                 args=list(config.args),
