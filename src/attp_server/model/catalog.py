@@ -179,6 +179,7 @@ class Catalog:
         self.registry = registry
         self.settings = settings
         self.modules = enabled_modules(settings)
+        self._signatures: dict[str, str] = {}
         self.description = self._description()
 
     # ------------------------------------------------------------ the tool description
@@ -321,8 +322,15 @@ class Catalog:
         lines = {}
         for tool in tools:
             summary = shorten(tool.summary, summary_chars) if summary_chars >= MIN_SUMMARY_CHARS else ""
-            lines[tool.ref] = compact_signature(tool) + (f" — {summary}" if summary else "")
+            lines[tool.ref] = self._signature(tool) + (f" — {summary}" if summary else "")
         return lines
+
+    def _signature(self, tool: Tool) -> str:
+        """`compact_signature`, worked out once per tool while the description is fitted."""
+        found = self._signatures.get(tool.ref)
+        if found is None:
+            found = self._signatures[tool.ref] = compact_signature(tool)
+        return found
 
     def _unavailable(self) -> str:
         """The upstream MCP servers that are down, with why and the fix: the model can tell the user."""
