@@ -420,8 +420,8 @@ _LIMIT_WORDS = {
 def _returns_text(output_schema: Mapping[str, Any] | None, unwrap: bool) -> str:
     if not isinstance(output_schema, Mapping):
         return (
-            "The tool's result as data: parsed JSON when it sends JSON, else its text; images and audio as "
-            "{type, mimeType, size}; several parts as a list."
+            "The tool's result as data: parsed when it sends JSON or a Python literal of a list or dict (as "
+            "str(rows) gives), else its text; images and audio as {type, mimeType, size}; several parts as a list."
         )
     properties = output_schema.get("properties")
     if unwrap and isinstance(properties, Mapping):
