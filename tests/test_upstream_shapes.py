@@ -212,6 +212,13 @@ async def test_the_meaningful_stderr_line(text: str, line: str | None) -> None:
 
 
 @pytest.mark.anyio
+async def test_a_server_that_ran_a_while_is_explained_only_by_an_error_line() -> None:
+    tail = await tail_of("listening on stdio\nhandled 3 requests\n")
+    assert tail.meaningful(errors_only=True) is None
+    assert (await tail_of(PYTHON_TRACEBACK)).meaningful(errors_only=True) is not None
+
+
+@pytest.mark.anyio
 async def test_stderr_is_redacted_cut_and_bounded() -> None:
     secret = "sk-live-0123456789"
     text = "".join(f"line {i}\n" for i in range(100)) + f"Error: bad token {secret}\n" + "x" * 100_000 + "\nlast\n"

@@ -71,11 +71,12 @@ class StderrTail:
     def lines(self) -> list[str]:
         return list(self._lines)
 
-    def meaningful(self) -> str | None:
-        """The line that best says what went wrong: the last error line, else the last ordinary line."""
+    def meaningful(self, *, errors_only: bool = False) -> str | None:
+        """The line that best says what went wrong: the last error line, else (unless `errors_only`: a server
+        that ran a while has printed lines that say nothing of why it stopped) the last ordinary line."""
         lines = [line for line in self._lines if line.strip() and not _NOISE.match(line)]
         errors = [line for line in lines if _ERROR.search(line)]
-        chosen = errors[-1] if errors else lines[-1] if lines else None
+        chosen = errors[-1] if errors else lines[-1] if lines and not errors_only else None
         return chosen.strip() if chosen is not None else None
 
     def _read(self) -> None:

@@ -214,7 +214,7 @@ class Upstream:
     def _explain(self, exc: BaseException, *, broke: bool) -> str:
         cause = _leaf(exc)
         where = f"mcp_servers.{self.config_name}"
-        said = self._stderr.meaningful() if self._stderr is not None else None
+        said = self._stderr.meaningful(errors_only=broke) if self._stderr is not None else None
         stderr = f"; its stderr said: {said}" if said else ""
         if broke:
             ended = "the connection ended (the server exited or closed it)"
