@@ -155,7 +155,7 @@ class Dispatcher:
                 )
             )
         if name in META_TOOLS:
-            return self._meta(name, args, kwargs)
+            return self._meta(run, name, args, kwargs)
         tool = (run.tools or self.registry).resolve(name)
         if tool is None:
             return reply_error(
@@ -248,8 +248,9 @@ class Dispatcher:
                 )
             )
 
-    def _meta(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> ToolReply:
-        """``help(name=None)`` and ``tools(query=None)``, answered by the catalog."""
+    def _meta(self, run: RunState, name: str, args: list[Any], kwargs: dict[str, Any]) -> ToolReply:
+        """``help(name=None)`` and ``tools(query=None)``, answered by the catalog (a search that finds
+        nothing says so in the result's hint, with the closest names)."""
         meta = self.catalog.help if name == "help" else self.catalog.search
         too_long = any(isinstance(a, str) and len(a) > 200 for a in [*args, *kwargs.values()])
         if len(args) + len(kwargs) > 1 or set(kwargs) - {"name", "query"} or too_long:
@@ -258,7 +259,14 @@ class Dispatcher:
             return reply_error(
                 ErrorInfo(code=ErrorCode.INVALID_ARGUMENT, message=f"call it as {usage}", tool_name=name)
             )
-        return {"ok": True, "value": meta(*args, *kwargs.values())}
+        value = meta(*args, *kwargs.values())
+        if name == "tools" and value == []:
+            query = next(iter([*args, *kwargs.values()]), "")
+            lead = (
+                f"tools({short_repr(query, 60)}) found no tool (it needs every word in a tool's name or description)."
+            )
+            run.notices["tools-none"] = self.catalog.unknown(query, lead) if isinstance(query, str) else lead
+        return {"ok": True, "value": value}
 
     def _inline(self, tool: Tool, bound: dict[str, Any]) -> Any:
         """Call a tool its pack declares cheap on the event loop; one that is not cheap goes to the threads."""
