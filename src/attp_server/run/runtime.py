@@ -12,23 +12,30 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from typing import Any
 
 import anyio
 import anyio.abc
+from opentelemetry import metrics as otel_metrics
+from opentelemetry import trace
 
 from attp_server.errors import ErrorCode, ErrorInfo
 from attp_server.model.catalog import Catalog
 from attp_server.model.docstrings import docstring_warnings
 from attp_server.model.results import ExecutionResult
 from attp_server.run.admission import Admission
+from attp_server.run.audit import AuditLog, handle_digest
 from attp_server.run.dispatch import Dispatcher
 from attp_server.run.intake import Prepared, prepare
+from attp_server.run.metrics import Gauges, Metrics, bounded_code
 from attp_server.run.outcome import NO_SESSION_HINT, add_solution, error_result, from_worker, joined
+from attp_server.run.rate_limits import RateLimits, known_principals, principal_of
 from attp_server.run.request import CallContext, Engine, ExecuteRequest, Progress
 from attp_server.run.state import RunState
 from attp_server.run.tool_executor import ToolExecutor
+from attp_server.run.tracing import Tracing, annotate, end, failed, now_ns
 from attp_server.sandbox.process.pool import Job, WorkerPool
 from attp_server.sandbox.static_check import KnownNames, known_names, module_members
 from attp_server.sandbox.stdlib.namespaces import MODULE_NAMES
@@ -67,8 +74,17 @@ class Runtime:
     """Runs programs. One per server; shared by all sessions (each run gets its own worker)."""
 
     def __init__(
-        self, settings: Settings, registry: ToolRegistry, pool: WorkerPool, store: Store | None = None
+        self,
+        settings: Settings,
+        registry: ToolRegistry,
+        pool: WorkerPool,
+        store: Store | None = None,
+        *,
+        tracer_provider: trace.TracerProvider | None = None,
+        meter_provider: otel_metrics.MeterProvider | None = None,
     ) -> None:
+        """`store`: where sessions live (None: every call stands alone). `tracer_provider` and `meter_provider`:
+        the OpenTelemetry globals unless given (the bench gives them)."""
         self.settings = settings
         self.registry = registry
         self.pool = pool
@@ -86,7 +102,36 @@ class Runtime:
         """Work that outlives the call that started it (a run waiting for an approval across calls)."""
         self.admission = Admission(settings)
         self.tools = ToolExecutor(settings.tool_threads, settings.max_runs_per_session)
-        self.dispatch = Dispatcher(settings, registry, Catalog(registry, settings), self.approvals, self.tools)
+        self.tracing = Tracing(tracer_provider)
+        self.metrics = Metrics(known_principals(settings), self.gauges, meter_provider)
+        self.audit = AuditLog(settings)
+        self.limits = RateLimits(settings)
+        for name in self.limits.unknown_names():
+            logger.warning("rate_limit_per_minute names %r, which no token in auth_tokens has", name)
+        self.dispatch = Dispatcher(
+            settings,
+            registry,
+            Catalog(registry, settings),
+            self.approvals,
+            self.tools,
+            tracing=self.tracing,
+            metrics=self.metrics,
+            audit=self.audit,
+            limits=self.limits,
+        )
+
+    def gauges(self) -> Gauges:
+        """What the server is doing right now (read at each scrape of the metrics)."""
+        return Gauges(
+            runs_waiting=self.admission.stats()["waiting"],
+            workers_busy=len(self.pool.running_pids()),
+            sessions_active=self.sessions.active if self.sessions is not None else 0,
+            upstream_up={
+                name: pack.live.health().get("status") == "ok"
+                for name, pack in list(self.registry.packs.items())
+                if pack.live is not None
+            },
+        )
 
     @property
     def catalog(self) -> Catalog:
@@ -148,6 +193,12 @@ class Runtime:
             if fresh and result.error is not None and result.error.code == ErrorCode.NAME_NOT_FOUND:
                 # The name may be one an earlier call kept, in the session whose handle was not passed back.
                 result.hint = joined(result.hint, NO_SESSION_HINT)
+        self.metrics.run_done(result.status, result.error.code if result.error else None, result.elapsed_ms / 1000)
+        outcome: dict[str, Any] = {"attp.status": result.status, "attp.tool_calls": len(result.calls)}
+        if result.error is not None:
+            outcome["attp.error_code"] = bounded_code(result.error.code)
+        # The MCP SDK's `tools/call attp_execute` span, when there is one.
+        annotate(trace.get_current_span(), {**outcome, "attp.elapsed_ms": result.elapsed_ms})
         add_solution(result, starlark=(request.engine or self.settings.engine) == "starlark")
         # One line per call; never the code, the result or tool arguments (they may hold secrets).
         fields = {
@@ -172,7 +223,8 @@ class Runtime:
     ) -> ExecutionResult:
         if session is not None and request.reset and session.kept is not None:
             session.keep(None)
-        ticket = await self.admission.enter(context.session)
+        with self.tracing.phase("attp.admission"):
+            ticket = await self.admission.enter(context.session)
         try:
             if isinstance(ticket, ErrorInfo):
                 return error_result(request.target, ticket)
@@ -180,8 +232,15 @@ class Runtime:
                 tools = await self.tools_for(context.caller, session)
             except NoSession as refused:
                 return error_result(request.target, refused.info)
+            caller = context.caller
             run = RunState(
-                progress=context.progress, session=session, owner=context.session, tools=tools, ask=context.ask
+                progress=context.progress,
+                session=session,
+                owner=context.session,
+                tools=tools,
+                ask=context.ask,
+                principal=principal_of(caller.tenant if caller is not None else None),
+                handle=handle_digest(session.key if session is not None else None),
             )
             sessions = self.sessions
             if sessions is None:
@@ -234,7 +293,29 @@ class Runtime:
             unavailable=self.registry.unavailable(),
             modules=self.settings.modules,
         )
-        done = await self.pool.run(job, functools.partial(self.dispatch.traced_call, run))
+        waiting = self.tracing.start("attp.acquire_worker")
+        began = 0
+
+        def started() -> None:  # a worker has the job: the wait is over, the worker's run begins
+            nonlocal began
+            began = now_ns()
+            end(waiting, began)
+            run.span = self.tracing.start("attp.evaluate", start_ns=began)
+
+        done: Mapping[str, Any] = {}
+        try:
+            done = await self.pool.run(job, functools.partial(self.dispatch.traced_call, run), started)
+        finally:
+            if run.span is None:
+                end(waiting)
+            else:
+                check_s = done.get("check_s")  # the worker's word: bounded by what this side saw
+                if isinstance(check_s, float) and 0 <= check_s <= (now_ns() - began) / 1e9:
+                    self.tracing.timed("attp.static_check", run.span, began, check_s)
+                error = done.get("error")
+                if isinstance(error, dict) and error.get("code"):
+                    failed(run.span, bounded_code(str(error["code"])))
+                end(run.span)
         result = from_worker(done, run, prepared.target, self.settings.max_output_bytes)
         if keeping and session is not None:
             kept, hint = await kept_state.after_run(session.kept, done, self.settings.max_state_bytes)
@@ -265,6 +346,7 @@ class Runtime:
         """This process is stopping: its connections' sessions end with it."""
         if self.sessions is not None:
             await self.sessions.close()
+        self.audit.close()
 
 
 def postgres_url(settings: Settings) -> str | None:
@@ -354,7 +436,12 @@ async def open_runtime(settings: Settings, *, registry: ToolRegistry | None = No
     async with (
         open_store(settings) as store,
         live_tools(registry, changed),
-        WorkerPool(size=settings.workers, max_workers=settings.max_workers, memory_mb=settings.memory_mb) as pool,
+        WorkerPool(
+            size=settings.workers,
+            max_workers=settings.max_workers,
+            memory_mb=settings.memory_mb,
+            containment=settings.containment,
+        ) as pool,
         anyio.create_task_group() as tasks,
     ):
         runtime = Runtime(settings, registry, pool, store)

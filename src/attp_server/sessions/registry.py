@@ -200,6 +200,8 @@ class Sessions:
         self._decoded: OrderedDict[str, tuple[str, KeptState | None]] = OrderedDict()
         """The last state read or written per session, with its text: the same text is not parsed again."""
         self._decoded_bytes = 0
+        self.active = 0
+        """Sessions in the store, all replicas' (as of the last `sweep`)."""
         self.removed_listeners: list[Callable[[list[str]], Awaitable[None]]] = []
         """Told the keys of sessions that ended (isolation removes their folders)."""
 
@@ -408,6 +410,7 @@ class Sessions:
         ended = await handles.expire(now=now, idle_s=self.idle_s, max_age_s=self.settings.session_max_age_s)
         await self.removed(ended)
         await handles.trim_state(self.settings.max_total_state_bytes, now=now)
+        self.active = (await handles.stats())["handles"]
 
     async def close(self) -> None:
         """This process is stopping: its connections' implicit sessions end with it."""
