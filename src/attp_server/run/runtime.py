@@ -240,7 +240,7 @@ class Runtime:
                 tools=tools,
                 ask=context.ask,
                 principal=principal_of(caller.tenant if caller is not None else None),
-                handle=handle_digest(session.key if session is not None else None),
+                handle=handle_digest(session.handle if session is not None else None),
             )
             sessions = self.sessions
             if sessions is None:

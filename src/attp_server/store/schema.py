@@ -37,14 +37,16 @@ HANDLES: list[list[str]] = [
         "CREATE INDEX IF NOT EXISTS attp_handles_by_principal ON attp_handles (principal, last_used)",
         "CREATE INDEX IF NOT EXISTS attp_handles_by_last_used ON attp_handles (last_used)",
         "CREATE INDEX IF NOT EXISTS attp_handles_by_instance ON attp_handles (instance)",
-        """CREATE TABLE IF NOT EXISTS attp_state (
-            key TEXT PRIMARY KEY REFERENCES attp_handles (key) ON DELETE CASCADE,
-            state TEXT NOT NULL
-        )""",
         """CREATE TABLE IF NOT EXISTS attp_approvals (
             key TEXT NOT NULL REFERENCES attp_handles (key) ON DELETE CASCADE,
             tool TEXT NOT NULL,
             PRIMARY KEY (key, tool)
+        )""",
+    ],
+    [  # the state in a row of its own (a database made by the first step keeps an unused state column)
+        """CREATE TABLE IF NOT EXISTS attp_state (
+            key TEXT PRIMARY KEY REFERENCES attp_handles (key) ON DELETE CASCADE,
+            state TEXT NOT NULL
         )""",
     ],
 ]
