@@ -29,6 +29,7 @@ def test_the_table_names_compilers_of_the_compiler_package() -> None:
             assert compiler.__module__.startswith("attp_server.sandbox.compiler."), node
 
 
+@pytest.mark.process
 def test_a_fresh_interpreter_compiles_arithmetic_from_the_table_alone() -> None:
     """`ast.BinOp` once had no compiler until `evaluator` was imported (its module registered it on import)."""
     code = (
