@@ -23,7 +23,7 @@ from mcp_types import ElicitRequestParams, ElicitResult
 
 from attp_server.faces.app import create_server
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.process]
 
 APPROVAL_FLAGS = [*SERVE_FLAGS, "--approval", "destructive"]  # SERVE_FLAGS: --timeout-s 2
 WRITE = (

@@ -6,9 +6,12 @@ import json
 from pathlib import Path
 
 import anyio
+import pytest
 from harness import run_quick_bench
 
 from bench.breakdown import breakdown
+
+pytestmark = pytest.mark.process
 
 REQUIRED = [
     "w1.runtime_ms", "w1.exec_ms", "w1.runtime_vs_exec", "w1.runtime_vs_pipe", "w1.runtime_vs_evaluator",

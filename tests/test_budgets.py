@@ -27,7 +27,7 @@ from attp_server.settings import Settings
 from attp_server.toolpack import Toolpack, ToolpackLoadError, ToolRegistry
 from bench.load import run_load
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.process]
 
 NAME_LENGTH = 150
 

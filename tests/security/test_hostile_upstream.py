@@ -17,7 +17,7 @@ from harness import make_settings
 
 from attp_server.run.runtime import ExecuteRequest, Runtime, open_runtime
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.process]
 
 HOSTILE = Path(__file__).parent.parent / "support" / "hostile_server.py"
 LIMIT = 100_000

@@ -6,7 +6,7 @@ closure that reads its operands itself when they are constants (``n - 1``) or na
 (``+``, ``*``, ``%``, ``**``, ``<<``) take a fast path only for small integers, where no size check is
 needed, and otherwise call the evaluator's size-checked operator; the others are plain C operators.
 
-Importing this module registers its compilers with `expressions`.
+Its compilers are listed in `attp_server.sandbox.compiler.table`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from collections.abc import Callable
 from typing import Any
 
 from attp_server.sandbox.compiler.expressions import (
-    EXPRESSIONS,
     INLINE_OPERATORS,
     SMALL,
     Context,
@@ -82,7 +81,7 @@ def pair(ctx: Context, left_node: ast.expr, right_node: ast.expr, op: Operation)
     return lambda f: op(left(f), right(f))
 
 
-def _binop(ctx: Context, node: ast.BinOp) -> Eval:
+def compile_binop(ctx: Context, node: ast.BinOp) -> Eval:
     op = node.op.__class__
     checked = ctx.operators[op]
     if op in _PLAIN:
@@ -257,7 +256,7 @@ _COMPARE: dict[type, Operation] = {
 }
 
 
-def _compare(ctx: Context, node: ast.Compare) -> Eval:
+def compile_compare(ctx: Context, node: ast.Compare) -> Eval:
     if len(node.ops) == 1:
         op = node.ops[0].__class__
         if op is ast.In or op is ast.NotIn:
@@ -294,7 +293,3 @@ def _membership(ctx: Context, left_node: ast.expr, right_node: ast.expr, *, nega
     if negated:
         return lambda f: left(f) not in right(f)
     return lambda f: left(f) in right(f)
-
-
-EXPRESSIONS[ast.BinOp] = _binop
-EXPRESSIONS[ast.Compare] = _compare

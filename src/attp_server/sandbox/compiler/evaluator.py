@@ -28,18 +28,11 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from attp_server.sandbox.compiler import (  # noqa: F401  (importing them registers their compilers)
-    arithmetic,
-    calls,
-    control,
-    definitions,
-    displays,
-    imports,
-)
 from attp_server.sandbox.compiler.expressions import Context, compile_expr
 from attp_server.sandbox.compiler.functions import locate
 from attp_server.sandbox.compiler.scopes import Scope, analyze
 from attp_server.sandbox.compiler.statements import compile_stmt
+from attp_server.sandbox.compiler.table import COMPILERS
 from attp_server.sandbox.limits import (
     MAX_FORMAT_WIDTH,
     MAX_INT_BITS,
@@ -266,7 +259,7 @@ class Evaluator:
         """
         if scopes is None:
             scopes = analyze(tree)
-        context = Context(self, scopes[tree], scopes)
+        context = Context(COMPILERS, self, scopes[tree], scopes)
         symbols = self.symtable
         last: tuple[Any, int] | None = None
         with alarm.armed(self):
