@@ -1,0 +1,81 @@
+"""Red team, third pass (issue 22): a hostile upstream MCP server behind a real `attp serve`.
+
+The upstream (tests/support/hostile_upstream.py) is configured as the issue describes, with secrets in
+its env whose names do not all look secret; a real server over stdio (the SDK client, protocol
+2026-07-28 and the handshake) or Streamable HTTP runs the programs through its worker. Each test is
+the regression test of one finding and failed before its fix.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from harness import execute as run
+from harness import stdio_client
+from mcp_types import ElicitRequestParams, ElicitResult
+
+pytestmark = pytest.mark.anyio
+
+UPSTREAM = Path(__file__).parent.parent / "support" / "hostile_upstream.py"
+KEY = "sk-UPSECRET-123456789"
+DATABASE_URL = "postgres://admin:DBPASS-987654@db/x"
+SECRET_PARTS = ("UPSECRET", "DBPASS", "123456789", "987654")
+
+
+def config(directory: Path) -> Path:
+    """The issue's ``[mcp_servers.hostile]``, as the Claude-Desktop JSON ``--mcp-config`` reads."""
+    path = directory / "hostile.json"
+    server = {
+        "command": sys.executable,
+        "args": [str(UPSTREAM)],
+        "env": {"UP_API_KEY": KEY, "DATABASE_URL": DATABASE_URL},
+    }
+    path.write_text(json.dumps({"mcpServers": {"hostile": server}}))
+    return path
+
+
+def flags(directory: Path, *more: str) -> list[str]:
+    return ["--toolpack", "files", "--mcp-config", str(config(directory)), "--timeout-s", "5", *more]
+
+
+def assert_no_secret(data: Any) -> None:
+    text = json.dumps(data)
+    leaked = [part for part in SECRET_PARTS if part in text]
+    assert not leaked, (leaked, text[:2000])
+
+
+class User:
+    """The person behind the client: allows every call (for the session when `for_session`), and notes the questions."""
+
+    def __init__(self, *, for_session: bool) -> None:
+        self.for_session = for_session
+        self.questions: list[str] = []
+
+    async def __call__(self, context: Any, params: ElicitRequestParams) -> ElicitResult:
+        self.questions.append(params.message)
+        return ElicitResult(action="accept", content={"allow_for_session": self.for_session})
+
+
+# ---------------------------------------------------------------- 1. the server-wide ReDoS
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_backtracking_schema_pattern_does_not_hold_the_server(mode: str, tmp_path: Path) -> None:
+    """Regression: ``^(a+)+$`` was matched by `re` on the event loop: the server hung at 100 % CPU for minutes."""
+    async with stdio_client(tmp_path, *flags(tmp_path), mode=mode) as client:
+        started = time.monotonic()
+        with anyio.fail_after(20):
+            refused = await run(client, "__result__ = hostile.redos(s='a' * 40 + '!')")
+            fitting = await run(client, "__result__ = hostile.redos(s='a' * 100_000)")
+        assert time.monotonic() - started < 10
+    assert refused["error"]["code"] == "INVALID_ARGUMENT", refused
+    assert "'^(a+)+$'" in refused["error"]["message"], refused["error"]
+    assert refused["error"]["parameter_name"] == "s"
+    assert fitting["status"] == "ok", fitting
+    assert fitting["result"] == "upstream redos ran with ['s']"
