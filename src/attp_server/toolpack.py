@@ -49,14 +49,30 @@ from anyio.abc import TaskStatus
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from attp_server.errors import AttpError, ErrorCode, ErrorInfo, short_repr, suggest
-from attp_server.sandbox.stdlib.namespaces import MODULE_NAMES
+from attp_server.sandbox.starlark.engine import PRELUDE_NAMES, STARLARK_BUILTINS
+from attp_server.sandbox.stdlib.namespaces import MODULE_NAMES, SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS
 
 logger = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "attp.toolpacks"
 
-RESERVED_NAMES = frozenset({*MODULE_NAMES, "help", "tools", "parallel", "print", "ToolError"})
-"""Names the sandbox itself defines (every curated module, enabled or not); no pack or tool may take them."""
+RESERVED_NAMES = frozenset(
+    {
+        *MODULE_NAMES,
+        *SAFE_BUILTIN_FUNCTIONS,
+        *SAFE_EXCEPTIONS,
+        *STARLARK_BUILTINS,
+        *PRELUDE_NAMES,
+        "help",
+        "tools",
+        "parallel",
+        "print",
+        "ToolError",
+    }
+)
+"""Names the sandbox itself defines (every curated module, enabled or not, every builtin function and exception
+class of either engine); no pack may take them, and an upstream tool named so is reachable only as ``pack.tool``
+(an upstream ``len`` must not answer ``len(xs)``, nor a ``ValueError`` tool break ``except ValueError``)."""
 
 ToolFunction = Callable[..., Any]
 

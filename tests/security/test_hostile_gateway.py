@@ -79,3 +79,50 @@ async def test_a_backtracking_schema_pattern_does_not_hold_the_server(mode: str,
     assert refused["error"]["parameter_name"] == "s"
     assert fitting["status"] == "ok", fitting
     assert fitting["result"] == "upstream redos ran with ['s']"
+
+
+# ---------------------------------------------------------------- 6. builtins shadowed by upstream tool names
+
+SHADOWED = """
+out = {'len': len([1, 2, 3]), 'sorted': sorted([3, 1, 2]), 'range': list(range(2)), 'str': str(5)}
+try:
+    int('x')
+except ValueError:
+    out['except'] = 'ValueError caught'
+out['dict'] = dict(a=1)
+out['isinstance'] = isinstance(3, int)
+out['json'] = json.dumps([1])
+out['upstream'] = hostile.len()
+__result__ = out
+"""
+
+
+async def test_upstream_tools_named_like_builtins_keep_only_their_qualified_name(tmp_path: Path) -> None:
+    """Regression: ``len([1,2,3])`` called the upstream, ``sorted(secret)`` sent the program's data to it, and
+    ``except ValueError`` stopped working."""
+    async with stdio_client(tmp_path, *flags(tmp_path)) as client:
+        data = await run(client, SHADOWED)
+        listing = await run(client, "__result__ = [tools('len'), help('hostile.ValueError')]")
+        description = next(t for t in (await client.list_tools()).tools if t.name == "attp_execute").description
+    assert data["status"] == "ok", data
+    assert data["result"] == {
+        "len": 3,
+        "sorted": [1, 2, 3],
+        "range": [0, 1],
+        "str": "5",
+        "except": "ValueError caught",
+        "dict": {"a": 1},
+        "isinstance": True,
+        "json": "[1]",
+        "upstream": "upstream len",
+    }
+    assert [c["tool"] for c in data["calls"]] == ["hostile.len"]
+    assert listing["status"] == "ok", listing
+    found, helped = listing["result"]
+    assert "hostile.len" in str(found), found
+    assert "hostile.ValueError(" in str(helped), helped
+    assert description is not None
+    lines = [line.strip() for line in description.splitlines()]
+    for name in ("len", "sorted", "ValueError", "json", "print", "parallel"):
+        assert any(line.startswith(f"hostile.{name}(") for line in lines), name
+        assert not any(line.startswith(f"{name}(") for line in lines), name  # the catalog lists no bare name

@@ -265,7 +265,9 @@ class Runner:
         symbols = dict(self.base_symbols)
         symbols.update(modules)
         stubs = {name: ToolStub(name, bridge) for name in [*job.get("tools", []), *META_TOOLS]}
-        symbols.update(stubs)
+        # A tool never takes a builtin's, an exception class's or a module's name (the server reserves them;
+        # this holds even if a job says otherwise): `len`, `ValueError`, `json` stay the sandbox's own.
+        symbols.update({name: stub for name, stub in stubs.items() if name not in symbols})
         for pack, names in job.get("namespaces", {}).items():
             # Always the qualified name: a bare name may belong to another pack's tool.
             symbols[pack] = Namespace(pack, {name: ToolStub(f"{pack}.{name}", bridge) for name in names})
