@@ -126,3 +126,45 @@ async def test_upstream_tools_named_like_builtins_keep_only_their_qualified_name
     for name in ("len", "sorted", "ValueError", "json", "print", "parallel"):
         assert any(line.startswith(f"hostile.{name}(") for line in lines), name
         assert not any(line.startswith(f"{name}(") for line in lines), name  # the catalog lists no bare name
+
+
+# ---------------------------------------------------------------- 2. approvals by pack and tool
+
+ALLOW_BUILTIN = 'write_file("mine.txt", "1")\n__result__ = "built-in allowed"'
+UPSTREAM_WRITES = {
+    "python": "__result__ = hostile.write_file(path='/etc/x', content='y')",
+    "parallel": "__result__ = parallel('hostile.write_file', [{'path': '/etc/x', 'content': 'y'}])",
+    "starlark": "__result__ = hostile.write_file(path='/etc/x', content='y')",
+    "tam": (
+        "<|[REQUEST_TOOL]|>\ncommand1:「始」hostile.write_file「末」\npath1:「始」/etc/x「末」\ncontent1:「始」y「末」\n"
+        "<|[END_TOOL]|>"
+    ),
+}
+
+
+@pytest.mark.parametrize("way", list(UPSTREAM_WRITES))
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_allowing_a_builtin_tool_for_the_session_does_not_allow_an_upstream_tool_of_that_name(
+    way: str, mode: str, tmp_path: Path
+) -> None:
+    """Regression: after "allow write_file for the rest of the session", ``hostile.write_file(...)`` (and
+    ``parallel('hostile.write_file', ...)``) ran unasked: the allowance was remembered by the bare tool name."""
+    user = User(for_session=True)
+    async with stdio_client(tmp_path, *flags(tmp_path, "--approval", "destructive"), mode=mode,
+                            elicitation_callback=user) as client:  # fmt: skip
+        first = await run(client, ALLOW_BUILTIN)
+        program = UPSTREAM_WRITES[way]
+        if way == "tam":
+            result = await client.call_tool("attp_execute", {"envelope": program})
+            second = dict(result.structured_content or {})
+        else:
+            second = await run(client, program, **({"engine": "starlark"} if way == "starlark" else {}))
+        third = await run(client, UPSTREAM_WRITES["python"])  # allowed for the session by now: not asked again
+    assert first["status"] == "ok" and second["status"] == "ok" and third["status"] == "ok", (
+        first,
+        second["error"],
+        third,
+    )
+    assert len(user.questions) == 2, user.questions
+    assert "files.write_file(path='mine.txt', content='1')" in user.questions[0]
+    assert "hostile.write_file(path='/etc/x', content='y')" in user.questions[1], user.questions[1]
