@@ -326,7 +326,7 @@ class Upstream:
                     upstream_name, shape.wire_arguments(arguments), progress_callback=on_progress
                 )
             except MCPError as exc:
-                raise self._protocol_error(ref, exc) from None
+                raise self._protocol_error(ref, exc, client) from None
             except RuntimeError as exc:  # the SDK's output-schema check of the result
                 raise ToolError("TOOL_ERROR", f"{ref} returned a malformed result: {exc}") from None
             except ValidationError as exc:
@@ -383,10 +383,12 @@ class Upstream:
             "tools work.",
         )
 
-    def _protocol_error(self, ref: str, exc: MCPError) -> ToolError:
+    def _protocol_error(self, ref: str, exc: MCPError, client: Client) -> ToolError:
         code = exc.error.code
         message = str(exc.error.message)
-        if code == types.CONNECTION_CLOSED:
+        # The SDK reports a closed connection as error -32000, the code JSON-RPC leaves to servers for their own
+        # errors: only a connection that did close is one (else every failing call restarted the server).
+        if code == types.CONNECTION_CLOSED and _closed(client, default=True):
             self._lost.set()
             return self._unavailable(
                 f"it closed the connection during the call to {ref}; it is restarted on the next call"
@@ -435,11 +437,11 @@ async def _streamable(url: str, headers: Mapping[str, str]) -> AsyncIterator[Any
         yield streams
 
 
-def _closed(client: Client) -> bool:
+def _closed(client: Client, *, default: bool = False) -> bool:
     """Whether the connection has already ended (a stdio server that exited while idle). The SDK keeps this
-    on its dispatcher without a public accessor; if that changes, the call finds out by failing instead."""
+    on its dispatcher without a public accessor; if that changes, `default` (a call finds out by failing)."""
     dispatcher = getattr(client.session, "_dispatcher", None)
-    return bool(getattr(dispatcher, "_closed", False))
+    return bool(getattr(dispatcher, "_closed", default))
 
 
 def _leaf(exc: BaseException) -> BaseException:
