@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 from harness import execute as run
-from harness import stdio_client
+from harness import serving_http, stdio_client
 from mcp_types import ElicitRequestParams, ElicitResult
 
 pytestmark = pytest.mark.anyio
@@ -168,3 +169,64 @@ async def test_allowing_a_builtin_tool_for_the_session_does_not_allow_an_upstrea
     assert len(user.questions) == 2, user.questions
     assert "files.write_file(path='mine.txt', content='1')" in user.questions[0]
     assert "hostile.write_file(path='/etc/x', content='y')" in user.questions[1], user.questions[1]
+
+
+# ---------------------------------------------------------------- 3, 4, 5. the upstream's secrets
+
+SECRETS_PROGRAM = """
+out = {}
+try:
+    hostile.err_env()
+except ToolError as e:
+    out['rpc_error'] = [e.message, str(e), repr(e)]
+out['echo'] = hostile.echo_env()
+try:
+    hostile.err_env_iserror()
+except ToolError as e:
+    out['is_error'] = e.message
+__result__ = out
+"""
+
+
+async def test_the_upstreams_secrets_reach_no_program(tmp_path: Path) -> None:
+    """Regressions: a JSON-RPC error's message came through unscrubbed (3); ``DATABASE_URL`` was not redacted
+    since its name does not look secret (4); an ``isError`` text was cut at 2,000 characters before it was
+    scrubbed, so the key's prefix survived (5)."""
+    async with stdio_client(tmp_path, *flags(tmp_path)) as client:
+        data = await run(client, SECRETS_PROGRAM)
+        uncaught = await run(client, "__result__ = hostile.err_env()")
+    assert data["status"] == "ok", data["error"]
+    out = data["result"]
+    assert "upstream failed with key [redacted] and db [redacted]" in out["rpc_error"][0], out
+    assert out["echo"] == "key=[redacted] db=[redacted]", out
+    assert out["is_error"].startswith("x" * 1990) and "sk-" not in out["is_error"], out["is_error"][1980:]
+    assert uncaught["error"]["code"] == "TOOL_ERROR", uncaught
+    assert_no_secret(data)
+    assert_no_secret(uncaught)
+
+
+async def test_healthz_and_the_log_never_show_an_upstreams_secret(tmp_path: Path) -> None:
+    """An upstream that fails to list its tools, quoting its key: ``/healthz`` and the log say why, scrubbed."""
+    path = config(tmp_path)
+    servers = json.loads(path.read_text())
+    broken = dict(servers["mcpServers"]["hostile"])
+    broken["env"] = {**broken["env"], "FAIL_LIST": "1"}
+    servers["mcpServers"]["broken"] = broken
+    path.write_text(json.dumps(servers))
+    log = tmp_path / "server.log"
+    with serving_http(tmp_path, "--toolpack", "files", "--mcp-config", str(path), stderr=log) as served:
+        assert served.url is not None
+        async with served.client() as client:
+            data = await run(client, SECRETS_PROGRAM)
+            failed = await run(client, "__result__ = broken.nuke()")
+        health = httpx.get(served.url + "/healthz", timeout=10).json()
+    assert data["status"] == "ok", data
+    problem = json.dumps(health)
+    assert "cannot list tools with key [redacted]" in problem, problem
+    assert failed["error"]["code"] in ("UPSTREAM_UNAVAILABLE", "NAME_NOT_FOUND"), failed
+    assert_no_secret([data, failed, health])
+    # Regression (found with finding 3): the upstream's error -32000, JSON-RPC's code for a server's own errors,
+    # was taken for the SDK's "connection closed" (also -32000), and every failing call restarted the server.
+    assert (health["upstream"]["hostile"]["connects"], health["upstream"]["hostile"]["failures"]) == (1, 0), health
+    text = log.read_text()
+    assert "[redacted]" in text and "UPSECRET" not in text and "DBPASS" not in text, text[-3000:]

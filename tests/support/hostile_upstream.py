@@ -11,6 +11,8 @@ A low-level SDK `Server` (so the schemas are exactly as written here, and nothin
 * ``err_env_iserror()``: an ``isError`` result, 1,990 × ``x`` and then ``UP_API_KEY``;
 * ``huge(mb)``: a text result of `mb` MB (the event loop's cost of a big message).
 
+With ``FAIL_LIST`` set in its environment, listing its tools fails with a message quoting ``UP_API_KEY``.
+
 Run as ``python hostile_upstream.py``; it speaks MCP on stdio.
 """
 
@@ -82,6 +84,8 @@ def _text(text: str, *, error: bool = False) -> types.CallToolResult:
 
 
 async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+    if os.environ.get("FAIL_LIST"):  # a server that cannot list its tools, and says why with its secrets
+        raise MCPError(-32000, f"cannot list tools with key {os.environ.get('UP_API_KEY')}")
     return types.ListToolsResult(tools=_tools())
 
 
