@@ -11,14 +11,15 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
 import pytest
+from harness import Served, serving_http, stdio_client
 from harness import execute as run
-from harness import serving_http, stdio_client
 from mcp_types import ElicitRequestParams, ElicitResult
 
 pytestmark = pytest.mark.anyio
@@ -230,3 +231,31 @@ async def test_healthz_and_the_log_never_show_an_upstreams_secret(tmp_path: Path
     assert (health["upstream"]["hostile"]["connects"], health["upstream"]["hostile"]["failures"]) == (1, 0), health
     text = log.read_text()
     assert "[redacted]" in text and "UPSECRET" not in text and "DBPASS" not in text, text[-3000:]
+
+
+# ---------------------------------------------------------------- 7. a made-up Mcp-Session-Id on a modern request
+
+
+@pytest.fixture(scope="module")
+def isolated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    with serving_http(tmp_path_factory.mktemp("isolated"), "--toolpack", "files", "--isolation", "session") as served:
+        yield served
+
+
+async def test_a_modern_request_gets_no_session_from_an_mcp_session_id_it_sends(tmp_path: Path) -> None:
+    """Regression: a 2026-07-28 request carrying a made-up ``Mcp-Session-Id`` got a session (kept variables, a
+    folder of its own); with a victim's live id it read the victim's state. The SDK checks the header only on
+    the handshake path, so a modern request's header must mean nothing."""
+    with serving_http(tmp_path, "--toolpack", "files") as served:
+        async with served.client(headers={"Mcp-Session-Id": "made-up-session"}) as client:  # protocol 2026-07-28
+            kept = await run(client, "x = 'kept'\n__result__ = 'set'")
+            read = await run(client, "__result__ = x")
+    assert kept["status"] == "ok", kept
+    assert read["error"]["code"] == "NAME_NOT_FOUND", read
+
+
+async def test_a_modern_request_under_session_isolation_has_no_folder_of_its_own(isolated: Served) -> None:
+    async with isolated.client(headers={"Mcp-Session-Id": "made-up-session"}) as client:
+        data = await run(client, "write_file('mine.txt', 'x')")
+    assert data["status"] == "error" and "no session" in data["error"]["message"], data
+    assert not list(isolated.workspace.rglob("mine.txt"))
