@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ import httpx
 import pytest
 from harness import Served, serving_http, stdio_client
 from harness import execute as run
+from mcp import Client
 from mcp_types import ElicitRequestParams, ElicitResult
 
 pytestmark = pytest.mark.anyio
@@ -28,6 +29,19 @@ UPSTREAM = Path(__file__).parent.parent / "support" / "hostile_upstream.py"
 KEY = "sk-UPSECRET-123456789"
 DATABASE_URL = "postgres://admin:DBPASS-987654@db/x"
 SECRET_PARTS = ("UPSECRET", "DBPASS", "123456789", "987654")
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+async def served(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Client]:
+    """One real `attp serve` over stdio (protocol 2026-07-28) with the hostile upstream, for the sandbox's cases."""
+    directory = tmp_path_factory.mktemp("served")
+    async with stdio_client(directory, *flags(directory)) as client:
+        yield client
 
 
 def config(directory: Path) -> Path:
@@ -259,3 +273,38 @@ async def test_a_modern_request_under_session_isolation_has_no_folder_of_its_own
         data = await run(client, "write_file('mine.txt', 'x')")
     assert data["status"] == "error" and "no session" in data["error"]["message"], data
     assert not list(isolated.workspace.rglob("mine.txt"))
+
+
+# ---------------------------------------------------------------- 9. integer size
+
+INTEGER_BOMBS = {
+    "from-bytes": "x = (0).from_bytes(b'\\xff' * 10_000_000, 'big')",
+    "int-from-bytes": "x = int.from_bytes(b'\\xff' * 10_000_000, 'big')",
+    "from-bytes-list": "x = int.from_bytes([255] * 200_000, 'big')",
+    "add": "x = 1 << 999_999\nx = x + x + x",
+    "augmented-add": "x = 1 << 999_999\nx += x\nx += x",
+    "sub": "x = -(1 << 999_999)\nx = x - (1 << 999_999) - (1 << 999_999)",
+    "sum": "x = 1 << 999_999\ny = sum([x] * 8)",
+    "operator-add": "x = 1 << 999_999\ny = operator.add(x, x)",
+    "operator-sub": "x = 1 << 999_999\ny = operator.sub(-x, x)",
+    "doubling-loop": "x = 1 << 999_990\nfor _ in range(20):\n    x = x + x",
+}
+
+
+@pytest.mark.parametrize("name", list(INTEGER_BOMBS))
+async def test_no_integer_grows_past_the_limit(served: Client, name: str) -> None:
+    """Regression: ``(0).from_bytes(b"\\xff" * 10_000_000, "big")`` built an 80,000,000-bit integer (the limit is
+    1,000,000) and ``x + x`` of such integers was not checked."""
+    code = "import operator\n" + INTEGER_BOMBS[name] + "\n__result__ = 'built'"
+    data = await run(served, code)
+    assert data["error"] is not None and data["error"]["code"] == "MEMORY_LIMIT", data
+    assert "1,000,000 bits" in data["error"]["message"], data["error"]
+
+
+async def test_integers_within_the_limit_still_work(served: Client) -> None:
+    code = (
+        "x = int.from_bytes(b'\\x01\\x00', 'big')\ny = (0).from_bytes(bytes([1, 2]), 'little', signed=True)\n"
+        "big = 1 << 999_998\n__result__ = [x, y, (big + big).bit_length(), len(bin(big)), sum([1, 2]), 7 - 10]"
+    )
+    data = await run(served, code)
+    assert data["result"] == [256, 513, 1_000_000, 1_000_001, 3, -3], data

@@ -148,13 +148,24 @@ _SEQUENCES = (str, bytes, bytearray, list, tuple)
 _NUMBERS = frozenset({int, float})
 
 
+def _check_int(value: Any, what: str) -> Any:
+    """`value`, unless it is an integer over `MAX_INT_BITS` (``x + x`` of the largest ones, a loop of them)."""
+    if isinstance(value, int) and value.bit_length() > MAX_INT_BITS:
+        raise SizeLimitError(f"{what} would build an integer over {MAX_INT_BITS:,} bits")
+    return value
+
+
 def _add(a: Any, b: Any) -> Any:
     kinds: tuple[type, type] = (a.__class__, b.__class__)
-    if kinds[0] in _NUMBERS and kinds[1] in _NUMBERS:  # the common case first: nothing to check
-        return a + b
+    if kinds[0] in _NUMBERS and kinds[1] in _NUMBERS:  # the common case first
+        return _check_int(a + b, "'+'")
     if isinstance(a, _SEQUENCES) and isinstance(b, _SEQUENCES):
         _check_len(len(a) + len(b), "'+'")
-    return a + b
+    return _check_int(a + b, "'+'")
+
+
+def _sub(a: Any, b: Any) -> Any:
+    return _check_int(a - b, "'-'")
 
 
 def _mul(a: Any, b: Any) -> Any:
@@ -193,7 +204,7 @@ def _mod(a: Any, b: Any) -> Any:
 
 BINARY_OPERATORS: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
     ast.Add: _add,
-    ast.Sub: operator.sub,
+    ast.Sub: _sub,
     ast.Mult: _mul,
     ast.Div: operator.truediv,
     ast.FloorDiv: operator.floordiv,

@@ -329,7 +329,7 @@ def _concat(a: Any, b: Any) -> Any:
 
 _OPERATOR_AS_IS = (
     "lt", "le", "eq", "ne", "ge", "gt", "not_", "truth", "is_", "is_not", "abs", "and_", "floordiv", "index", "inv",
-    "invert", "neg", "or_", "pos", "rshift", "sub", "truediv", "xor", "contains", "countOf", "indexOf", "getitem",
+    "invert", "neg", "or_", "pos", "rshift", "truediv", "xor", "contains", "countOf", "indexOf", "getitem",
     "setitem", "delitem", "length_hint", "itemgetter",
 )  # fmt: skip
 """Functions that build nothing bigger than their arguments."""
@@ -339,6 +339,7 @@ def operator_namespace() -> Namespace:
     members: dict[str, Any] = {name: getattr(_operator, name) for name in _OPERATOR_AS_IS}
     members.update(
         add=_checked_add,
+        sub=BINARY_OPERATORS[ast.Sub],
         mul=BINARY_OPERATORS[ast.Mult],
         pow=BINARY_OPERATORS[ast.Pow],
         lshift=BINARY_OPERATORS[ast.LShift],
