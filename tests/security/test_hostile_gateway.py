@@ -288,6 +288,8 @@ INTEGER_BOMBS = {
     "operator-add": "x = 1 << 999_999\ny = operator.add(x, x)",
     "operator-sub": "x = 1 << 999_999\ny = operator.sub(-x, x)",
     "doubling-loop": "x = 1 << 999_990\nfor _ in range(20):\n    x = x + x",
+    "call-argument": "x = 1 << 999_999\ny = abs(-x - x)",
+    "call-argument-sub": "x = 1 << 999_999\ny = -x\nz = abs(y - x)",
 }
 
 
