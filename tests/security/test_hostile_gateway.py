@@ -310,3 +310,60 @@ async def test_integers_within_the_limit_still_work(served: Client) -> None:
     )
     data = await run(served, code)
     assert data["result"] == [256, 513, 1_000_000, 1_000_001, 3, -3], data
+
+
+# ---------------------------------------------------------------- 8. opaque reprs
+
+HELD = [
+    "json.loads", "random.random", "random.choice", "io.StringIO()", "io.StringIO().write", "parallel", "print", "bin",
+    "sum", "format", "iter([1])", "iter({1: 2})", "reversed([1])", "map(str, [1])", "filter(None, [1])",
+    "zip([1], [2])", "enumerate([1])", "csv.reader(['a'])", "csv.writer(io.StringIO())", "csv.DictReader(['a'])",
+    "csv.DictWriter(io.StringIO(), ['a'])", "hashlib.sha256()", "hashlib.sha256().update",
+    "difflib.SequenceMatcher(None, 'a', 'b')", "functools.lru_cache(maxsize=2)(lambda x: x)",
+    "functools.lru_cache(maxsize=2)(lambda x: x).cache_parameters", "functools.cmp_to_key(lambda a, b: 0)",
+    "itertools.chain([1])", "itertools.islice([1], 1)", "re.finditer('a', 'aa')", "re.sub", "operator.add",
+    "statistics.mean", "uuid.uuid4", "string.Template('a')", "textwrap.TextWrapper()", "textwrap.dedent",
+    "copy.deepcopy", "base64.b64encode", "tomllib.loads", "ToolError", "'a'.upper", "[].append",
+    "datetime.datetime.now", "int.from_bytes",
+]  # fmt: skip
+"""Objects a program can hold whose own repr showed an address or an internal module path (41 of 45 before)."""
+
+OPAQUE = (
+    "import collections, csv, difflib, functools, hashlib, io, itertools, operator, statistics, string, textwrap\n"
+    "import uuid, copy, base64, tomllib\n"
+    f"held = [{', '.join(HELD)}]\n"
+    "texts = [repr(h) for h in held] + [str(h) for h in held] + [f'{h}' for h in held] + [f'{h!r:>5}' for h in held]\n"
+    "texts += ['%s %r' % (h, h) for h in held] + ['{} {!r}'.format(h, h) for h in held] + [format(h) for h in held]\n"
+    "texts += [ascii(held), repr([held, {'k': held}]), str(ValueError(held[0])), repr(collections.deque(held))]\n"
+    "print(*held)\n"
+    "try:\n    {}[held[0]]\nexcept KeyError as e:\n    texts.append(str(e))\n"
+    "__result__ = texts\n"
+)
+
+
+async def test_no_object_a_program_holds_shows_an_address_or_an_internal_path(served: Client) -> None:
+    """Regression: ``repr(json.loads)``, ``repr(io.StringIO())``, iterators, csv readers, hash objects,
+    ``lru_cache(...)``, ... showed ``0x...`` addresses and ``attp_server....`` module paths."""
+    data = await run(served, OPAQUE)
+    assert data["status"] == "ok", data["error"]
+    shown = json.dumps([data["result"], data["stdout"]])
+    for marker in (" at 0x", "0x7f", "attp_server", "_loads", "<lambda> at"):
+        assert marker not in shown, (marker, shown[:3000])
+    texts = data["result"]
+    assert texts[0] == "<function json.loads>"
+    assert texts[HELD.index("io.StringIO()")] == "<io.StringIO object>"
+    assert texts[HELD.index("parallel")] == "<built-in function parallel>"
+
+
+async def test_lru_cache_parameters_are_no_real_function(served: Client) -> None:
+    """Regression: ``functools.lru_cache(...).cache_parameters`` handed the program functools' own lambda."""
+    code = (
+        "import functools\ncached = functools.lru_cache(maxsize=2)(lambda x: x * 2)\nparameters = cached.cache_parameters\n"
+        "__result__ = [cached(4), parameters(), repr(parameters)]\n"
+    )
+    data = await run(served, code)
+    assert data["status"] == "ok", data["error"]
+    assert data["result"][:2] == [8, {"maxsize": 2, "typed": False}]
+    assert "0x" not in data["result"][2] and "lambda" not in data["result"][2], data["result"][2]
+    attribute = await run(served, "import functools\n__result__ = functools.lru_cache(lambda: 1).cache_parameters.x")
+    assert attribute["error"]["code"] == "FORBIDDEN", attribute

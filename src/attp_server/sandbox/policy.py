@@ -30,6 +30,7 @@ from asteval.astutils import UNSAFE_ATTRS, UNSAFE_ATTRS_DTYPES
 from attp_server.sandbox.advice import attribute_advice, name_advice
 from attp_server.sandbox.limits import MAX_INT_BITS, MAX_SEQUENCE_LEN, Forbidden, SizeLimitError
 from attp_server.sandbox.stdlib.namespaces import MODULE_NAMES, Namespace, check_format_spec, check_substitution
+from attp_server.sandbox.stdlib.reprs import safe_ascii, safe_format, safe_repr, safe_str
 
 FORBIDDEN_NAMES = frozenset(
     {
@@ -342,7 +343,13 @@ class SafeFormatter(_string.Formatter):
 
     def format_field(self, value: Any, format_spec: str) -> Any:
         check_format_spec(format_spec)
-        return format(value, format_spec)
+        return safe_format(value, format_spec)
+
+    def convert_field(self, value: Any, conversion: str | None) -> Any:
+        conversions = {"s": safe_str, "r": safe_repr, "a": safe_ascii}
+        if conversion in conversions:
+            return conversions[conversion](value)
+        return super().convert_field(value, conversion)
 
 
 def _formatter_field_name_split(field_name: str) -> tuple[Any, Iterator[tuple[bool, Any]]]:

@@ -52,6 +52,7 @@ from attp_server.sandbox.policy import register_exception
 from attp_server.sandbox.process import alarm
 from attp_server.sandbox.process.protocol import TOOL_ERROR_FIELDS
 from attp_server.sandbox.stdlib.namespaces import check_power
+from attp_server.sandbox.stdlib.reprs import safe_str, shown
 
 CHECK_EVERY = 64
 """Steps (loop iterations and calls) between two deadline checks: some tens of microseconds of evaluation."""
@@ -210,6 +211,13 @@ def _lshift(a: Any, b: Any) -> Any:
 def _mod(a: Any, b: Any) -> Any:
     if isinstance(a, str | bytes | bytearray):
         _check_percent_format(a)
+    if isinstance(a, str):  # `%s` / `%r` of an object: its safe text, never an address
+        if b.__class__ is tuple:
+            b = tuple(shown(item) for item in b)
+        elif b.__class__ is dict:
+            b = {key: shown(value) for key, value in b.items()}
+        else:
+            b = shown(b)
     return a % b
 
 
@@ -306,7 +314,7 @@ class Evaluator:
         end = "\n" if end is None else end
         if not isinstance(sep, str) or not isinstance(end, str):
             raise TypeError("print() sep and end must be strings")
-        self.output.write(sep.join([str(v) for v in values]) + end)
+        self.output.write(sep.join([safe_str(v) for v in values]) + end)
 
 
 def _compiled(
