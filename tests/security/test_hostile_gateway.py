@@ -367,3 +367,42 @@ async def test_lru_cache_parameters_are_no_real_function(served: Client) -> None
     assert "0x" not in data["result"][2] and "lambda" not in data["result"][2], data["result"][2]
     attribute = await run(served, "import functools\n__result__ = functools.lru_cache(lambda: 1).cache_parameters.x")
     assert attribute["error"]["code"] == "FORBIDDEN", attribute
+
+
+# ---------------------------------------------------------------- fresh red team: one session's SERVER_BUSY flood
+
+FLOOD_ENV = {"ATTP_MAX_WORKERS": "4", "ATTP_MAX_RUNS_PER_SESSION": "2", "ATTP_QUEUE_TIMEOUT_S": "1"}
+
+
+async def test_one_sessions_flood_leaves_the_other_sessions_answered(tmp_path: Path) -> None:
+    """Twelve runaway programs at once from one session (and modern requests naming that session's id): the
+    session gets its share (two running, the rest ``SERVER_BUSY`` once ``queue_timeout_s`` passes); another
+    session, and a sessionless 2026-07-28 client, are answered meanwhile."""
+    with serving_http(tmp_path, "--toolpack", "files", "--timeout-s", "2", env=FLOOD_ENV) as served:
+        outcomes: list[str] = []
+        answered: dict[str, tuple[str, float]] = {}
+
+        async def runaway(client: Client) -> None:
+            data = await run(client, "while True:\n    pass")
+            outcomes.append(data["error"]["code"])
+
+        async def normal(name: str, client: Client) -> None:
+            await anyio.sleep(0.3)  # the flood is in
+            started = time.monotonic()
+            data = await run(client, "__result__ = 'answered'")
+            answered[name] = (str(data["result"] or data["error"]["code"]), time.monotonic() - started)
+
+        async with (
+            served.client(mode="legacy") as flooder,
+            served.client(mode="legacy") as other,
+            served.client() as sessionless,
+            anyio.create_task_group() as tasks,
+        ):
+            for _ in range(12):
+                tasks.start_soon(runaway, flooder)
+            tasks.start_soon(normal, "other", other)
+            tasks.start_soon(normal, "sessionless", sessionless)
+    assert answered["other"][0] == "answered" and answered["sessionless"][0] == "answered", answered
+    assert max(seconds for _, seconds in answered.values()) < 5, answered
+    assert sorted(set(outcomes)) == ["SERVER_BUSY", "TIMEOUT"], outcomes
+    assert outcomes.count("TIMEOUT") <= 4, outcomes  # two at a time, for a run of 2 s within the 1 s queue wait
