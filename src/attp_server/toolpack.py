@@ -166,6 +166,9 @@ class ToolCall:
     """Report progress from inside a long call: a fraction done (0..1, or None when unknown) and a message."""
     notices: dict[str, str] | None = None
     """The run's notices by key (see `notice`); None outside a run."""
+    workspace: Path | None = None
+    """The calling session's workspace folder (its own under ``isolation = "session"`` / ``"tenant"``): where a
+    shared tool (an upstream MCP server's) writes what it saves for this caller; None outside a run."""
 
     def notice(self, text: str, *, key: str | None = None) -> None:
         """Tell the model something it must not miss about this call, in the result's ``hint``.
@@ -465,6 +468,8 @@ class ToolRegistry:
         self.aliases: dict[str, str] = {}
         self.skills_dirs = tuple(skills_dirs)
         self.db_path = db_path
+        self.workspace = workspace
+        """The folder this registry's packs were built for (a session's own under isolation)."""
         self.options = options
         self._built: dict[str, list[ToolFunction]] = {}
         self._fixed: dict[str, list[Tool]] = {}

@@ -406,3 +406,32 @@ async def test_one_sessions_flood_leaves_the_other_sessions_answered(tmp_path: P
     assert max(seconds for _, seconds in answered.values()) < 5, answered
     assert sorted(set(outcomes)) == ["SERVER_BUSY", "TIMEOUT"], outcomes
     assert outcomes.count("TIMEOUT") <= 4, outcomes  # two at a time, for a run of 2 s within the 1 s queue wait
+
+
+# ---------------------------------------------------------------- fresh red team: save_media under isolation
+
+PICTURES = Path(__file__).parent.parent / "support" / "hostile_server.py"
+
+
+async def test_media_an_upstream_returns_lands_in_the_callers_own_folder(tmp_path: Path) -> None:
+    """Found by this red team: under ``isolation = "session"`` the media an upstream returned was saved in the
+    shared workspace root, at a path the session's own file tools could not reach; it goes into the session's
+    own folder now (the upstream is shared, what it returns to a caller is that caller's)."""
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    config = tmp_path / "attp.toml"
+    config.write_text(
+        f"[mcp_servers.pics]\ncommand = {json.dumps(sys.executable)}\nargs = [{json.dumps(str(PICTURES))}]\n"
+        "save_media = true\n"
+    )
+    flags = ["--toolpack", "files", "--isolation", "session", "--config", str(config)]
+    with serving_http(workspace, *flags) as served:
+        async with served.client(mode="legacy") as first, served.client(mode="legacy") as second:
+            code = "saved = pics.picture(kb=1)['path']\n__result__ = [saved, list_files('mcp-media/pics')]"
+            mine = await run(first, code)
+            theirs = await run(second, "__result__ = list_files('.')")
+    assert mine["status"] == "ok", mine["error"]
+    path, listed = mine["result"]
+    assert path.startswith("mcp-media/pics/") and listed == [path], mine["result"]
+    assert not (workspace / "mcp-media").exists()
+    assert "mcp-media/" not in theirs["result"], theirs

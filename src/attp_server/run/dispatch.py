@@ -146,7 +146,12 @@ class Dispatcher:
             return reply_error(refused)
         # The tool may read the run's deadline and report progress through `current_call()`.
         token = set_current_call(
-            ToolCall(deadline=run.current_deadline(), progress=forward_progress(run, tool), notices=run.notices)
+            ToolCall(
+                deadline=run.current_deadline(),
+                progress=forward_progress(run, tool),
+                notices=run.notices,
+                workspace=(run.tools or self.registry).workspace,
+            )
         )
         try:
             if tool.is_async:  # cancelled with the run: the pool's deadline cancels this task

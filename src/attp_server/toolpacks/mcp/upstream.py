@@ -381,7 +381,9 @@ class Upstream:
                 f"{ref} did not answer within the run's remaining {remaining or 0:.1f} s; the request was cancelled",
                 solution="Call it with less work, or fewer calls per program (timeout_s bounds the whole run).",
             )
-        save = media_saver(self.workspace, f"mcp-media/{self.pack}") if self.config.save_media else None
+        # Into the caller's own folder under isolation (the server is shared, what it saves is the caller's).
+        workspace = context.workspace or self.workspace
+        save = media_saver(workspace, f"mcp-media/{self.pack}") if self.config.save_media else None
         convert = functools.partial(
             result_data,
             result,
