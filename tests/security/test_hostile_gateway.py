@@ -435,3 +435,24 @@ async def test_media_an_upstream_returns_lands_in_the_callers_own_folder(tmp_pat
     assert path.startswith("mcp-media/pics/") and listed == [path], mine["result"]
     assert not (workspace / "mcp-media").exists()
     assert "mcp-media/" not in theirs["result"], theirs
+
+
+# ---------------------------------------------------------------- fresh red team: a 50 MB upstream message
+
+
+async def test_a_huge_upstream_message_is_refused_unread_and_the_server_stays_responsive(tmp_path: Path) -> None:
+    """Found by this red team: a 50 MB answer over stdio was read by joining every 64 KiB chunk to all the
+    ones before it, on the event loop (the SDK's stdio client), and then parsed there: more than 30 s, with
+    /healthz stalled; a line of any length was held in memory. The gateway's own stdio transport reads in
+    linear time and refuses a message past twice ``max_result_bytes`` (plus 1 MiB) unread. The timings are
+    the bench's; here: it ends in far less than the run's limit, and the next call works."""
+    with serving_http(tmp_path, "--mcp-config", str(config(tmp_path)), "--timeout-s", "30") as served:
+        async with served.client() as client:
+            started = time.monotonic()
+            huge = await run(client, "__result__ = len(hostile.huge(mb=50))")
+            elapsed = time.monotonic() - started
+            after = await run(client, "__result__ = [len(hostile.huge(mb=1)), hostile.len()]")
+    assert huge["error"]["code"] == "RESULT_TOO_LARGE", huge
+    assert "a message of 50,000," in huge["error"]["message"] and "refused unread" in huge["error"]["message"]
+    assert elapsed < 15, elapsed
+    assert after["result"] == [1_000_000, "upstream len"], after

@@ -47,6 +47,7 @@ from attp_server.mcp_config import ExpansionError, McpServer, expand
 from attp_server.toolpack import Tool, ToolError, ToolMarks, current_call, make_tool
 from attp_server.toolpacks.mcp.content import media_saver, result_data, scrub
 from attp_server.toolpacks.mcp.schema import ToolShape, identifier, shape_of
+from attp_server.toolpacks.mcp.stdio import REFUSED_UNREAD, bounded_stdio
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +55,9 @@ FIRST_BACKOFF_S = 1.0
 MAX_BACKOFF_S = 60.0
 MAX_PAGES = 100
 """Pages of tools/list read from one server (a paginator that never ends must not hang startup)."""
+MAX_MESSAGE_FACTOR = 2
+"""A stdio server's message may be this many times its ``max_result_bytes`` (plus 1 MiB) before it is refused
+unread (`bounded_stdio`): what the server reads and parses is bounded by the limit, not by what was sent."""
 MIN_SECRET_CHARS = 6
 """Shorter values of env and headers are not blanked out (they would match ordinary text)."""
 MIN_PASSWORD_CHARS = 4
@@ -251,12 +255,14 @@ class Upstream:
         if config.command is not None:
             env = {k: expand(v.get_secret_value(), self.environ, f"{where}.env.{k}") for k, v in config.env.items()}
             self._secrets = _secret_values(env)
-            return StdioServerParameters(
+            parameters = StdioServerParameters(
                 command=config.command,
                 args=list(config.args),
                 env=env or None,
                 cwd=str(config.cwd) if config.cwd is not None else None,
             )
+            # A message may be the result's JSON with every character escaped, plus its envelope.
+            return bounded_stdio(parameters, max_line=MAX_MESSAGE_FACTOR * config.max_result_bytes + 1024 * 1024)
         headers = {
             k: expand(v.get_secret_value(), self.environ, f"{where}.headers.{k}") for k, v in config.headers.items()
         }
@@ -433,6 +439,14 @@ class Upstream:
             self._lost.set()
             return self._unavailable(
                 f"it closed the connection during the call to {ref}; it is restarted on the next call"
+            )
+        refused = exc.error.data.get(REFUSED_UNREAD) if isinstance(exc.error.data, dict) else None
+        if isinstance(refused, int):  # `bounded_stdio` refused the answer unread
+            return ToolError(
+                "RESULT_TOO_LARGE",
+                f"the tool returned a message of {refused:,} bytes, refused unread; this server's limit is "
+                f"{self.config.max_result_bytes:,} (mcp_servers.NAME.max_result_bytes)",
+                solution="Ask for less: a narrower query, fewer items, or a page of the data.",
             )
         if code == types.INVALID_PARAMS:
             return ToolError("INVALID_ARGUMENT", f"{ref} refused the arguments: {message}")
