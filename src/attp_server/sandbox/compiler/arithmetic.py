@@ -27,7 +27,7 @@ from attp_server.sandbox.compiler.expressions import (
     reader,
 )
 from attp_server.sandbox.compiler.functions import Frame
-from attp_server.sandbox.limits import MAX_INT_BITS, MAX_SEQUENCE_LEN
+from attp_server.sandbox.limits import INT_BOUND, MAX_SEQUENCE_LEN
 
 Operation = Callable[[Any, Any], Any]
 
@@ -116,7 +116,7 @@ def _add(left: Any, right: Any, how: bool | None, checked: Operation, absent: An
 
         def add(f: Frame) -> Any:
             a, b = left(f), right(f)
-            if a.__class__ is int and b.__class__ is int and (r := a + b).bit_length() <= MAX_INT_BITS:
+            if a.__class__ is int and b.__class__ is int and -INT_BOUND < (r := a + b) < INT_BOUND:
                 return r
             if a.__class__ is str and b.__class__ is str and len(a) + len(b) <= MAX_SEQUENCE_LEN:
                 return a + b
@@ -132,7 +132,7 @@ def _add(left: Any, right: Any, how: bool | None, checked: Operation, absent: An
                 a = f[name]
             except KeyError:
                 raise absent(name) from None
-            if a.__class__ is int and c.__class__ is int and (r := a + c).bit_length() <= MAX_INT_BITS:
+            if a.__class__ is int and c.__class__ is int and -INT_BOUND < (r := a + c) < INT_BOUND:
                 return r
             if a.__class__ is str and c.__class__ is str and len(a) + len(c) <= MAX_SEQUENCE_LEN:
                 return a + c
@@ -147,7 +147,7 @@ def _add(left: Any, right: Any, how: bool | None, checked: Operation, absent: An
             b = f[other]
         except KeyError as exc:
             raise absent(exc.args[0]) from None
-        if a.__class__ is int and b.__class__ is int and (r := a + b).bit_length() <= MAX_INT_BITS:
+        if a.__class__ is int and b.__class__ is int and -INT_BOUND < (r := a + b) < INT_BOUND:
             return r
         if a.__class__ is str and b.__class__ is str and len(a) + len(b) <= MAX_SEQUENCE_LEN:
             return a + b

@@ -52,7 +52,7 @@ from attp_server.sandbox.policy import register_exception
 from attp_server.sandbox.process import alarm
 from attp_server.sandbox.process.protocol import TOOL_ERROR_FIELDS
 from attp_server.sandbox.stdlib.namespaces import check_power
-from attp_server.sandbox.stdlib.reprs import safe_str, shown
+from attp_server.sandbox.stdlib.reprs import plain, safe_str, shown
 
 CHECK_EVERY = 64
 """Steps (loop iterations and calls) between two deadline checks: some tens of microseconds of evaluation."""
@@ -213,7 +213,8 @@ def _mod(a: Any, b: Any) -> Any:
         _check_percent_format(a)
     if isinstance(a, str):  # `%s` / `%r` of an object: its safe text, never an address
         if b.__class__ is tuple:
-            b = tuple(shown(item) for item in b)
+            if not plain(b):
+                b = tuple(shown(item) for item in b)
         elif b.__class__ is dict:
             b = {key: shown(value) for key, value in b.items()}
         else:

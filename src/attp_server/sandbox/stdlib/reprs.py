@@ -87,6 +87,8 @@ def safe_ascii(obj: Any) -> str:
 
 def safe_format(obj: Any, spec: str) -> str:
     """``format(obj, spec)``: the object's own ``__format__`` when it has one (numbers, dates), else its safe str."""
+    if obj.__class__ in _SCALARS:
+        return format(obj, spec)
     own: Any = type(obj).__format__
     if own is object.__format__:
         return format(safe_str(obj), spec)
@@ -109,6 +111,14 @@ class Shown:
 
     def __format__(self, spec: str) -> str:
         return safe_format(self._obj, spec)
+
+
+def plain(values: Iterable[Any]) -> bool:
+    """True when every one of `values` is a number, a string, a bool or None (nothing to make safe)."""
+    for value in values:  # noqa: SIM110  (a plain loop: all() of a generator costs more on two items)
+        if value.__class__ not in _SCALARS:
+            return False
+    return True
 
 
 def shown(value: Any) -> Any:
