@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 import anyio
+from mcp.server.caching import CacheHint
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions
 from mcp.server.mcpserver import Context, MCPServer
@@ -43,6 +44,10 @@ from attp_server.toolpack import Tool
 logger = logging.getLogger(__name__)
 
 SERVER_NAME = "attp-server"
+FIXED_TOOLS_TTL_MS = 3_600_000
+"""How long a client may keep our tools/list (``ttlMs``) when no upstream server can change it: an hour."""
+LIVE_TOOLS_TTL_MS = 60_000
+"""The same with upstream servers behind attp: a minute (a change is also announced, as tools/list_changed)."""
 LANGUAGES = {"python": "Python", "starlark": "Starlark"}
 
 
@@ -85,6 +90,7 @@ def create_server(runtime: Runtime) -> MCPServer:
     settings = runtime.settings
     clients = _Clients()
     bus = InMemorySubscriptionBus()
+    live = any(pack.live is not None for pack in runtime.registry.packs.values())
     server: MCPServer = MCPServer(
         SERVER_NAME,
         version=__version__,
@@ -92,6 +98,7 @@ def create_server(runtime: Runtime) -> MCPServer:
         log_level=settings.log_level,
         subscriptions=bus,
         middleware=[clients, remember_request],
+        cache_hints={"tools/list": CacheHint(ttl_ms=LIVE_TOOLS_TTL_MS if live else FIXED_TOOLS_TTL_MS)},
     )
 
     async def attp_execute(
@@ -166,7 +173,7 @@ def create_server(runtime: Runtime) -> MCPServer:
         )
 
     publish()
-    if any(pack.live is not None for pack in runtime.registry.packs.values()):
+    if live:
 
         async def tools_changed() -> None:
             server.remove_tool("attp_execute")

@@ -19,6 +19,7 @@ import anyio
 
 from attp_server import __version__
 from attp_server.errors import AttpError, ErrorCode, ErrorInfo
+from attp_server.faces import doctor
 from attp_server.faces.app import LANGUAGES, create_server, serve_stdio
 from attp_server.faces.client_config import CLAUDE_CONFIG_LOCATIONS, claude_config, n8n_config
 from attp_server.faces.http import check_exposure, serve_http
@@ -131,6 +132,19 @@ def build_parser() -> argparse.ArgumentParser:
     config.add_argument("--port", type=int, help="HTTP port the server will use (n8n)")
     _settings_flags(config)
 
+    doctor = commands.add_parser(
+        "doctor", help="probe what the sandbox worker's containment holds on this machine (exit 1 if a probe escapes)"
+    )
+    doctor.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
+    doctor.add_argument(
+        "--probe",
+        type=Path,
+        metavar="FILE.py",
+        help="run your own probe file as plain CPython in a locked-down worker: its stdout is passed through, "
+        "how the worker ended goes to stderr",
+    )
+    _settings_flags(doctor)
+
     manifest = commands.add_parser("manifest", help="write mcp_manifest.json (or --check that it is current)")
     manifest.add_argument("--path", type=Path, default=Path("mcp_manifest.json"))
     manifest.add_argument("--check", action="store_true", help="exit 1 if the file differs from what would be written")
@@ -195,6 +209,8 @@ def main(argv: list[str] | None = None) -> int:
             return _check(settings, args)
         if args.command == "config":
             return _config(settings, args)
+        if args.command == "doctor":
+            return doctor.run(settings, as_json=args.json, probe_file=args.probe)
         if args.command == "prompt":
             print(Catalog(_registry(settings), settings).prompt(args.language))
             return EXIT_OK
@@ -218,7 +234,7 @@ def _serve(settings: Settings) -> int:
     async def run() -> None:
         async with open_runtime(settings) as runtime:
             server = create_server(runtime)
-            logger.info("sandbox lockdown: %s", runtime.pool.lockdown)
+            _log_containment(runtime)
             if settings.transport == "http":
                 await serve_http(server, runtime)
             else:
@@ -232,6 +248,19 @@ def _serve(settings: Settings) -> int:
             raise
         raise error from None
     return EXIT_OK
+
+
+def _log_containment(runtime: Runtime) -> None:
+    """Once at start-up: what the workers' walls are, and whether programs will run."""
+    pool = runtime.pool
+    report = pool.containment_report()
+    logger.info("sandbox lockdown: %s", pool.lockdown)
+    if not pool.lockdown:
+        logger.info("sandbox containment: no worker started yet (workers = 0); the first run reports it")
+    elif report["holds"]:
+        logger.info("sandbox containment holds: %s", "; ".join(f"{k}: {v}" for k, v in report["layers"].items()))
+    elif pool.refused is not None:
+        logger.error("sandbox containment: %s", pool.refused)
 
 
 def _single_attp_error(group: BaseExceptionGroup[BaseException]) -> AttpError | None:

@@ -18,7 +18,7 @@ import re
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
-from typing import Any
+from typing import Any, TextIO
 
 import anyio
 import mcp_types as types
@@ -40,13 +40,16 @@ _HEAD = 4096
 
 
 @asynccontextmanager
-async def bounded_stdio(server: StdioServerParameters, max_line: int) -> AsyncIterator[Any]:
-    """Start `server` and yield the (read, write) streams of its messages, as the SDK's transports do."""
+async def bounded_stdio(
+    server: StdioServerParameters, max_line: int, errlog: TextIO = sys.stderr
+) -> AsyncIterator[Any]:
+    """Start `server` and yield the (read, write) streams of its messages, as the SDK's transports do; its
+    stderr goes to `errlog`."""
     process = await anyio.open_process(
         [server.command, *server.args],
         env=get_default_environment() | (server.env or {}),
         cwd=server.cwd,
-        stderr=sys.stderr,
+        stderr=errlog,
         start_new_session=True,
     )
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)

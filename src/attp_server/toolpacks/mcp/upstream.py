@@ -47,6 +47,7 @@ from attp_server.mcp_config import ExpansionError, McpServer, expand
 from attp_server.toolpack import Tool, ToolError, ToolMarks, current_call, make_tool
 from attp_server.toolpacks.mcp.content import media_saver, result_data, scrub
 from attp_server.toolpacks.mcp.schema import ToolShape, identifier, shape_of
+from attp_server.toolpacks.mcp.stderr import StderrTail
 from attp_server.toolpacks.mcp.stdio import REFUSED_UNREAD, bounded_stdio
 
 logger = logging.getLogger(__name__)
@@ -94,6 +95,7 @@ class Upstream:
         self._client: Client | None = None
         self._tools: list[Tool] = []
         self._secrets: list[str] = []
+        self._stderr: StderrTail | None = None
         self._changed: Changed | None = None
         self._wanted = anyio.Event()
         self._lost = anyio.Event()
@@ -136,6 +138,8 @@ class Upstream:
                 await self._session(task_status)
             except Exception as exc:
                 broke = self.connects > was_connected
+                if self._stderr is not None:  # what the process said before it ended is the reason
+                    await self._stderr.ended()
                 self._fail(exc, broke=broke)
                 if not broke:
                     self._settle()  # the calls waiting for this attempt learn that it failed
@@ -218,9 +222,11 @@ class Upstream:
     def _explain(self, exc: BaseException, *, broke: bool) -> str:
         cause = _leaf(exc)
         where = f"mcp_servers.{self.config_name}"
+        said = self._stderr.meaningful(errors_only=broke) if self._stderr is not None else None
+        stderr = f"; its stderr said: {said}" if said else ""
         if broke:
             ended = "the connection ended (the server exited or closed it)"
-            return f"{self.config.describe()}: {ended}; it is started again on the next call"
+            return f"{self.config.describe()}: {ended}{stderr}; it is started again on the next call"
         if isinstance(cause, ExpansionError):
             return f"{cause}. Fix: set the variable, then restart attp-server."
         reason = _reason(cause)
@@ -228,6 +234,9 @@ class Upstream:
             if isinstance(cause, FileNotFoundError | PermissionError):
                 fix = f"install it, or correct {where}.command"
                 reason = f"the command {self.config.command!r} cannot be started ({type(cause).__name__})"
+            elif said:
+                reason = f"it exited at start; its stderr said: {said}"
+                fix = f"correct the server or {where} (its whole stderr is in attp-server's log)"
             else:
                 fix = f"run the command of {where} by hand to see its error, and correct it"
             return f"{self.config.describe()}: {reason}. Fix: {fix}; it is retried on the next call."
@@ -239,22 +248,31 @@ class Upstream:
 
     @asynccontextmanager
     async def _connect(self) -> AsyncIterator[Client]:
-        transport = self._transport()
+        transport, self._stderr = self._transport()
         client = Client(
             transport,
             message_handler=self._on_message,
             client_info=types.Implementation(name="attp-server", version=__version__),
         )
-        async with client:
-            yield client
+        try:
+            async with client:
+                if self._stderr is not None:
+                    self._stderr.started()  # the process is started: only it holds the pipe's write end now
+                yield client
+        finally:
+            if self._stderr is not None:
+                self._stderr.started()
 
-    def _transport(self) -> Any:
-        """The SDK transport for this server, with ``${VAR}`` expanded now (the secrets live only here)."""
+    def _transport(self) -> tuple[Any, StderrTail | None]:
+        """The SDK transport for this server, with ``${VAR}`` expanded now (the secrets live only here), and
+        for a stdio server the tail of its stderr."""
         config = self.config
         where = f"mcp_servers.{self.config_name}"
         if config.command is not None:
             env = {k: expand(v.get_secret_value(), self.environ, f"{where}.env.{k}") for k, v in config.env.items()}
             self._secrets = _secret_values(env)
+            # Its stderr may print any of its env (a URL with a password in it): every value is blanked there.
+            tail = StderrTail(self.pack, _secret_values(env))
             parameters = StdioServerParameters(
                 command=config.command,
                 args=list(config.args),
@@ -262,15 +280,16 @@ class Upstream:
                 cwd=str(config.cwd) if config.cwd is not None else None,
             )
             # A message may be the result's JSON with every character escaped, plus its envelope.
-            return bounded_stdio(parameters, max_line=MAX_MESSAGE_FACTOR * config.max_result_bytes + 1024 * 1024)
+            limit = MAX_MESSAGE_FACTOR * config.max_result_bytes + 1024 * 1024
+            return bounded_stdio(parameters, max_line=limit, errlog=tail.file), tail
         headers = {
             k: expand(v.get_secret_value(), self.environ, f"{where}.headers.{k}") for k, v in config.headers.items()
         }
         url = str(config.url)
         self._secrets = _secret_values(headers, url=url)
         if config.transport == "sse":
-            return sse_client(url, headers=headers or None)
-        return _streamable(url, headers)
+            return sse_client(url, headers=headers or None), None
+        return _streamable(url, headers), None
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
