@@ -139,7 +139,10 @@ async def test_allow_for_the_rest_of_the_session(workspace: Path, mode: str) -> 
         first = await run(client, 'write_file("a.txt", "1")\nwrite_file("b.txt", "2")')
         second = await run(client, 'write_file("c.txt", "3")\nedit_file("c.txt", "3", "4")')
     assert first["status"] == second["status"] == "ok", (first, second)
-    assert [q.message.split("call ")[1].split("(")[0] for q in user.questions] == ["write_file", "edit_file"]
+    assert [q.message.split("call ")[1].split("(")[0] for q in user.questions] == [
+        "files.write_file",
+        "files.edit_file",
+    ]
     schema = user.questions[0].requested_schema
     assert schema["properties"]["allow_for_session"]["type"] == "boolean"
 

@@ -251,7 +251,8 @@ def caller_from(context: ServerRequestContext[Any, Any] | None) -> Caller:
 
     stdio is one session (one process per client). Over HTTP the session is the ``Mcp-Session-Id``
     of Streamable HTTP or the ``session_id`` of SSE, both minted by the SDK, which answers 404 to an
-    id it does not know or that another token's holder opened; a 2026-07-28 request has no session.
+    id it does not know or that another token's holder opened; a 2026-07-28 request has no session,
+    and an ``Mcp-Session-Id`` it carries is ignored.
     The label (for the log line) is a prefix of the session id, or the peer's address.
     """
     if context is None:
@@ -261,7 +262,10 @@ def caller_from(context: ServerRequestContext[Any, Any] | None) -> Caller:
     if headers is None:
         return Caller(session=STDIO_SESSION, label="stdio")
     tenant = tenant_of(getattr(request, "scope", {}))
-    if session := headers.get("mcp-session-id"):
+    # A 2026-07-28 request has no session whatever it sends: the SDK checks an Mcp-Session-Id only on the
+    # handshake path, so on a modern request it is a made-up (or another caller's) id (issue 22).
+    modern = context.protocol_version in MODERN_PROTOCOL_VERSIONS
+    if not modern and (session := headers.get("mcp-session-id")):
         return Caller(session=f"http:{session}", tenant=tenant, label=str(session)[:8])
     if session := getattr(request, "query_params", {}).get("session_id"):
         return Caller(session=f"sse:{session}", tenant=tenant, label=str(session)[:8])

@@ -59,8 +59,8 @@ class Session:
     """Never ends by idleness (stdio: the session is the connection)."""
     kept: KeptState | None = None
     """The variables and functions its programs left (`session_state`)."""
-    approved: set[str] = field(default_factory=set)
-    """Tools the user allowed for the rest of the session (approvals)."""
+    approved: set[tuple[str, str]] = field(default_factory=set)
+    """(pack, tool) pairs the user allowed for the rest of the session (approvals)."""
     last_used: float = 0.0
     busy: int = 0
     """Calls in flight: a busy session never expires."""

@@ -26,7 +26,7 @@ from attp_server.sandbox.compiler.expressions import (
     reader,
 )
 from attp_server.sandbox.compiler.functions import Frame
-from attp_server.sandbox.limits import MAX_SEQUENCE_LEN
+from attp_server.sandbox.limits import INT_BOUND, MAX_SEQUENCE_LEN
 
 Operation = Callable[[Any, Any], Any]
 
@@ -115,8 +115,8 @@ def _add(left: Any, right: Any, how: bool | None, checked: Operation, absent: An
 
         def add(f: Frame) -> Any:
             a, b = left(f), right(f)
-            if a.__class__ is int and b.__class__ is int:
-                return a + b
+            if a.__class__ is int and b.__class__ is int and -INT_BOUND < (r := a + b) < INT_BOUND:
+                return r
             if a.__class__ is str and b.__class__ is str and len(a) + len(b) <= MAX_SEQUENCE_LEN:
                 return a + b
             return checked(a, b)
@@ -131,8 +131,8 @@ def _add(left: Any, right: Any, how: bool | None, checked: Operation, absent: An
                 a = f[name]
             except KeyError:
                 raise absent(name) from None
-            if a.__class__ is int and c.__class__ is int:
-                return a + c
+            if a.__class__ is int and c.__class__ is int and -INT_BOUND < (r := a + c) < INT_BOUND:
+                return r
             if a.__class__ is str and c.__class__ is str and len(a) + len(c) <= MAX_SEQUENCE_LEN:
                 return a + c
             return checked(a, c)
@@ -146,8 +146,8 @@ def _add(left: Any, right: Any, how: bool | None, checked: Operation, absent: An
             b = f[other]
         except KeyError as exc:
             raise absent(exc.args[0]) from None
-        if a.__class__ is int and b.__class__ is int:
-            return a + b
+        if a.__class__ is int and b.__class__ is int and -INT_BOUND < (r := a + b) < INT_BOUND:
+            return r
         if a.__class__ is str and b.__class__ is str and len(a) + len(b) <= MAX_SEQUENCE_LEN:
             return a + b
         return checked(a, b)
@@ -238,7 +238,6 @@ def _mod(left: Any, right: Any, how: bool | None, checked: Operation, absent: An
 _CHECKED_FAST: dict[type, Callable[..., Eval]] = {ast.Add: _add, ast.Mult: _mul, ast.Mod: _mod}
 
 _PLAIN: dict[type, Operation] = {
-    ast.Sub: operator.sub,
     ast.Div: operator.truediv,
     ast.FloorDiv: operator.floordiv,
     ast.BitAnd: operator.and_,
@@ -247,7 +246,8 @@ _PLAIN: dict[type, Operation] = {
     ast.RShift: operator.rshift,
     ast.MatMult: operator.matmul,
 }
-"""Operators that never build a big value (``a - b`` is at most one bit longer than its operands)."""
+"""Operators that never build a big value. Not ``-``: ``a - b`` is one bit longer than its operands at most, but a
+loop of ``x = x - y`` adds a bit a turn, so it is size-checked like ``+``."""
 
 _COMPARE: dict[type, Operation] = {
     **{op: INLINE_OPERATORS[op] for op in (ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Is, ast.IsNot)},

@@ -36,6 +36,7 @@ from attp_server.sandbox.compiler.functions import Frame, Function, locate, out_
 from attp_server.sandbox.compiler.scopes import GLOBAL
 from attp_server.sandbox.limits import Forbidden
 from attp_server.sandbox.policy import get_attribute, plain_attribute
+from attp_server.sandbox.stdlib.reprs import safe_str
 
 
 def compile_call(ctx: Context, node: ast.Call) -> Eval:
@@ -165,6 +166,8 @@ def _call_one(ctx: Context, func: ast.expr, arg_node: ast.expr) -> Eval:
             except BaseException as exc:
                 locate(exc, fn.code.where)
                 raise
+        if fn is str:  # str(obj): its safe text, never an address
+            return safe_str(a)
         return fn(a)
 
     return call_one
@@ -219,6 +222,8 @@ def _call_global_one(ctx: Context, name: str, spec: Inline) -> Eval:
                 except BaseException as exc:
                     locate(exc, fn.code.where)
                     raise
+        if fn is str:  # str(obj): its safe text, never an address
+            return safe_str(a)
         return fn(a)
 
     return call_global_one

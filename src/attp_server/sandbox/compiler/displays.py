@@ -19,6 +19,7 @@ from attp_server.sandbox.compiler.functions import Frame
 from attp_server.sandbox.limits import MAX_SEQUENCE_LEN, Forbidden, SizeLimitError
 from attp_server.sandbox.policy import get_attribute, plain_attribute
 from attp_server.sandbox.stdlib.namespaces import check_format_spec
+from attp_server.sandbox.stdlib.reprs import safe_ascii, safe_format, safe_repr, safe_str
 
 # ---------------------------------------------------------------- attributes and items
 
@@ -147,7 +148,7 @@ def compile_starred(ctx: Context, node: ast.Starred) -> Eval:
 
 def compile_formatted(ctx: Context, node: ast.FormattedValue) -> Eval:
     value = compile_expr(ctx, node.value)
-    conversions: dict[int, Callable[[Any], str]] = {115: str, 114: repr, 97: ascii}
+    conversions: dict[int, Callable[[Any], str]] = {115: safe_str, 114: safe_repr, 97: safe_ascii}
     convert = conversions.get(node.conversion)
     spec = compile_expr(ctx, node.format_spec) if node.format_spec is not None else None
 
@@ -156,10 +157,10 @@ def compile_formatted(ctx: Context, node: ast.FormattedValue) -> Eval:
         if convert is not None:
             v = convert(v)
         if spec is None:
-            return v if v.__class__ is str else format(v, "")
+            return v if v.__class__ is str else safe_format(v, "")
         text = spec(f)
         check_format_spec(text)
-        return format(v, text)
+        return safe_format(v, text)
 
     return formatted
 

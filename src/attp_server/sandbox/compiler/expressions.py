@@ -194,7 +194,7 @@ def inline(ctx: Context, node: ast.expr) -> Inline:
     if lk == "frame" and op_class in INLINE_OPERATORS:
         if rk == "const":
             return Inline(FRAME_CONST, name=left, value=right, op=INLINE_OPERATORS[op_class])
-        if rk == "frame":
+        if rk == "frame" and op_class is not ast.Sub:  # `x - y` of two big integers is size-checked
             return Inline(FRAME_FRAME, name=left, other=right, op=INLINE_OPERATORS[op_class])
     if lk == "frame" and rk == "const" and op_class in GUARDED_OPERATORS and right.__class__ is int:
         checked = ctx.operators[op_class]

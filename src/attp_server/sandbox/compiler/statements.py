@@ -32,7 +32,7 @@ from attp_server.sandbox.compiler.expressions import (
 )
 from attp_server.sandbox.compiler.functions import Frame, locate, out_of_memory
 from attp_server.sandbox.compiler.scopes import CELL, LOCAL
-from attp_server.sandbox.limits import MAX_SEQUENCE_LEN, Forbidden, SizeLimitError
+from attp_server.sandbox.limits import INT_BOUND, MAX_SEQUENCE_LEN, Forbidden, SizeLimitError
 
 Stmt = Callable[[Frame], Any]
 
@@ -218,8 +218,8 @@ def _update_frame_name(ctx: Context, node: ast.AugAssign, name: str, operation: 
                 raise absent(name) from None
             b = const if constant else value(f)
             if adding:
-                if a.__class__ is int and b.__class__ is int:
-                    f[name] = a + b
+                if a.__class__ is int and b.__class__ is int and -INT_BOUND < (r := a + b) < INT_BOUND:
+                    f[name] = r
                     return
                 if a.__class__ is str and b.__class__ is str:
                     if len(a) + len(b) > MAX_SEQUENCE_LEN:
@@ -257,8 +257,8 @@ def _update_cell(ctx: Context, node: ast.AugAssign, name: str, operation: Callab
             except AttributeError:
                 raise unbound_free(name) from None
             b = const if constant else value(f)
-            if adding and a.__class__ is int and b.__class__ is int:
-                cell.value = a + b
+            if adding and a.__class__ is int and b.__class__ is int and -INT_BOUND < (r := a + b) < INT_BOUND:
+                cell.value = r
             else:
                 cell.value = operation(a, b)
         except MemoryError:
