@@ -51,6 +51,12 @@ HOSTILE: dict[str, str] = {
 }
 """The three findings of issue 12, and runaways that hold a worker until their deadline."""
 
+REDOS: dict[str, str] = {"redos": "__result__ = hostile.redos(s='a' * 40 + '!')"}
+"""Issue 22: an upstream's ``inputSchema`` pattern ``^(a+)+$`` against a string that makes `re` backtrack for
+minutes (it held the whole server before schema regexes were matched by RE2, off the event loop)."""
+HOSTILE_UPSTREAM = ROOT / "tests" / "support" / "hostile_upstream.py"
+PROGRAMS = {"hostile": HOSTILE, "redos": REDOS}
+
 TIMEOUT_S = 3.0
 PAUSE_S = 0.05
 """Between two calls of the normal client."""
@@ -152,16 +158,25 @@ async def _settle(pid: int, result: LoadResult) -> None:
     result.cpu_after = (tree_cpu(pid) - before) / (time.monotonic() - started)
 
 
-async def run_load(scratch: Path, *, hostile: int, duration: float) -> LoadResult:
-    """Start a server, run the hostile and the normal clients for `duration` seconds, and watch it settle."""
+async def run_load(scratch: Path, *, hostile: int, duration: float, programs: str = "hostile") -> LoadResult:
+    """Start a server, run the hostile and the normal clients for `duration` seconds, and watch it settle.
+
+    `programs` names what the hostile clients send (`PROGRAMS`); with ``"redos"`` the server has the hostile
+    upstream of tests/support/hostile_upstream.py behind it as ``hostile``.
+    """
     workspace = scratch / "load-workspace"
     workspace.mkdir()
     port = free_port()
     flags = ["--transport", "http", "--port", str(port), "--toolpack", "memory", "--db-path", str(scratch / "m.db")]
+    if programs == "redos":
+        servers = {"hostile": {"command": sys.executable, "args": [str(HOSTILE_UPSTREAM)]}}
+        (scratch / "upstreams.json").write_text(json.dumps({"mcpServers": servers}))
+        flags += ["--mcp-config", str(scratch / "upstreams.json")]
     result = LoadResult()
     with http_server([*attp_args(workspace, *flags), "--timeout-s", str(TIMEOUT_S)], scratch, port) as server:
         url = f"http://127.0.0.1:{port}"
         hostile_side = ["-m", "bench.load", "--hostile", url, "--clients", str(hostile), "--duration", str(duration)]
+        hostile_side += ["--programs", programs]
         attacker = subprocess.Popen(
             [sys.executable, *hostile_side],
             cwd=ROOT,
@@ -212,13 +227,24 @@ async def load(report: Report, quick: bool) -> None:
     if result.errors:
         report.notes.append(f"normal calls failed under load: {Counter(result.errors).most_common(3)}")
     report.notes.append(f"hostile outcomes: {result.hostile}")
+    clients, duration = (10, 4.0) if quick else (10, 20.0)
+    with tempfile.TemporaryDirectory() as directory:
+        redos = await run_load(Path(directory), hostile=clients, duration=duration, programs="redos")
+    report.add(SECTION, "load.redos_clients", clients, "clients")
+    report.add(SECTION, "load.redos_calls", sum(redos.hostile.values()), "calls")
+    report.add(SECTION, "load.redos_normal_p50_ms", round(statistics.median(redos.latencies) * 1000, 1), "ms")
+    report.add(SECTION, "load.redos_normal_max_ms", round(max(redos.latencies) * 1000, 1), "ms", "<= 1500")
+    report.add(SECTION, "load.redos_normal_errors", len(redos.errors), "calls", "<= 0")
+    idle = redos.settle_s if redos.settle_s is not None else 10.0
+    report.add(SECTION, "load.redos_idle_after_s", idle, "s", "<= 2")
+    report.notes.append(f"ReDoS outcomes (issue 22): {redos.hostile}")
 
 
 # ---------------------------------------------------------------- the hostile side, in its own process
 
 
-async def _hostile_client(url: str, first: int, stop: float, outcomes: Counter[str]) -> None:
-    names = list(HOSTILE)
+async def _hostile_client(url: str, programs: dict[str, str], first: int, stop: float, outcomes: Counter[str]) -> None:
+    names = list(programs)
     async with Client(url + "/mcp") as client:
         turn = first
         while time.monotonic() < stop:
@@ -226,7 +252,7 @@ async def _hostile_client(url: str, first: int, stop: float, outcomes: Counter[s
             turn += 1
             try:
                 with anyio.fail_after(max(0.1, stop - time.monotonic())):
-                    reply = await client.call_tool("attp_execute", {"code": HOSTILE[name]})
+                    reply = await client.call_tool("attp_execute", {"code": programs[name]})
                 code = ((reply.structured_content or {}).get("error") or {}).get("code", "ok")
             except TimeoutError:
                 break  # the load is over: the call is cancelled, and its worker with it
@@ -235,12 +261,12 @@ async def _hostile_client(url: str, first: int, stop: float, outcomes: Counter[s
             outcomes[f"{name}:{code}"] += 1
 
 
-async def _hostile(url: str, clients: int, duration: float) -> None:
+async def _hostile(url: str, clients: int, duration: float, programs: str) -> None:
     outcomes: Counter[str] = Counter()
     stop = time.monotonic() + duration
     async with anyio.create_task_group() as tasks:
         for i in range(clients):
-            tasks.start_soon(_hostile_client, url, i, stop, outcomes)
+            tasks.start_soon(_hostile_client, url, PROGRAMS[programs], i, stop, outcomes)
     print(json.dumps(dict(sorted(outcomes.items()))))
 
 
@@ -249,8 +275,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hostile", required=True, metavar="URL", help="the server, e.g. http://127.0.0.1:8765")
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--duration", type=float, default=30.0)
+    parser.add_argument("--programs", choices=sorted(PROGRAMS), default="hostile", help="what the clients send")
     args = parser.parse_args(argv)
-    anyio.run(_hostile, args.hostile, args.clients, args.duration)
+    anyio.run(_hostile, args.hostile, args.clients, args.duration, args.programs)
     return 0
 
 

@@ -11,8 +11,16 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "support"))
 
-from harness import SERVE_FLAGS, Served, free_port, running, server_env, stop_process, wait_for_health
-from mcp.client.stdio import StdioServerParameters
+from harness import (
+    SERVE_FLAGS,
+    Served,
+    free_port,
+    running,
+    served_over,
+    server_env,
+    stop_process,
+    wait_for_health,
+)
 from postgres import Postgres, running_postgres
 
 from attp_server.run.runtime import Runtime
@@ -62,17 +70,9 @@ def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
             stop_process(process)
 
 
-@pytest.fixture(params=["stdio", "sse", "streamable-http"])
+@pytest.fixture(params=["memory", "sse", "streamable-http"])
 def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Served:
-    """The real server over each transport (HTTP ones share one process per module)."""
-    if request.param == "stdio":
-        workspace = tmp_path_factory.mktemp("stdio-ws")
-        params = StdioServerParameters(
-            command=sys.executable,
-            args=["-m", "attp_server", "serve", "--workspace", str(workspace), *SERVE_FLAGS],
-            env=server_env(),
-            cwd=str(workspace.parent),
-        )
-        return Served("stdio", workspace, stdio=params)
-    http: Served = request.getfixturevalue("http_server")
-    return Served(request.param, http.workspace, url=http.url, process=http.process, stdout_path=http.stdout_path)
+    """The server over each transport: in this process (memory streams, a server per client as over stdio), and
+    a real process over SSE and Streamable HTTP (one per module). Where the transport itself is the subject,
+    a module asks for stdio too (tests/test_transports.py overrides this fixture with `served_over`)."""
+    return served_over(request.param, request, tmp_path_factory)

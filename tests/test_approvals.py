@@ -23,7 +23,7 @@ from mcp_types import ElicitRequestParams, ElicitResult
 
 from attp_server.faces.app import create_server
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.process]
 
 APPROVAL_FLAGS = [*SERVE_FLAGS, "--approval", "destructive"]  # SERVE_FLAGS: --timeout-s 2
 WRITE = (
@@ -140,7 +140,10 @@ async def test_allow_for_the_rest_of_the_session(workspace: Path, mode: str) -> 
         assert first["session"] is not None  # an approval for the rest of the session keeps a session
         second = await run(client, 'write_file("c.txt", "3")\nedit_file("c.txt", "3", "4")', session=first["session"])
     assert first["status"] == second["status"] == "ok", (first, second)
-    assert [q.message.split("call ")[1].split("(")[0] for q in user.questions] == ["write_file", "edit_file"]
+    assert [q.message.split("call ")[1].split("(")[0] for q in user.questions] == [
+        "files.write_file",
+        "files.edit_file",
+    ]
     schema = user.questions[0].requested_schema
     assert schema["properties"]["allow_for_session"]["type"] == "boolean"
 

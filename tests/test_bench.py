@@ -11,6 +11,8 @@ from harness import run_quick_bench
 
 from bench.breakdown import breakdown
 
+pytestmark = pytest.mark.process
+
 REQUIRED = [
     "w1.runtime_ms", "w1.exec_ms", "w1.runtime_vs_exec", "w1.runtime_vs_pipe", "w1.runtime_vs_evaluator",
     "w2.runtime_vs_exec", "w3.runtime_vs_exec",

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from harness import run_quick_bench
+
+pytestmark = pytest.mark.process
 
 
 def test_gateway_bench_quick_run_counts_both_ways(tmp_path: Path) -> None:

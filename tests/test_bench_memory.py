@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from harness import run_quick_bench
+
+pytestmark = pytest.mark.process
 
 KINDS = ["single word", "two words", "chinese", "rare word", "common word", "no match", "short term"]
 

@@ -27,7 +27,7 @@ from attp_server.settings import Settings
 from attp_server.toolpack import Toolpack, ToolpackLoadError, ToolRegistry
 from bench.load import run_load
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.process]
 
 NAME_LENGTH = 150
 
@@ -246,6 +246,17 @@ async def test_hostile_load_leaves_a_normal_session_answered_and_the_server_sett
     for outcome in result.hostile:
         shape, code = outcome.split(":")
         assert code in EXPECTED[shape], outcome
+
+
+async def test_a_redos_flood_leaves_a_normal_session_answered_and_the_server_settles(tmp_path: Path) -> None:
+    """Issue 22: ten programs hitting an upstream tool whose schema pattern backtracks (``^(a+)+$``): each is
+    refused at once, a normal session is answered, the server goes idle. The timings are the bench's."""
+    result = await run_load(tmp_path, hostile=10, duration=4.0, programs="redos")
+    assert result.latencies, "the normal client made no call"
+    assert result.errors == []
+    assert result.settle_s is not None, "the server did not go idle after the ReDoS flood"
+    assert result.hostile and set(result.hostile) <= {"redos:INVALID_ARGUMENT", "redos:SERVER_BUSY"}, result.hostile
+    assert result.hostile.get("redos:INVALID_ARGUMENT", 0) >= 10
 
 
 # ---------------------------------------------------------------- inline tools (issue 16: no thread hop for cheap tools)

@@ -15,6 +15,8 @@ from harness import server_env
 
 from attp_server.faces.cli import main
 
+pytestmark = pytest.mark.process
+
 ENVELOPE = """thought = "write then read"
 
 [tool_call]

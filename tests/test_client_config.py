@@ -13,6 +13,8 @@ from harness import server_env
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
+pytestmark = pytest.mark.process
+
 ATTP = Path(sys.executable).parent / "attp"
 
 

@@ -26,6 +26,8 @@ import jsonschema
 import pytest
 from harness import SERVE_FLAGS, Served, free_port, server_env, serving_http
 
+pytestmark = pytest.mark.process
+
 CLIENTS = Path(__file__).parent / "clients"
 NODE_MODULES = CLIENTS / "node_modules"
 TS_CLIENT = CLIENTS / "ts_client.mjs"

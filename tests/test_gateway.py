@@ -37,7 +37,7 @@ from attp_server.model.atdf import atdf_descriptor
 from attp_server.model.catalog import tool_text
 from attp_server.run.runtime import CallContext, ExecuteRequest, Runtime, open_runtime
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.process]
 
 ATDF_SCHEMA = json.loads((Path(__file__).parent / "data" / "atdf" / "enhanced_atdf_schema.json").read_text())
 SECRET = "gw-secret-7f3a9c21e5"

@@ -22,7 +22,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from upstreams import GROWING, everything_stdio, filesystem_stdio, run_inspector, time_stdio
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.process]
 
 PROGRAM = """now = time.get_current_time(timezone="Asia/Tokyo")
 total = get_sum(a=2, b=3)

@@ -16,6 +16,8 @@ from starlette.types import Message, Scope
 import attp_server.faces.http
 from attp_server.faces.http import TokenAuth
 
+pytestmark = pytest.mark.process
+
 TOKEN = "tok-7c1e5a0b9f-not-a-real-secret"
 INITIALIZE = {
     "jsonrpc": "2.0",

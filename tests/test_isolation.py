@@ -25,7 +25,7 @@ from attp_server.sessions.isolation import SESSIONS_DIR
 from attp_server.sessions.registry import Caller
 from attp_server.settings import Settings, load_settings
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.process]
 
 PACKS = ["--toolpack", "files", "--toolpack", "memory", "--timeout-s", "5"]
 TOKENS = {"alice": "token-of-alice-3b9f1c2e", "bob": "token-of-bob-77c0aa41"}

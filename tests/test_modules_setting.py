@@ -216,6 +216,7 @@ async def test_module_values_as_results_and_tool_arguments(workspace: Path) -> N
     assert "list(value)" in iterator["error"]["message"]
 
 
+@pytest.mark.process
 def test_worker_namespaces_do_not_load_openssl() -> None:
     """CPython's own digests serve hashlib and uuid3/uuid5: OpenSSL would cost every worker about 4 MB."""
     probe = (

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from harness import SERVE_FLAGS, Served, serving_http
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.process]
 
 SECRET_IN_CODE = "code-secret-4f1d9"
 TOKEN = "log-token-99a0c3-never-logged"

@@ -11,7 +11,7 @@ import pytest
 from harness import SERVE_FLAGS, Served, serving_http
 from mcp_types import TextResourceContents
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.process]
 
 SCHEMA = json.loads((Path(__file__).parent / "data" / "atdf" / "enhanced_atdf_schema.json").read_text())
 

@@ -251,6 +251,7 @@ async def test_the_same_program_in_two_sessions_runs_each_sessions_own_kept_func
         assert "is not a tool or function available here" in data["error"]["message"], data
 
 
+@pytest.mark.soak
 async def test_a_session_with_many_kept_names_does_not_fill_a_shared_worker_with_copies_of_them(
     workspace: Path,
 ) -> None:

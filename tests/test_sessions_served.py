@@ -18,7 +18,7 @@ from harness import SERVE_FLAGS, Served, serving_http, stdio_client
 from harness import execute as run
 from mcp import Client
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.process]
 
 STATE_ENV = {"ATTP_MAX_STATE_BYTES": "4000"}
 

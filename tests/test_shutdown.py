@@ -22,6 +22,8 @@ from harness import server_env, serving_http
 
 from attp_server.sandbox.process.pool import WorkerPool, sweep_stale_directories
 
+pytestmark = pytest.mark.process
+
 
 def worker_directories(tmp: Path) -> list[Path]:
     return sorted(tmp.glob("attp-worker-*"))

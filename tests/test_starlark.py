@@ -525,6 +525,7 @@ __result__ = new_index
 """
 
 
+@pytest.mark.process
 @pytest.mark.anyio
 async def test_seed_002_program_on_the_memory_pack_over_http(tmp_path: Path) -> None:
     """Seed 002's Starlark example, with its page id adapted to ours, through a real server on the memory pack."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from harness import Served
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.process]
 
 SINGLE = """I will read the notes first.
 <|[REQUEST_TOOL]|>

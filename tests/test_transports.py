@@ -7,9 +7,16 @@ from typing import Any
 
 import anyio
 import pytest
-from harness import Served
+from harness import Served, served_over
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.process]
+
+
+@pytest.fixture(params=["stdio", "sse", "streamable-http"])
+def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Served:
+    """Here the transport is the subject: every test runs over each real one, stdio included."""
+    return served_over(request.param, request, tmp_path_factory)
+
 
 MULTI_TOOL = """
 write_file("notes/a.txt", "alpha\\nbeta\\n")

@@ -51,14 +51,30 @@ from anyio.abc import TaskStatus
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from attp_server.errors import AttpError, ErrorCode, ErrorInfo, short_repr, suggest
-from attp_server.sandbox.stdlib.namespaces import MODULE_NAMES
+from attp_server.sandbox.starlark.engine import PRELUDE_NAMES, STARLARK_BUILTINS
+from attp_server.sandbox.stdlib.namespaces import MODULE_NAMES, SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS
 
 logger = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "attp.toolpacks"
 
-RESERVED_NAMES = frozenset({*MODULE_NAMES, "help", "tools", "parallel", "print", "ToolError"})
-"""Names the sandbox itself defines (every curated module, enabled or not); no pack or tool may take them."""
+RESERVED_NAMES = frozenset(
+    {
+        *MODULE_NAMES,
+        *SAFE_BUILTIN_FUNCTIONS,
+        *SAFE_EXCEPTIONS,
+        *STARLARK_BUILTINS,
+        *PRELUDE_NAMES,
+        "help",
+        "tools",
+        "parallel",
+        "print",
+        "ToolError",
+    }
+)
+"""Names the sandbox itself defines (every curated module, enabled or not, every builtin function and exception
+class of either engine); no pack may take them, and an upstream tool named so is reachable only as ``pack.tool``
+(an upstream ``len`` must not answer ``len(xs)``, nor a ``ValueError`` tool break ``except ValueError``)."""
 
 ToolFunction = Callable[..., Any]
 
@@ -157,6 +173,9 @@ class ToolCall:
     """Report progress from inside a long call: a fraction done (0..1, or None when unknown) and a message."""
     notices: dict[str, str] | None = None
     """The run's notices by key (see `notice`); None outside a run."""
+    workspace: Path | None = None
+    """The calling session's workspace folder (its own under ``isolation = "session"`` / ``"tenant"``): where a
+    shared tool (an upstream MCP server's) writes what it saves for this caller; None outside a run."""
 
     def notice(self, text: str, *, key: str | None = None) -> None:
         """Tell the model something it must not miss about this call, in the result's ``hint``.
@@ -515,6 +534,8 @@ class ToolRegistry:
         self.db_path = db_path
         self.database_url = database_url
         self.scope = scope
+        self.workspace = workspace
+        """The folder this registry's packs were built for (a session's own under isolation)."""
         self.options = options
         self._built: dict[str, list[ToolFunction]] = {}
         self._fixed: dict[str, list[Tool]] = {}

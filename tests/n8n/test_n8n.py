@@ -32,6 +32,7 @@ HERE = Path(__file__).parent
 N8N = HERE / "node_modules" / ".bin" / "n8n"
 
 pytestmark = [
+    pytest.mark.process,
     pytest.mark.skipif(os.environ.get("ATTP_TEST_N8N") != "1", reason="opt-in real-n8n test: tests/n8n/run.sh"),
     pytest.mark.slow,
     pytest.mark.timeout(300),

@@ -10,19 +10,21 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 import httpx2
+import pytest
 from mcp import Client
 from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from attp_server.faces.app import create_server
 from attp_server.run.runtime import ExecuteRequest, Runtime, open_runtime
 from attp_server.settings import Settings
 from attp_server.toolpack import ToolCall, reset_current_call, set_current_call
@@ -86,9 +88,29 @@ def server_env() -> dict[str, str]:
 SERVE_FLAGS = ["--toolpack", "files", "--toolpack", "demo_pack:toolpack", "--timeout-s", "2", "--max-tool-calls", "20"]
 
 
+def serve_settings(workspace: Path) -> Settings:
+    """The settings `SERVE_FLAGS` and `server_env` give a served process, for the same server in process."""
+    return Settings(
+        workspace=workspace,
+        toolpacks=["files", "demo_pack:toolpack"],
+        timeout_s=2,
+        max_tool_calls=20,
+        max_result_bytes=100_000,
+        db_path=workspace.parent / ".attp" / "memory.sqlite3",  # a served process runs in workspace.parent
+    )
+
+
+@asynccontextmanager
+async def in_process(settings: Settings, **options: Any) -> AsyncIterator[Client]:
+    """A client of the MCP face in this process (`mcp.Client(server)`, memory streams): a server of its own per
+    client, as over stdio, without starting a process."""
+    async with open_runtime(settings) as runtime, Client(create_server(runtime), **options) as client:
+        yield client
+
+
 @dataclass
 class Served:
-    """A running `attp serve` and how to connect to it."""
+    """A running `attp serve` (or, for transport "memory", the same server in this process) and how to reach it."""
 
     transport: str
     workspace: Path
@@ -97,12 +119,16 @@ class Served:
     process: subprocess.Popen[bytes] | None = None
     stdout_path: Path | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    settings: Settings | None = None
 
     def over_sse(self) -> Served:
         """The same HTTP server, reached over its SSE transport."""
         return Served("sse", self.workspace, url=self.url, process=self.process, stdout_path=self.stdout_path)
 
-    def client(self, headers: dict[str, str] | None = None, **kwargs: Any) -> Client:
+    def client(self, headers: dict[str, str] | None = None, **kwargs: Any) -> AbstractAsyncContextManager[Client]:
+        if self.transport == "memory":
+            assert self.settings is not None and headers is None
+            return in_process(self.settings, **kwargs)
         if self.transport == "stdio":
             assert self.stdio is not None
             return Client(self.stdio, **kwargs)
@@ -112,6 +138,24 @@ class Served:
         if headers:
             return Client(_streamable_with_headers(self.url + "/mcp", headers), **kwargs)
         return Client(self.url + "/mcp", **kwargs)
+
+
+def served_over(transport: str, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Served:
+    """The `served` fixture's value for `transport`: memory, stdio, sse or streamable-http."""
+    if transport == "memory":
+        workspace = tmp_path_factory.mktemp("memory-ws")
+        return Served("memory", workspace, settings=serve_settings(workspace))
+    if transport == "stdio":
+        workspace = tmp_path_factory.mktemp("stdio-ws")
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "attp_server", "serve", "--workspace", str(workspace), *SERVE_FLAGS],
+            env=server_env(),
+            cwd=str(workspace.parent),
+        )
+        return Served("stdio", workspace, stdio=params)
+    http: Served = request.getfixturevalue("http_server")
+    return Served(transport, http.workspace, url=http.url, process=http.process, stdout_path=http.stdout_path)
 
 
 def stdio_client(workspace: Path, *flags: str, env: dict[str, str] | None = None, **options: Any) -> Client:

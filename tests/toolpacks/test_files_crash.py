@@ -11,7 +11,7 @@ import anyio
 import pytest
 from harness import serving_http
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.process]
 
 SIZE = 400_000
 OLD = b"old content\n" * 1000

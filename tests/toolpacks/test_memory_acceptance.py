@@ -29,7 +29,7 @@ from attp_server.toolpack import ToolRegistry
 from attp_server.toolpacks.memory import MemoryOptions, Store, toolpack
 from attp_server.toolpacks.memory.search import CANDIDATES
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.process]
 
 ROOTS = 2
 """sys-0 and usr-0, the default segments' root pages."""
@@ -408,6 +408,7 @@ def created_parent(i: int, mine: str, subs: list[str]) -> str:
     return [mine, subs[0], subs[1], subs[2], "usr-0"][i % 5]
 
 
+@pytest.mark.soak
 @pytest.mark.slow
 async def test_eight_concurrent_sessions_on_two_servers_keep_the_tree_consistent(tmp_path: Path) -> None:
     db_path = tmp_path / "shared" / "memory.sqlite3"
@@ -540,6 +541,7 @@ __result__ = {{"pages": [[p["index"], p["name"], p["description"], p["detail"]] 
             return dict(result_of(await execute(client, code)))
 
 
+@pytest.mark.soak
 @pytest.mark.slow
 @pytest.mark.parametrize("delay_ms", [0, 4, 17, 41])
 async def test_killing_the_server_mid_write_loses_nothing_acknowledged(tmp_path: Path, delay_ms: int) -> None:
@@ -603,6 +605,7 @@ async def _until_the_server_dies(write: Callable[[int], Any], writer: int) -> No
         await write(writer)
 
 
+@pytest.mark.soak
 @pytest.mark.slow
 @pytest.mark.parametrize("delay_ms", [0, 9, 33])
 async def test_killing_the_server_inside_a_long_program_keeps_every_finished_call(

@@ -202,6 +202,8 @@ def usr_pages(db_path: Path) -> dict[str, sqlite3.Row]:
         conn.close()
 
 
+@pytest.mark.process
+@pytest.mark.soak
 @pytest.mark.slow
 async def test_two_servers_writing_one_database_keep_the_tree_consistent(tmp_path: Path) -> None:
     db_path = tmp_path / "shared" / "memory.sqlite3"

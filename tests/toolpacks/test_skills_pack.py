@@ -194,6 +194,7 @@ def test_pack_template_imports_registers_and_works(tmp_path: Path) -> None:
     assert (info.value.code, info.value.suggested_value) == ("LIMIT_OUT_OF_RANGE", "1")
 
 
+@pytest.mark.process
 @pytest.mark.slow
 def test_pack_template_tests_pass() -> None:
     """The test file shipped beside the template passes, run the way its docstring says."""

@@ -10,6 +10,7 @@ metrics, the rate limit of the caller's principal, and the audit log for calls t
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import time
@@ -161,7 +162,7 @@ class Dispatcher:
             return reply_error(
                 ErrorInfo(code=ErrorCode.NAME_NOT_FOUND, message=f"no tool named {name!r}", tool_name=name)
             )
-        bound = tool.bind(args, kwargs)
+        bound = await self._bind(run, tool, args, kwargs)
         if isinstance(bound, ErrorInfo):
             return reply_error(bound)
         limited = self.limits.take(run.principal, tool.ref)
@@ -210,7 +211,12 @@ class Dispatcher:
         """Call the tool where its pack says it may run, within the run's deadline: its reply to the worker."""
         # The tool may read the run's deadline and report progress through `current_call()`.
         token = set_current_call(
-            ToolCall(deadline=run.current_deadline(), progress=forward_progress(run, tool), notices=run.notices)
+            ToolCall(
+                deadline=run.current_deadline(),
+                progress=forward_progress(run, tool),
+                notices=run.notices,
+                workspace=(run.tools or self.registry).workspace,
+            )
         )
         try:
             if tool.is_async:  # cancelled with the run: the pool's deadline cancels this task
@@ -247,6 +253,27 @@ class Dispatcher:
                     tool_name=tool.name,
                 )
             )
+
+    async def _bind(
+        self, run: RunState, tool: Tool, args: list[Any], kwargs: dict[str, Any]
+    ) -> dict[str, Any] | ErrorInfo:
+        """The call's arguments checked against the tool's signature, or the error that refuses them.
+
+        A tool described by a JSON Schema (an upstream's ``inputSchema``) is checked on a tool thread within
+        the run's deadline: the schema is the upstream's and the arguments the program's, so the work is
+        neither's to put on the event loop every session shares (its regexes run in linear time, too).
+        """
+        if tool.check is None:
+            return tool.bind(args, kwargs)
+        deadline = run.current_deadline()
+        check = functools.partial(tool.bind, args, kwargs)
+        try:
+            checked: dict[str, Any] | ErrorInfo = await self.executor.call(
+                check, {}, session=run.owner, deadline=deadline if deadline is not None else math.inf
+            )
+        except NoThread as exc:
+            return _no_thread(tool.ref, exc, self.settings.tool_threads)
+        return checked
 
     def _meta(self, run: RunState, name: str, args: list[Any], kwargs: dict[str, Any]) -> ToolReply:
         """``help(name=None)`` and ``tools(query=None)``, answered by the catalog (a search that finds

@@ -14,6 +14,10 @@ MAX_SEQUENCE_LEN = 10_000_000
 
 MAX_INT_BITS = 1_000_000
 """Largest integer an operator may build (about 300,000 decimal digits)."""
+INT_BOUND = 1 << MAX_INT_BITS
+"""Integers strictly between -INT_BOUND and INT_BOUND fit the limit: one comparison, no bit count (``x + y`` in
+a loop)."""
+
 
 MAX_FORMAT_WIDTH = 10_000
 """Largest width or precision in a format spec."""

@@ -28,8 +28,9 @@ from typing import Any
 from asteval.astutils import UNSAFE_ATTRS, UNSAFE_ATTRS_DTYPES
 
 from attp_server.sandbox.advice import attribute_advice, name_advice
-from attp_server.sandbox.limits import MAX_SEQUENCE_LEN, Forbidden, SizeLimitError
+from attp_server.sandbox.limits import MAX_INT_BITS, MAX_SEQUENCE_LEN, Forbidden, SizeLimitError
 from attp_server.sandbox.stdlib.namespaces import MODULE_NAMES, Namespace, check_format_spec, check_substitution
+from attp_server.sandbox.stdlib.reprs import safe_ascii, safe_format, safe_repr, safe_str
 
 FORBIDDEN_NAMES = frozenset(
     {
@@ -314,6 +315,22 @@ def _to_bytes(obj: int) -> Callable[..., bytes]:
     return to_bytes
 
 
+def _from_bytes(obj: Any) -> Callable[..., Any]:
+    """``int.from_bytes`` (on the class or an instance) that refuses an integer over `MAX_INT_BITS`."""
+    kind: Any = obj if isinstance(obj, type) else type(obj)
+
+    def from_bytes(data: Any, byteorder: Any = "big", *, signed: bool = False) -> Any:
+        if not isinstance(data, bytes | bytearray | list | tuple):
+            data = list(data)  # the sandbox's iterators stop at MAX_SEQUENCE_LEN items
+        if len(data) * 8 > MAX_INT_BITS:
+            raise SizeLimitError(
+                f"int.from_bytes() of {len(data):,} bytes would build an integer over {MAX_INT_BITS:,} bits"
+            )
+        return kind.from_bytes(data, byteorder, signed=signed)
+
+    return from_bytes
+
+
 class SafeFormatter(_string.Formatter):
     """`str.format` whose field lookups go through the allowlist and whose specs are size-checked."""
 
@@ -326,7 +343,13 @@ class SafeFormatter(_string.Formatter):
 
     def format_field(self, value: Any, format_spec: str) -> Any:
         check_format_spec(format_spec)
-        return format(value, format_spec)
+        return safe_format(value, format_spec)
+
+    def convert_field(self, value: Any, conversion: str | None) -> Any:
+        conversions = {"s": safe_str, "r": safe_repr, "a": safe_ascii}
+        if conversion in conversions:
+            return conversions[conversion](value)
+        return super().convert_field(value, conversion)
 
 
 def _formatter_field_name_split(field_name: str) -> tuple[Any, Iterator[tuple[bool, Any]]]:
@@ -395,8 +418,8 @@ _WRAPPERS: dict[type, dict[str, Callable[[Any], Callable[..., Any]]]] = {
     str: {**_TEXT_WRAPPERS, "format": _format, "format_map": _format_map},
     bytes: _TEXT_WRAPPERS,
     bytearray: _TEXT_WRAPPERS,
-    int: {"to_bytes": _to_bytes},
-    bool: {"to_bytes": _to_bytes},
+    int: {"to_bytes": _to_bytes, "from_bytes": _from_bytes},
+    bool: {"to_bytes": _to_bytes, "from_bytes": _from_bytes},
     _dt.date: {"strftime": _strftime},
     _dt.datetime: {"strftime": _strftime},
     _dt.time: {"strftime": _strftime},
@@ -436,8 +459,11 @@ ATTRIBUTES: dict[type, frozenset[str]] = {
 # Attributes reachable on the classes themselves (``datetime.datetime.now``, ``str.lower``): the
 # instance allowlist minus every wrapped name (an unbound ``str.format`` would skip the wrapper),
 # plus alternate constructors.
+_CLASS_WRAPPERS: dict[type, dict[str, Callable[[Any], Callable[..., Any]]]] = {int: {"from_bytes": _from_bytes}}
+"""Checked stand-ins for class attributes (``int.from_bytes(...)``), given the class."""
+
 CLASS_ATTRIBUTES: dict[type, frozenset[str]] = {
-    cls: names - frozenset(_WRAPPERS.get(cls, {}))
+    cls: (names - frozenset(_WRAPPERS.get(cls, {}))) | frozenset(_CLASS_WRAPPERS.get(cls, {}))
     for cls, names in ATTRIBUTES.items()
     if cls in (str, bytes, int, float, list, tuple, dict, set, frozenset, _dt.date, _dt.datetime, _dt.time,
                _dt.timedelta, _dt.timezone)
@@ -552,7 +578,7 @@ def get_attribute(obj: Any, name: str) -> Any:
         if cls is not type and hasattr(cls, name):
             raise Forbidden(f"'{cls.__name__}.{name}' is not available in the sandbox")
         raise AttributeError(f"{_describe(obj)} has no attribute {name!r}")
-    wrapper = _WRAPPERS.get(cls, {}).get(name)
+    wrapper = (_CLASS_WRAPPERS.get(obj, {}) if cls is type else _WRAPPERS.get(cls, {})).get(name)
     if wrapper is not None:
         return wrapper(obj)
     return getattr(obj, name)

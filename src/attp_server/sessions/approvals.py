@@ -8,7 +8,9 @@ gives the call (elicitation; `attp_server.faces.elicitation`), and waits for the
 person's time is not the program's. Accepted, the call runs; declined, dismissed or unanswered,
 it fails with ``APPROVAL_DENIED`` and nothing is done; a client that cannot ask its user gets
 ``APPROVAL_UNAVAILABLE``, unless ``approval_fallback = "allow"``. "Allow this tool for the rest of
-the session" is remembered on the `Session`, and in the store with it when the call ends.
+the session" is remembered on the `Session` by pack and tool (and in the store with it when the call
+ends): allowing the files pack's ``write_file`` allows no upstream server's ``write_file``, and the
+question names the pack (``hostile.write_file(...)``) so the user knows who is asking.
 
 Nothing here knows MCP: the face turns a `Question` into an elicitation and the reply into an `Answer`.
 """
@@ -55,6 +57,7 @@ class Question:
     """One tool call waiting for the user's yes."""
 
     tool: str
+    """``pack.tool``: the pack (an upstream MCP server's name, or a built-in pack's) says who is asking."""
     arguments: str
     """The arguments, shortened: what the user reads."""
     destructive: bool
@@ -92,7 +95,7 @@ class Approvals:
         self.timeout_s = settings.approval_timeout_s
 
     def needed(self, tool: Tool, session: Session | None) -> bool:
-        if self.mode == "never" or (session is not None and tool.name in session.approved):
+        if self.mode == "never" or (session is not None and (tool.pack, tool.name) in session.approved):
             return False
         return self.mode == "always" or tool.marks.destructive
 
@@ -120,7 +123,7 @@ class Approvals:
         self, tool: Tool, arguments: Mapping[str, Any], session: Session | None, ask: Ask | None
     ) -> tuple[ErrorInfo | None, str]:
         """The refusal (None: the call may run) and the decision's name."""
-        question = Question(tool.name, preview(arguments), tool.marks.destructive)
+        question = Question(f"{tool.pack}.{tool.name}", preview(arguments), tool.marks.destructive)
         answer = Answer.UNAVAILABLE
         if ask is not None:
             clock = run_clock()
@@ -129,33 +132,37 @@ class Approvals:
                     answer = await ask(question)
             if waited.cancelled_caught:
                 why = f"nobody answered within approval_timeout_s = {self.timeout_s:g} s"
-                return self._denied(question, why), ""
+                return self._denied(question, tool.ref, why), ""
         if answer is Answer.ALLOW_FOR_SESSION and session is not None:
-            session.allow(tool.name)
+            session.allow((tool.pack, tool.name))
             return None, "granted_for_session"
         if answer in (Answer.ALLOW, Answer.ALLOW_FOR_SESSION):
             return None, "granted"
         if answer is Answer.UNAVAILABLE:
-            return (None, "allowed_by_fallback") if self.fallback == "allow" else (self._unavailable(question), "")
+            return (
+                (None, "allowed_by_fallback")
+                if self.fallback == "allow"
+                else (self._unavailable(question, tool.ref), "")
+            )
         why = "the user declined it" if answer is Answer.DECLINE else "the user dismissed it"
-        return self._denied(question, why), ""
+        return self._denied(question, tool.ref, why), ""
 
-    def _denied(self, question: Question, why: str) -> ErrorInfo:
+    def _denied(self, question: Question, ref: str, why: str) -> ErrorInfo:
         return ErrorInfo(
             code=ErrorCode.APPROVAL_DENIED,
             message=f"{question.tool}() was not run: it needs the user's approval and {why}. Nothing was done.",
-            tool_name=question.tool,
+            tool_name=ref,
             solution="Do not send the same call again unasked: tell the user what you wanted to do and why, "
             "or carry on without it.",
         )
 
-    def _unavailable(self, question: Question) -> ErrorInfo:
+    def _unavailable(self, question: Question, ref: str) -> ErrorInfo:
         return ErrorInfo(
             code=ErrorCode.APPROVAL_UNAVAILABLE,
             message=f"{question.tool}() was not run: this server asks the user before such calls "
             f"(approval = {self.mode}), and this client cannot ask its user (it has no elicitation "
             "capability). Nothing was done.",
-            tool_name=question.tool,
+            tool_name=ref,
             solution="Carry on without this tool and tell the user it needs approval; the operator can use a "
             'client that supports elicitation, or set approval_fallback = "allow".',
         )

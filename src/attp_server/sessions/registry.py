@@ -111,9 +111,9 @@ class Session:
     it: its client need not pass it, and may)."""
     kept: KeptState | None = None
     """The variables and functions its programs left (`session_state`)."""
-    approved: set[str] = field(default_factory=set)
-    """Tools the user allowed for the rest of the session (approvals)."""
-    added: set[str] = field(default_factory=set)
+    approved: set[tuple[str, str]] = field(default_factory=set)
+    """(pack, tool) pairs the user allowed for the rest of the session (approvals)."""
+    added: set[tuple[str, str]] = field(default_factory=set)
     """Of those, the ones allowed during this call (written when it ends)."""
     lease: str | None = None
     """Set while this call holds the session in the store."""
@@ -133,8 +133,8 @@ class Session:
         """The name of its own folder under ``isolation = "session"``: the same on every replica."""
         return self.key
 
-    def allow(self, tool: str) -> None:
-        """The user allowed `tool` for the rest of the session."""
+    def allow(self, tool: tuple[str, str]) -> None:
+        """The user allowed `tool` (pack, name) for the rest of the session."""
         if tool not in self.approved:
             self.approved.add(tool)
             self.added.add(tool)
@@ -285,7 +285,7 @@ class Sessions:
                 approvals=self.settings.approval != "never",
             )  # fmt: skip
             if isinstance(got, Record):
-                session = Session(key, principal, got.kind, handle, approved=set(got.approved), lease=lease)
+                session = Session(key, principal, got.kind, handle, approved=_tools(got.approved), lease=lease)
                 session.stored, session.evicted = True, got.evicted
                 session.notice = EVICTED if got.evicted else notice
                 if got.state is not None:
@@ -355,7 +355,7 @@ class Sessions:
         if session.lease is not None:
             written = await self.store.handles.finish(
                 session.key, session.lease, now=now, state=text, state_bytes=size,
-                write_state=session.changed, approved=session.added,
+                write_state=session.changed, approved=_names(session.added),
             )  # fmt: skip
             if not written:
                 logger.warning("a session's lease was lost before its call ended; the call's state was not saved")
@@ -363,7 +363,7 @@ class Sessions:
         if session.kind == KIND_HANDLE and not session.stored and (text is not None or session.added):
             await self.store.handles.create(
                 session.key, session.principal, kind=KIND_HANDLE, now=now, state=text, state_bytes=size,
-                approved=session.added,
+                approved=_names(session.added),
             )  # fmt: skip
             session.stored = True
             await self._within_cap(session.principal)
@@ -443,6 +443,16 @@ class Sessions:
 class _Turns:
     lock: anyio.Lock = field(default_factory=anyio.Lock)
     users: int = 0
+
+
+def _names(tools: set[tuple[str, str]]) -> list[str]:
+    """(pack, tool) pairs as the store keeps them: ``pack.tool``."""
+    return [f"{pack}.{name}" for pack, name in sorted(tools)]
+
+
+def _tools(names: frozenset[str]) -> set[tuple[str, str]]:
+    pairs = (name.rpartition(".") for name in names)
+    return {(pack, tool) for pack, _, tool in pairs if pack and tool}
 
 
 def _dumps(kept: KeptState) -> str:

@@ -183,7 +183,8 @@ def _resolve(source: Source, step: TamStep, registry: ToolRegistry) -> tuple[str
 
     def found(name: str) -> tuple[str, inspect.Signature, Any]:
         tool = registry.resolve(name)
-        return (name, META_SIGNATURES[name], None) if tool is None else (tool.name, tool.signature, tool)
+        # The tool's own ref: ``hostile.write_file`` must call the hostile pack's tool, never a bare namesake.
+        return (name, META_SIGNATURES[name], None) if tool is None else (tool.ref, tool.signature, tool)
 
     def match(wanted: str, pool: list[str]) -> str | None:
         if wanted in pool:
@@ -217,7 +218,7 @@ def _resolve(source: Source, step: TamStep, registry: ToolRegistry) -> tuple[str
         member = match(tool_written, registry.namespaces()[pack])
         if member is None:
             raise not_found(f"toolpack {pack!r} has no tool {tool_written!r}", _suggest(tool_written, names))
-        return found(member)
+        return found(f"{pack}.{member}")
     name = match(written, names)
     if name is None:
         raise not_found(f"no tool {written!r}", _suggest(written, names))

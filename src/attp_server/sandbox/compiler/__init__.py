@@ -2,6 +2,7 @@
 
 Owns: scopes, expressions, statements, control flow, calls, functions and definitions, and the
 `evaluator.Evaluator` that ties them together (it replaced asteval's tree walk; nothing of asteval runs here).
+`table` lists every node a program may hold and the function that compiles it, in one place.
 Runs in the worker. May import: the rest of `attp_server.sandbox` only. Must never import anything
 above `sandbox`.
 """

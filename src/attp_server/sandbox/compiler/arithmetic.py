@@ -6,7 +6,7 @@ closure that reads its operands itself when they are constants (``n - 1``) or na
 (``+``, ``*``, ``%``, ``**``, ``<<``) take a fast path only for small integers, where no size check is
 needed, and otherwise call the evaluator's size-checked operator; the others are plain C operators.
 
-Importing this module registers its compilers with `expressions`.
+Its compilers are listed in `attp_server.sandbox.compiler.table`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from collections.abc import Callable
 from typing import Any
 
 from attp_server.sandbox.compiler.expressions import (
-    EXPRESSIONS,
     INLINE_OPERATORS,
     SMALL,
     Context,
@@ -27,7 +26,7 @@ from attp_server.sandbox.compiler.expressions import (
     reader,
 )
 from attp_server.sandbox.compiler.functions import Frame
-from attp_server.sandbox.limits import MAX_SEQUENCE_LEN
+from attp_server.sandbox.limits import INT_BOUND, MAX_SEQUENCE_LEN
 
 Operation = Callable[[Any, Any], Any]
 
@@ -82,7 +81,7 @@ def pair(ctx: Context, left_node: ast.expr, right_node: ast.expr, op: Operation)
     return lambda f: op(left(f), right(f))
 
 
-def _binop(ctx: Context, node: ast.BinOp) -> Eval:
+def compile_binop(ctx: Context, node: ast.BinOp) -> Eval:
     op = node.op.__class__
     checked = ctx.operators[op]
     if op in _PLAIN:
@@ -116,8 +115,8 @@ def _add(left: Any, right: Any, how: bool | None, checked: Operation, absent: An
 
         def add(f: Frame) -> Any:
             a, b = left(f), right(f)
-            if a.__class__ is int and b.__class__ is int:
-                return a + b
+            if a.__class__ is int and b.__class__ is int and -INT_BOUND < (r := a + b) < INT_BOUND:
+                return r
             if a.__class__ is str and b.__class__ is str and len(a) + len(b) <= MAX_SEQUENCE_LEN:
                 return a + b
             return checked(a, b)
@@ -132,8 +131,8 @@ def _add(left: Any, right: Any, how: bool | None, checked: Operation, absent: An
                 a = f[name]
             except KeyError:
                 raise absent(name) from None
-            if a.__class__ is int and c.__class__ is int:
-                return a + c
+            if a.__class__ is int and c.__class__ is int and -INT_BOUND < (r := a + c) < INT_BOUND:
+                return r
             if a.__class__ is str and c.__class__ is str and len(a) + len(c) <= MAX_SEQUENCE_LEN:
                 return a + c
             return checked(a, c)
@@ -147,8 +146,8 @@ def _add(left: Any, right: Any, how: bool | None, checked: Operation, absent: An
             b = f[other]
         except KeyError as exc:
             raise absent(exc.args[0]) from None
-        if a.__class__ is int and b.__class__ is int:
-            return a + b
+        if a.__class__ is int and b.__class__ is int and -INT_BOUND < (r := a + b) < INT_BOUND:
+            return r
         if a.__class__ is str and b.__class__ is str and len(a) + len(b) <= MAX_SEQUENCE_LEN:
             return a + b
         return checked(a, b)
@@ -239,7 +238,6 @@ def _mod(left: Any, right: Any, how: bool | None, checked: Operation, absent: An
 _CHECKED_FAST: dict[type, Callable[..., Eval]] = {ast.Add: _add, ast.Mult: _mul, ast.Mod: _mod}
 
 _PLAIN: dict[type, Operation] = {
-    ast.Sub: operator.sub,
     ast.Div: operator.truediv,
     ast.FloorDiv: operator.floordiv,
     ast.BitAnd: operator.and_,
@@ -248,7 +246,8 @@ _PLAIN: dict[type, Operation] = {
     ast.RShift: operator.rshift,
     ast.MatMult: operator.matmul,
 }
-"""Operators that never build a big value (``a - b`` is at most one bit longer than its operands)."""
+"""Operators that never build a big value. Not ``-``: ``a - b`` is one bit longer than its operands at most, but a
+loop of ``x = x - y`` adds a bit a turn, so it is size-checked like ``+``."""
 
 _COMPARE: dict[type, Operation] = {
     **{op: INLINE_OPERATORS[op] for op in (ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Is, ast.IsNot)},
@@ -257,7 +256,7 @@ _COMPARE: dict[type, Operation] = {
 }
 
 
-def _compare(ctx: Context, node: ast.Compare) -> Eval:
+def compile_compare(ctx: Context, node: ast.Compare) -> Eval:
     if len(node.ops) == 1:
         op = node.ops[0].__class__
         if op is ast.In or op is ast.NotIn:
@@ -294,7 +293,3 @@ def _membership(ctx: Context, left_node: ast.expr, right_node: ast.expr, *, nega
     if negated:
         return lambda f: left(f) not in right(f)
     return lambda f: left(f) in right(f)
-
-
-EXPRESSIONS[ast.BinOp] = _binop
-EXPRESSIONS[ast.Compare] = _compare

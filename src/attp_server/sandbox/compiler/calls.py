@@ -9,7 +9,7 @@ A method call asks the attribute policy once per class: when the answer is a pla
 value type (``list.append``, ``str.split``), later calls on that class call the unbound method
 directly, with the same result as the bound one.
 
-Importing this module registers its compiler with `expressions`.
+Its compilers are listed in `attp_server.sandbox.compiler.table`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from typing import Any
 
 from attp_server.sandbox.compiler.displays import elements
 from attp_server.sandbox.compiler.expressions import (
-    EXPRESSIONS,
     FRAME,
     FRAME_CONST,
     FRAME_FRAME,
@@ -37,9 +36,10 @@ from attp_server.sandbox.compiler.functions import Frame, Function, locate, out_
 from attp_server.sandbox.compiler.scopes import GLOBAL
 from attp_server.sandbox.limits import Forbidden
 from attp_server.sandbox.policy import get_attribute, plain_attribute
+from attp_server.sandbox.stdlib.reprs import safe_str
 
 
-def _call(ctx: Context, node: ast.Call) -> Eval:
+def compile_call(ctx: Context, node: ast.Call) -> Eval:
     if node.keywords or ast.Starred in {a.__class__ for a in node.args}:
         return _general_call(ctx, node)
     func = node.func
@@ -166,6 +166,8 @@ def _call_one(ctx: Context, func: ast.expr, arg_node: ast.expr) -> Eval:
             except BaseException as exc:
                 locate(exc, fn.code.where)
                 raise
+        if fn is str:  # str(obj): its safe text, never an address
+            return safe_str(a)
         return fn(a)
 
     return call_one
@@ -220,6 +222,8 @@ def _call_global_one(ctx: Context, name: str, spec: Inline) -> Eval:
                 except BaseException as exc:
                     locate(exc, fn.code.where)
                     raise
+        if fn is str:  # str(obj): its safe text, never an address
+            return safe_str(a)
         return fn(a)
 
     return call_global_one
@@ -340,6 +344,3 @@ def _general_call(ctx: Context, node: ast.Call) -> Eval:
         return fn(*values, **kwargs)
 
     return call
-
-
-EXPRESSIONS[ast.Call] = _call

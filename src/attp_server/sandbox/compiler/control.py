@@ -9,7 +9,7 @@ allocates nothing and calls one closure per branch. Elsewhere statements answer 
 Loops spend one step of the evaluator's budget per iteration (`Evaluator.spend`); an ``if``/``while``
 test of the shape ``name <op> constant`` or ``name <op> name`` is computed inline, without a call.
 
-Importing this module registers its compilers with `statements`.
+Its compilers are listed in `attp_server.sandbox.compiler.table`.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from attp_server.sandbox.compiler.expressions import (
     store_name,
 )
 from attp_server.sandbox.compiler.functions import Frame, locate, out_of_memory
-from attp_server.sandbox.compiler.statements import BREAK, CONTINUE, STATEMENTS, Stmt, block, is_local
+from attp_server.sandbox.compiler.statements import BREAK, CONTINUE, Stmt, block, is_local
 
 
 def function_body(ctx: Context, statements: list[ast.stmt]) -> Callable[[Frame], Any]:
@@ -235,7 +235,7 @@ def _tail_if(ctx: Context, node: ast.If, orelse_statements: list[ast.stmt]) -> C
     return tail_if
 
 
-def _return(ctx: Context, node: ast.Return) -> Stmt:
+def compile_return(ctx: Context, node: ast.Return) -> Stmt:
     if ctx.scope.kind == "module":
         raise SyntaxError("'return' outside function")
     value = _returned(ctx, node)
@@ -245,7 +245,7 @@ def _return(ctx: Context, node: ast.Return) -> Stmt:
 # ---------------------------------------------------------------- control flow
 
 
-def _if(ctx: Context, node: ast.If) -> Stmt:
+def compile_if(ctx: Context, node: ast.If) -> Stmt:
     spec, absent = inline_or_closure(ctx, node.test), ctx.absent
     tk, tn, tv, to, top, tck, test = spec.kind, spec.name, spec.value, spec.other, spec.op, spec.checked, spec.closure
     tout, ton, tov = spec.outer, spec.outer_name, spec.outer_value
@@ -301,7 +301,7 @@ def _if(ctx: Context, node: ast.If) -> Stmt:
     return if_
 
 
-def _for(ctx: Context, node: ast.For) -> Stmt:
+def compile_for(ctx: Context, node: ast.For) -> Stmt:
     evaluator = ctx.evaluator
     iterable, body = compile_expr(ctx, node.iter), block(ctx, node.body)
     orelse = block(ctx, node.orelse) if node.orelse else None
@@ -360,7 +360,7 @@ def _for(ctx: Context, node: ast.For) -> Stmt:
     return for_
 
 
-def _while(ctx: Context, node: ast.While) -> Stmt:
+def compile_while(ctx: Context, node: ast.While) -> Stmt:
     evaluator = ctx.evaluator
     spec, absent = inline_or_closure(ctx, node.test), ctx.absent
     tk, tn, tv, to, top, tck, test = spec.kind, spec.name, spec.value, spec.other, spec.op, spec.checked, spec.closure
@@ -427,7 +427,7 @@ def _while(ctx: Context, node: ast.While) -> Stmt:
     return while_
 
 
-def _try(ctx: Context, node: ast.Try) -> Stmt:
+def compile_try(ctx: Context, node: ast.Try) -> Stmt:
     evaluator = ctx.evaluator
     body = block(ctx, node.body)
     orelse = block(ctx, node.orelse) if node.orelse else None
@@ -498,10 +498,3 @@ def _try(ctx: Context, node: ast.Try) -> Stmt:
         return signal
 
     return try_
-
-
-STATEMENTS[ast.Return] = _return
-STATEMENTS[ast.If] = _if
-STATEMENTS[ast.For] = _for
-STATEMENTS[ast.While] = _while
-STATEMENTS[ast.Try] = _try

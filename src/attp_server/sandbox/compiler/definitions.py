@@ -5,7 +5,7 @@ holding the scope's locals, fresh cells for the locals inner functions capture, 
 scope's cells for the names it captures. A function's code is compiled once per definition node; a
 ``def`` run in a loop makes a new `Function` each time, with that moment's defaults and cells.
 
-Importing this module registers its compilers with `expressions` and `statements`.
+Its compilers are listed in `attp_server.sandbox.compiler.table`.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from attp_server.sandbox.compiler.control import function_body
-from attp_server.sandbox.compiler.expressions import EXPRESSIONS, Context, Eval, assigner, compile_expr, store_name
+from attp_server.sandbox.compiler.expressions import Context, Eval, assigner, compile_expr, store_name
 from attp_server.sandbox.compiler.functions import Cell, Code, Frame, Function, Generator, locate, out_of_memory
 from attp_server.sandbox.compiler.scopes import LOCAL
-from attp_server.sandbox.compiler.statements import STATEMENTS, Stmt
+from attp_server.sandbox.compiler.statements import Stmt
 from attp_server.sandbox.limits import Forbidden
 
 
@@ -74,7 +74,7 @@ def _maker(ctx: Context, node: ast.FunctionDef | ast.Lambda) -> Callable[[Frame]
     return make
 
 
-def _functiondef(ctx: Context, node: ast.FunctionDef) -> Stmt:
+def compile_functiondef(ctx: Context, node: ast.FunctionDef) -> Stmt:
     decorators = [compile_expr(ctx, d) for d in node.decorator_list]
     make, store = _maker(ctx, node), store_name(ctx, node.name)
 
@@ -94,7 +94,7 @@ def _functiondef(ctx: Context, node: ast.FunctionDef) -> Stmt:
     return define
 
 
-def _lambda(ctx: Context, node: ast.Lambda) -> Eval:
+def compile_lambda(ctx: Context, node: ast.Lambda) -> Eval:
     return _maker(ctx, node)
 
 
@@ -198,7 +198,7 @@ def _comprehension(
     return comprehension
 
 
-def _listcomp(ctx: Context, node: ast.ListComp) -> Eval:
+def compile_listcomp(ctx: Context, node: ast.ListComp) -> Eval:
     def emit(inner: Context) -> Callable[[Frame, Any], None]:
         element = compile_expr(inner, node.elt)
         return lambda frame, out: out.append(element(frame))
@@ -206,7 +206,7 @@ def _listcomp(ctx: Context, node: ast.ListComp) -> Eval:
     return _comprehension(ctx, node, emit, list)
 
 
-def _setcomp(ctx: Context, node: ast.SetComp) -> Eval:
+def compile_setcomp(ctx: Context, node: ast.SetComp) -> Eval:
     def emit(inner: Context) -> Callable[[Frame, Any], None]:
         element = compile_expr(inner, node.elt)
         return lambda frame, out: out.add(element(frame))
@@ -214,7 +214,7 @@ def _setcomp(ctx: Context, node: ast.SetComp) -> Eval:
     return _comprehension(ctx, node, emit, set)
 
 
-def _dictcomp(ctx: Context, node: ast.DictComp) -> Eval:
+def compile_dictcomp(ctx: Context, node: ast.DictComp) -> Eval:
     def emit(inner: Context) -> Callable[[Frame, Any], None]:
         key, value = compile_expr(inner, node.key), compile_expr(inner, node.value)
 
@@ -226,7 +226,7 @@ def _dictcomp(ctx: Context, node: ast.DictComp) -> Eval:
     return _comprehension(ctx, node, emit, dict)
 
 
-def _generatorexp(ctx: Context, node: ast.GeneratorExp) -> Eval:
+def compile_generatorexp(ctx: Context, node: ast.GeneratorExp) -> Eval:
     """Lazy, as in CPython: items are computed as they are taken (``any(...)`` stops at the first true one)."""
     inner = ctx.inner(node)
     first = compile_expr(ctx, node.generators[0].iter)
@@ -258,11 +258,3 @@ def _generatorexp(ctx: Context, node: ast.GeneratorExp) -> Eval:
         return Generator(produce(new_frame(f), 0, values))
 
     return generator
-
-
-STATEMENTS[ast.FunctionDef] = _functiondef
-EXPRESSIONS[ast.Lambda] = _lambda
-EXPRESSIONS[ast.ListComp] = _listcomp
-EXPRESSIONS[ast.SetComp] = _setcomp
-EXPRESSIONS[ast.DictComp] = _dictcomp
-EXPRESSIONS[ast.GeneratorExp] = _generatorexp

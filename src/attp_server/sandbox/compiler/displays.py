@@ -5,7 +5,7 @@ for a class is a plain ``getattr`` (no wrapper), the call site remembers the cla
 new one. Items read their container and key inline when they are names or constants. F-strings check
 their format specs and their total size, as ``str.format`` does.
 
-Importing this module registers its compilers with `expressions`.
+Its compilers are listed in `attp_server.sandbox.compiler.table`.
 """
 
 from __future__ import annotations
@@ -14,16 +14,17 @@ import ast
 from collections.abc import Callable
 from typing import Any
 
-from attp_server.sandbox.compiler.expressions import EXPRESSIONS, Context, Eval, compile_expr, operand, reader
+from attp_server.sandbox.compiler.expressions import Context, Eval, compile_expr, operand, reader
 from attp_server.sandbox.compiler.functions import Frame
 from attp_server.sandbox.limits import MAX_SEQUENCE_LEN, Forbidden, SizeLimitError
 from attp_server.sandbox.policy import get_attribute, plain_attribute
 from attp_server.sandbox.stdlib.namespaces import check_format_spec
+from attp_server.sandbox.stdlib.reprs import safe_ascii, safe_format, safe_repr, safe_str
 
 # ---------------------------------------------------------------- attributes and items
 
 
-def _attribute(ctx: Context, node: ast.Attribute) -> Eval:
+def compile_attribute(ctx: Context, node: ast.Attribute) -> Eval:
     if node.ctx.__class__ is not ast.Load:
         raise Forbidden(f"assigning or deleting attributes is not allowed ('.{node.attr}')")
     value, name = compile_expr(ctx, node.value), node.attr
@@ -42,7 +43,7 @@ def _attribute(ctx: Context, node: ast.Attribute) -> Eval:
     return attribute
 
 
-def _subscript(ctx: Context, node: ast.Subscript) -> Eval:
+def compile_subscript(ctx: Context, node: ast.Subscript) -> Eval:
     (kind, value), (key_kind, key) = operand(ctx, node.value), operand(ctx, node.slice)
     if kind == "const":
         value = compile_expr(ctx, node.value)
@@ -65,7 +66,7 @@ def _subscript(ctx: Context, node: ast.Subscript) -> Eval:
     return item
 
 
-def _slice(ctx: Context, node: ast.Slice) -> Eval:
+def compile_slice(ctx: Context, node: ast.Slice) -> Eval:
     none: Eval = lambda f: None  # noqa: E731
     lower = compile_expr(ctx, node.lower) if node.lower is not None else none
     upper = compile_expr(ctx, node.upper) if node.upper is not None else none
@@ -102,13 +103,13 @@ def elements(ctx: Context, nodes: list[ast.expr]) -> Callable[[Frame], list[Any]
     return spread
 
 
-def _list(ctx: Context, node: ast.List) -> Eval:
+def compile_list(ctx: Context, node: ast.List) -> Eval:
     if node.ctx.__class__ is not ast.Load:
         raise Forbidden("list targets are only available in assignments")
     return elements(ctx, node.elts)
 
 
-def _tuple(ctx: Context, node: ast.Tuple) -> Eval:
+def compile_tuple(ctx: Context, node: ast.Tuple) -> Eval:
     if node.ctx.__class__ is not ast.Load:
         raise Forbidden("tuple targets are only available in assignments")
     if len(node.elts) == 2 and ast.Starred not in {e.__class__ for e in node.elts}:
@@ -118,12 +119,12 @@ def _tuple(ctx: Context, node: ast.Tuple) -> Eval:
     return lambda f: tuple(values(f))
 
 
-def _set(ctx: Context, node: ast.Set) -> Eval:
+def compile_set(ctx: Context, node: ast.Set) -> Eval:
     values = elements(ctx, node.elts)
     return lambda f: set(values(f))
 
 
-def _dict(ctx: Context, node: ast.Dict) -> Eval:
+def compile_dict(ctx: Context, node: ast.Dict) -> Eval:
     pairs = [
         (None if key is None else compile_expr(ctx, key), compile_expr(ctx, value))
         for key, value in zip(node.keys, node.values, strict=True)
@@ -141,13 +142,13 @@ def _dict(ctx: Context, node: ast.Dict) -> Eval:
     return display
 
 
-def _starred(ctx: Context, node: ast.Starred) -> Eval:
+def compile_starred(ctx: Context, node: ast.Starred) -> Eval:
     raise Forbidden("'*' unpacking is only available in calls, displays and assignment targets")
 
 
-def _formatted(ctx: Context, node: ast.FormattedValue) -> Eval:
+def compile_formatted(ctx: Context, node: ast.FormattedValue) -> Eval:
     value = compile_expr(ctx, node.value)
-    conversions: dict[int, Callable[[Any], str]] = {115: str, 114: repr, 97: ascii}
+    conversions: dict[int, Callable[[Any], str]] = {115: safe_str, 114: safe_repr, 97: safe_ascii}
     convert = conversions.get(node.conversion)
     spec = compile_expr(ctx, node.format_spec) if node.format_spec is not None else None
 
@@ -156,15 +157,15 @@ def _formatted(ctx: Context, node: ast.FormattedValue) -> Eval:
         if convert is not None:
             v = convert(v)
         if spec is None:
-            return v if v.__class__ is str else format(v, "")
+            return v if v.__class__ is str else safe_format(v, "")
         text = spec(f)
         check_format_spec(text)
-        return format(v, text)
+        return safe_format(v, text)
 
     return formatted
 
 
-def _joinedstr(ctx: Context, node: ast.JoinedStr) -> Eval:
+def compile_joinedstr(ctx: Context, node: ast.JoinedStr) -> Eval:
     parts = [compile_expr(ctx, part) for part in node.values]
 
     def joined(f: Frame) -> str:
@@ -175,19 +176,3 @@ def _joinedstr(ctx: Context, node: ast.JoinedStr) -> Eval:
         return "".join(texts)
 
     return joined
-
-
-EXPRESSIONS.update(
-    {
-        ast.Attribute: _attribute,
-        ast.Subscript: _subscript,
-        ast.Slice: _slice,
-        ast.List: _list,
-        ast.Tuple: _tuple,
-        ast.Set: _set,
-        ast.Dict: _dict,
-        ast.Starred: _starred,
-        ast.FormattedValue: _formatted,
-        ast.JoinedStr: _joinedstr,
-    }
-)

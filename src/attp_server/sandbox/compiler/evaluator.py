@@ -28,18 +28,11 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from attp_server.sandbox.compiler import (  # noqa: F401  (importing them registers their compilers)
-    arithmetic,
-    calls,
-    control,
-    definitions,
-    displays,
-    imports,
-)
 from attp_server.sandbox.compiler.expressions import Context, compile_expr
 from attp_server.sandbox.compiler.functions import locate
 from attp_server.sandbox.compiler.scopes import Scope, analyze
 from attp_server.sandbox.compiler.statements import compile_stmt
+from attp_server.sandbox.compiler.table import COMPILERS
 from attp_server.sandbox.limits import (
     MAX_FORMAT_WIDTH,
     MAX_INT_BITS,
@@ -52,6 +45,7 @@ from attp_server.sandbox.policy import register_exception
 from attp_server.sandbox.process import alarm
 from attp_server.sandbox.process.protocol import TOOL_ERROR_FIELDS
 from attp_server.sandbox.stdlib.namespaces import check_power
+from attp_server.sandbox.stdlib.reprs import plain, safe_str, shown
 
 CHECK_EVERY = 64
 """Steps (loop iterations and calls) between two deadline checks: some tens of microseconds of evaluation."""
@@ -159,13 +153,24 @@ _SEQUENCES = (str, bytes, bytearray, list, tuple)
 _NUMBERS = frozenset({int, float})
 
 
+def _check_int(value: Any, what: str) -> Any:
+    """`value`, unless it is an integer over `MAX_INT_BITS` (``x + x`` of the largest ones, a loop of them)."""
+    if isinstance(value, int) and value.bit_length() > MAX_INT_BITS:
+        raise SizeLimitError(f"{what} would build an integer over {MAX_INT_BITS:,} bits")
+    return value
+
+
 def _add(a: Any, b: Any) -> Any:
     kinds: tuple[type, type] = (a.__class__, b.__class__)
-    if kinds[0] in _NUMBERS and kinds[1] in _NUMBERS:  # the common case first: nothing to check
-        return a + b
+    if kinds[0] in _NUMBERS and kinds[1] in _NUMBERS:  # the common case first
+        return _check_int(a + b, "'+'")
     if isinstance(a, _SEQUENCES) and isinstance(b, _SEQUENCES):
         _check_len(len(a) + len(b), "'+'")
-    return a + b
+    return _check_int(a + b, "'+'")
+
+
+def _sub(a: Any, b: Any) -> Any:
+    return _check_int(a - b, "'-'")
 
 
 def _mul(a: Any, b: Any) -> Any:
@@ -199,12 +204,20 @@ def _lshift(a: Any, b: Any) -> Any:
 def _mod(a: Any, b: Any) -> Any:
     if isinstance(a, str | bytes | bytearray):
         _check_percent_format(a)
+    if isinstance(a, str):  # `%s` / `%r` of an object: its safe text, never an address
+        if b.__class__ is tuple:
+            if not plain(b):
+                b = tuple(shown(item) for item in b)
+        elif b.__class__ is dict:
+            b = {key: shown(value) for key, value in b.items()}
+        else:
+            b = shown(b)
     return a % b
 
 
 BINARY_OPERATORS: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
     ast.Add: _add,
-    ast.Sub: operator.sub,
+    ast.Sub: _sub,
     ast.Mult: _mul,
     ast.Div: operator.truediv,
     ast.FloorDiv: operator.floordiv,
@@ -266,7 +279,7 @@ class Evaluator:
         """
         if scopes is None:
             scopes = analyze(tree)
-        context = Context(self, scopes[tree], scopes)
+        context = Context(COMPILERS, self, scopes[tree], scopes)
         symbols = self.symtable
         last: tuple[Any, int] | None = None
         with alarm.armed(self):
@@ -295,7 +308,7 @@ class Evaluator:
         end = "\n" if end is None else end
         if not isinstance(sep, str) or not isinstance(end, str):
             raise TypeError("print() sep and end must be strings")
-        self.output.write(sep.join([str(v) for v in values]) + end)
+        self.output.write(sep.join([safe_str(v) for v in values]) + end)
 
 
 def _compiled(

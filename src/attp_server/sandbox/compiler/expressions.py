@@ -15,21 +15,26 @@ from __future__ import annotations
 import ast
 import operator
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from attp_server.sandbox.compiler.functions import Frame
 from attp_server.sandbox.compiler.scopes import CELL, GLOBAL, LOCAL, Scope
 from attp_server.sandbox.limits import Forbidden
 from attp_server.sandbox.policy import RESULT_NAME
 
+if TYPE_CHECKING:
+    from attp_server.sandbox.compiler.table import Compilers
+
 Eval = Callable[[Frame], Any]
 Store = Callable[[Frame, Any], None]
 
 
 class Context:
-    """What compiling the code of one scope needs: the evaluator, the scope's names, the run's globals."""
+    """What compiling the code of one scope needs: the compilers' table, the evaluator, the scope's names, the
+    run's globals."""
 
-    def __init__(self, evaluator: Any, scope: Scope, scopes: dict[ast.AST, Scope]) -> None:
+    def __init__(self, compilers: Compilers, evaluator: Any, scope: Scope, scopes: dict[ast.AST, Scope]) -> None:
+        self.compilers = compilers
         self.evaluator = evaluator
         self.scope = scope
         self.scopes = scopes
@@ -40,14 +45,14 @@ class Context:
         a module-level name never defined."""
 
     def inner(self, node: ast.AST) -> Context:
-        return Context(self.evaluator, self.scopes[node], self.scopes)
+        return Context(self.compilers, self.evaluator, self.scopes[node], self.scopes)
 
     def where(self, name: str) -> str:
         return self.scope.where.get(name, GLOBAL)
 
 
 def compile_expr(ctx: Context, node: ast.expr) -> Eval:
-    handler = EXPRESSIONS.get(node.__class__)
+    handler = ctx.compilers.expressions.get(node.__class__)
     if handler is None:
         raise Forbidden(f"{node.__class__.__name__} is not available in the sandbox")
     return handler(ctx, node)
@@ -63,7 +68,7 @@ def constant(node: ast.AST) -> tuple[bool, Any]:
 # ---------------------------------------------------------------- names
 
 
-def _name(ctx: Context, node: ast.Name) -> Eval:
+def compile_name(ctx: Context, node: ast.Name) -> Eval:
     name, where = node.id, ctx.where(node.id)
     if where == LOCAL:
 
@@ -189,7 +194,7 @@ def inline(ctx: Context, node: ast.expr) -> Inline:
     if lk == "frame" and op_class in INLINE_OPERATORS:
         if rk == "const":
             return Inline(FRAME_CONST, name=left, value=right, op=INLINE_OPERATORS[op_class])
-        if rk == "frame":
+        if rk == "frame" and op_class is not ast.Sub:  # `x - y` of two big integers is size-checked
             return Inline(FRAME_FRAME, name=left, other=right, op=INLINE_OPERATORS[op_class])
     if lk == "frame" and rk == "const" and op_class in GUARDED_OPERATORS and right.__class__ is int:
         checked = ctx.operators[op_class]
@@ -371,7 +376,7 @@ def _unpacker(ctx: Context, targets: list[ast.expr]) -> Store:
 # ---------------------------------------------------------------- constants, operators, comparisons
 
 
-def _constant(ctx: Context, node: ast.Constant) -> Eval:
+def compile_constant(ctx: Context, node: ast.Constant) -> Eval:
     value = node.value
 
     def const(f: Frame) -> Any:
@@ -388,7 +393,7 @@ _UNARY: dict[type, Callable[[Any], Any]] = {
 }
 
 
-def _unaryop(ctx: Context, node: ast.UnaryOp) -> Eval:
+def compile_unaryop(ctx: Context, node: ast.UnaryOp) -> Eval:
     operand = compile_expr(ctx, node.operand)
     if node.op.__class__ is ast.Not:
 
@@ -410,7 +415,7 @@ def _unaryop(ctx: Context, node: ast.UnaryOp) -> Eval:
     return unary
 
 
-def _boolop(ctx: Context, node: ast.BoolOp) -> Eval:
+def compile_boolop(ctx: Context, node: ast.BoolOp) -> Eval:
     values = [compile_expr(ctx, v) for v in node.values]
     is_and = node.op.__class__ is ast.And
     if len(values) == 2:
@@ -445,7 +450,7 @@ def _boolop(ctx: Context, node: ast.BoolOp) -> Eval:
     return boolop
 
 
-def _ifexp(ctx: Context, node: ast.IfExp) -> Eval:
+def compile_ifexp(ctx: Context, node: ast.IfExp) -> Eval:
     test, body, orelse = compile_expr(ctx, node.test), compile_expr(ctx, node.body), compile_expr(ctx, node.orelse)
 
     def ifexp(f: Frame) -> Any:
@@ -454,7 +459,7 @@ def _ifexp(ctx: Context, node: ast.IfExp) -> Eval:
     return ifexp
 
 
-def _namedexpr(ctx: Context, node: ast.NamedExpr) -> Eval:
+def compile_namedexpr(ctx: Context, node: ast.NamedExpr) -> Eval:
     value, store = compile_expr(ctx, node.value), store_name(ctx, node.target.id)
 
     def walrus(f: Frame) -> Any:
@@ -463,14 +468,3 @@ def _namedexpr(ctx: Context, node: ast.NamedExpr) -> Eval:
         return result
 
     return walrus
-
-
-EXPRESSIONS: dict[type, Callable[[Context, Any], Eval]] = {
-    ast.Name: _name,
-    ast.Constant: _constant,
-    ast.UnaryOp: _unaryop,
-    ast.BoolOp: _boolop,
-    ast.IfExp: _ifexp,
-    ast.NamedExpr: _namedexpr,
-}
-"""Node class -> compiler. The other expressions are registered by the modules that compile them."""

@@ -6,7 +6,7 @@ never a real module). ``import m`` binds the same namespace the program already 
 is accepted. Everything else (another module, a dotted or relative import, any import when the
 ``allow_imports`` setting is off) ends the run with IMPORT_FORBIDDEN, naming what is available.
 
-Importing this module registers its compilers with `statements`.
+Its compilers are listed in `attp_server.sandbox.compiler.table`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 from attp_server.sandbox.compiler.expressions import Context, store_name
 from attp_server.sandbox.compiler.functions import Frame
-from attp_server.sandbox.compiler.statements import STATEMENTS, Stmt, located
+from attp_server.sandbox.compiler.statements import Stmt, located
 from attp_server.sandbox.limits import ImportForbidden
 
 
@@ -56,7 +56,7 @@ def member(space: Any, module: str, name: str) -> Any:
         raise ImportForbidden(f"cannot import name {name!r} from {module}{hint}") from None
 
 
-def _import(ctx: Context, node: ast.Import) -> Stmt:
+def compile_import(ctx: Context, node: ast.Import) -> Stmt:
     evaluator = ctx.evaluator
     bindings = []
     for alias in node.names:
@@ -70,7 +70,7 @@ def _import(ctx: Context, node: ast.Import) -> Stmt:
     return located(node, import_)
 
 
-def _importfrom(ctx: Context, node: ast.ImportFrom) -> Stmt:
+def compile_importfrom(ctx: Context, node: ast.ImportFrom) -> Stmt:
     evaluator = ctx.evaluator
     module = "." * node.level + (node.module or "")
     if module == "__future__":
@@ -87,7 +87,3 @@ def _importfrom(ctx: Context, node: ast.ImportFrom) -> Stmt:
             store(f, member(space, module, name))
 
     return located(node, import_from)
-
-
-STATEMENTS[ast.Import] = _import
-STATEMENTS[ast.ImportFrom] = _importfrom

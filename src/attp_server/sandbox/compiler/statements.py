@@ -32,7 +32,7 @@ from attp_server.sandbox.compiler.expressions import (
 )
 from attp_server.sandbox.compiler.functions import Frame, locate, out_of_memory
 from attp_server.sandbox.compiler.scopes import CELL, LOCAL
-from attp_server.sandbox.limits import MAX_SEQUENCE_LEN, Forbidden, SizeLimitError
+from attp_server.sandbox.limits import INT_BOUND, MAX_SEQUENCE_LEN, Forbidden, SizeLimitError
 
 Stmt = Callable[[Frame], Any]
 
@@ -41,7 +41,7 @@ CONTINUE = object()
 
 
 def compile_stmt(ctx: Context, node: ast.stmt) -> Stmt:
-    handler = STATEMENTS.get(node.__class__)
+    handler = ctx.compilers.statements.get(node.__class__)
     if handler is None:
         raise Forbidden(f"{node.__class__.__name__} statements are not available in the sandbox")
     return handler(ctx, node)
@@ -92,7 +92,7 @@ def block(ctx: Context, statements: list[ast.stmt]) -> Stmt:
 # ---------------------------------------------------------------- simple statements
 
 
-def _expr(ctx: Context, node: ast.Expr) -> Stmt:
+def compile_expression_statement(ctx: Context, node: ast.Expr) -> Stmt:
     value = compile_expr(ctx, node.value)
 
     def expression(f: Frame) -> None:
@@ -107,7 +107,7 @@ def _expr(ctx: Context, node: ast.Expr) -> Stmt:
     return expression
 
 
-def _assign(ctx: Context, node: ast.Assign) -> Stmt:
+def compile_assign(ctx: Context, node: ast.Assign) -> Stmt:
     targets = [assigner(ctx, t) for t in node.targets]
     if len(targets) == 1 and node.targets[0].__class__ is ast.Name and is_local(ctx, node.targets[0].id):
         return _assign_frame_name(ctx, node, node.targets[0].id)
@@ -169,14 +169,14 @@ def is_local(ctx: Context, name: str) -> bool:
     return ctx.scope.kind == "module" or ctx.where(name) == LOCAL
 
 
-def _annassign(ctx: Context, node: ast.AnnAssign) -> Stmt:
+def compile_annassign(ctx: Context, node: ast.AnnAssign) -> Stmt:
     if node.value is None:  # a bare annotation binds nothing (and is never evaluated)
         return lambda f: None
     value, target = compile_expr(ctx, node.value), assigner(ctx, node.target)
     return located(node, lambda f: target(f, value(f)))
 
 
-def _augassign(ctx: Context, node: ast.AugAssign) -> Stmt:
+def compile_augassign(ctx: Context, node: ast.AugAssign) -> Stmt:
     op = node.op.__class__
     operation = _augmented(ctx.operators[op], op)
     target = node.target
@@ -218,8 +218,8 @@ def _update_frame_name(ctx: Context, node: ast.AugAssign, name: str, operation: 
                 raise absent(name) from None
             b = const if constant else value(f)
             if adding:
-                if a.__class__ is int and b.__class__ is int:
-                    f[name] = a + b
+                if a.__class__ is int and b.__class__ is int and -INT_BOUND < (r := a + b) < INT_BOUND:
+                    f[name] = r
                     return
                 if a.__class__ is str and b.__class__ is str:
                     if len(a) + len(b) > MAX_SEQUENCE_LEN:
@@ -257,8 +257,8 @@ def _update_cell(ctx: Context, node: ast.AugAssign, name: str, operation: Callab
             except AttributeError:
                 raise unbound_free(name) from None
             b = const if constant else value(f)
-            if adding and a.__class__ is int and b.__class__ is int:
-                cell.value = a + b
+            if adding and a.__class__ is int and b.__class__ is int and -INT_BOUND < (r := a + b) < INT_BOUND:
+                cell.value = r
             else:
                 cell.value = operation(a, b)
         except MemoryError:
@@ -306,7 +306,7 @@ def _check_len(size: int, what: str) -> None:
         raise SizeLimitError(f"{what} would build {size:,} items; the limit is {MAX_SEQUENCE_LEN:,}")
 
 
-def _delete(ctx: Context, node: ast.Delete) -> Stmt:
+def compile_delete(ctx: Context, node: ast.Delete) -> Stmt:
     deleters: list[Callable[[Frame], None]] = []
     for target in node.targets:
         if target.__class__ is ast.Name:
@@ -315,7 +315,7 @@ def _delete(ctx: Context, node: ast.Delete) -> Stmt:
             container, key = compile_expr(ctx, target.value), compile_expr(ctx, target.slice)
             deleters.append(lambda f, c=container, k=key: operator.delitem(c(f), k(f)))  # type: ignore[misc]
         elif target.__class__ in (ast.Tuple, ast.List):
-            inner = _delete(ctx, ast.Delete(targets=target.elts, lineno=node.lineno, col_offset=node.col_offset))
+            inner = compile_delete(ctx, ast.Delete(targets=target.elts, lineno=node.lineno, col_offset=node.col_offset))
             deleters.append(inner)
         else:
             raise Forbidden("only names and items can be deleted")
@@ -327,7 +327,7 @@ def _delete(ctx: Context, node: ast.Delete) -> Stmt:
     return located(node, delete)
 
 
-def _assert(ctx: Context, node: ast.Assert) -> Stmt:
+def compile_assert(ctx: Context, node: ast.Assert) -> Stmt:
     test = compile_expr(ctx, node.test)
     message = compile_expr(ctx, node.msg) if node.msg is not None else None
 
@@ -338,23 +338,23 @@ def _assert(ctx: Context, node: ast.Assert) -> Stmt:
     return located(node, assertion)
 
 
-def _pass(ctx: Context, node: ast.Pass) -> Stmt:
+def compile_pass(ctx: Context, node: ast.Pass) -> Stmt:
     return lambda f: None
 
 
-def _break(ctx: Context, node: ast.Break) -> Stmt:
+def compile_break(ctx: Context, node: ast.Break) -> Stmt:
     return lambda f: BREAK
 
 
-def _continue(ctx: Context, node: ast.Continue) -> Stmt:
+def compile_continue(ctx: Context, node: ast.Continue) -> Stmt:
     return lambda f: CONTINUE
 
 
-def _declaration(ctx: Context, node: ast.Global | ast.Nonlocal) -> Stmt:
+def compile_declaration(ctx: Context, node: ast.Global | ast.Nonlocal) -> Stmt:
     return lambda f: None  # where the names live was decided before compiling (scopes.py)
 
 
-def _raise(ctx: Context, node: ast.Raise) -> Stmt:
+def compile_raise(ctx: Context, node: ast.Raise) -> Stmt:
     evaluator = ctx.evaluator
     exception = compile_expr(ctx, node.exc) if node.exc is not None else None
     cause = compile_expr(ctx, node.cause) if node.cause is not None else None
@@ -381,26 +381,8 @@ def _raise(ctx: Context, node: ast.Raise) -> Stmt:
     return located(node, raise_)
 
 
-def _refused(message: str) -> Callable[[Context, Any], Stmt]:
+def refused(message: str) -> Callable[[Context, Any], Stmt]:
     def refuse(ctx: Context, node: ast.stmt) -> Stmt:
         raise Forbidden(message)
 
     return refuse
-
-
-STATEMENTS: dict[type, Callable[[Context, Any], Stmt]] = {
-    ast.Expr: _expr,
-    ast.Assign: _assign,
-    ast.AnnAssign: _annassign,
-    ast.AugAssign: _augassign,
-    ast.Delete: _delete,
-    ast.Assert: _assert,
-    ast.Pass: _pass,
-    ast.Break: _break,
-    ast.Continue: _continue,
-    ast.Global: _declaration,
-    ast.Nonlocal: _declaration,
-    ast.Raise: _raise,
-    ast.With: _refused("'with' blocks are not available; files are read and written with tools"),
-}
-"""Node class -> compiler. Control flow, definitions and imports are registered by the modules that compile them."""

@@ -219,6 +219,8 @@ class WorkerProcess:
     directory: str
     lockdown: dict[str, Any] = field(default_factory=dict)
     killed: bool = False
+    closed: bool = False
+    """Reaped by the event loop, pipes closed, directory removed (`kill_now` kills without reaping this way)."""
     demoted: bool = False
     _buffer: bytearray = field(default_factory=bytearray)
 
@@ -264,13 +266,16 @@ class WorkerProcess:
         return decode(line)
 
     async def kill(self) -> None:
-        """Kill the whole process group and reap it, even while the caller is being cancelled."""
-        if self.killed:
+        """Kill the whole process group and reap it, even while the caller is being cancelled. A worker that
+        `WorkerPool.kill_now` killed is still reaped here, so that the event loop learns it exited."""
+        if self.closed:
             return
-        self.killed = True
+        self.closed = True
         with anyio.CancelScope(shield=True):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.pid, signal.SIGKILL)
+            if not self.killed:
+                self.killed = True
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self.pid, signal.SIGKILL)
             await self.process.wait()
             await self.process.aclose()
             for fd in (self.to_worker, self.from_worker):
@@ -378,7 +383,7 @@ class WorkerPool:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(worker.pid, signal.SIGKILL)
             shutil.rmtree(worker.directory, ignore_errors=True)
-        _reap([worker.pid for worker in workers], REAP_TIMEOUT_S)
+        _reap([worker.pid for worker in workers], REAP_TIMEOUT_S)  # the pool's exit still closes them
 
     def stats(self) -> dict[str, Any]:
         return {

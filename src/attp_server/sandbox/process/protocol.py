@@ -19,6 +19,8 @@ import json
 from collections.abc import Mapping
 from typing import Any, Literal, TypedDict
 
+from attp_server.sandbox.stdlib.reprs import safe_str
+
 
 class _ErrorCode(TypedDict):
     code: str
@@ -185,9 +187,10 @@ MAX_TEXT = 4000
 
 
 def text_of(value: object, limit: int = MAX_TEXT) -> str:
-    """``str(value)`` that cannot fail and cannot be huge: valid UTF-8, at most `limit` characters."""
+    """``str(value)`` that cannot fail and cannot be huge: valid UTF-8, at most `limit` characters, no address
+    (``KeyError(json.loads)`` says ``<function json.loads>``)."""
     try:
-        text = value if isinstance(value, str) else str(value)
+        text = value if isinstance(value, str) else safe_str(value)
     except Exception:
         text = f"<{type(value).__name__} that cannot be shown as text>"
     if len(text) > limit:

@@ -50,6 +50,7 @@ from attp_server.sandbox.starlark.engine import available as starlark_available
 from attp_server.sandbox.static_check import CHECK_BUDGET_S, META_TOOLS, KnownNames, check, known_names
 from attp_server.sandbox.stdlib.modules import build_namespaces, run_namespaces
 from attp_server.sandbox.stdlib.namespaces import MODULE_NAMES, SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS, Namespace
+from attp_server.sandbox.stdlib.reprs import name_modules
 from attp_server.sandbox.suggestions import closest
 
 MAX_STEPS = 50_000_000
@@ -186,6 +187,9 @@ class Parallel:
     def __init__(self, bridge: ToolBridge) -> None:
         self._bridge = bridge
 
+    def __repr__(self) -> str:
+        return "<built-in function parallel>"
+
     def __call__(self, tool: Any, items: Any, return_errors: bool = False) -> list[Any]:
         name = tool.name if isinstance(tool, ToolStub) else tool if isinstance(tool, str) else None
         if name is None or name in (*META_TOOLS, "parallel"):
@@ -239,6 +243,7 @@ class Runner:
     def __init__(self, channel: Channel) -> None:
         self.channel = channel
         self.namespaces = build_namespaces()  # before lockdown: some load pieces of the standard library
+        name_modules(self.namespaces)  # `repr(json.loads)` is <function json.loads>
         self.base_symbols: dict[str, Any] = {**SAFE_BUILTIN_FUNCTIONS, **SAFE_EXCEPTIONS, "ToolError": ToolError}
         # Built before lockdown, while the extra can still be found on disk.
         self.starlark = StarlarkEngine() if starlark_available() else None
@@ -274,7 +279,9 @@ class Runner:
         symbols = dict(self.base_symbols)
         symbols.update(modules)
         stubs = {name: ToolStub(name, bridge) for name in [*job.get("tools", []), *META_TOOLS]}
-        symbols.update(stubs)
+        # A tool never takes a builtin's, an exception class's or a module's name (the server reserves them;
+        # this holds even if a job says otherwise): `len`, `ValueError`, `json` stay the sandbox's own.
+        symbols.update({name: stub for name, stub in stubs.items() if name not in symbols})
         for pack, names in job.get("namespaces", {}).items():
             # Always the qualified name: a bare name may belong to another pack's tool.
             symbols[pack] = Namespace(pack, {name: ToolStub(f"{pack}.{name}", bridge) for name in names})

@@ -262,8 +262,26 @@ def functools_namespace() -> Namespace:
     )
 
 
+class _CacheParameters:
+    """``cached.cache_parameters`` as a program gets it: callable for a copy of the dict, never the real function
+    (functools' lambda, whose repr is an address and whose globals are the functools module's)."""
+
+    __slots__ = ("_cached",)
+
+    def __init__(self, cached: Any) -> None:
+        self._cached = cached
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(self._cached.cache_parameters())
+
+    def __repr__(self) -> str:
+        return "<built-in method cache_parameters of functools.lru_cache object>"
+
+
 _cached = _functools.lru_cache(maxsize=None)(lambda: None)
-allow_attributes(type(_cached), ("cache_info", "cache_clear", "cache_parameters"))
+allow_attributes(
+    type(_cached), ("cache_info", "cache_clear", "cache_parameters"), wrappers={"cache_parameters": _CacheParameters}
+)
 allow_attributes(type(_cached.cache_info()), ("hits", "misses", "maxsize", "currsize", "count", "index"))
 
 
@@ -329,7 +347,7 @@ def _concat(a: Any, b: Any) -> Any:
 
 _OPERATOR_AS_IS = (
     "lt", "le", "eq", "ne", "ge", "gt", "not_", "truth", "is_", "is_not", "abs", "and_", "floordiv", "index", "inv",
-    "invert", "neg", "or_", "pos", "rshift", "sub", "truediv", "xor", "contains", "countOf", "indexOf", "getitem",
+    "invert", "neg", "or_", "pos", "rshift", "truediv", "xor", "contains", "countOf", "indexOf", "getitem",
     "setitem", "delitem", "length_hint", "itemgetter",
 )  # fmt: skip
 """Functions that build nothing bigger than their arguments."""
@@ -339,6 +357,7 @@ def operator_namespace() -> Namespace:
     members: dict[str, Any] = {name: getattr(_operator, name) for name in _OPERATOR_AS_IS}
     members.update(
         add=_checked_add,
+        sub=BINARY_OPERATORS[ast.Sub],
         mul=BINARY_OPERATORS[ast.Mult],
         pow=BINARY_OPERATORS[ast.Pow],
         lshift=BINARY_OPERATORS[ast.LShift],

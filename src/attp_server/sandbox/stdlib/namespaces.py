@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from attp_server.sandbox.limits import MAX_FORMAT_WIDTH, MAX_INT_BITS, MAX_SEQUENCE_LEN, SizeLimitError
+from attp_server.sandbox.stdlib.reprs import name_objects, safe_ascii, safe_format, safe_repr
 
 
 class Namespace:
@@ -323,9 +324,29 @@ def check_power(base: int, exp: int) -> None:
         raise SizeLimitError(f"{base} ** {exp} would exceed {MAX_INT_BITS:,} bits")
 
 
+def _digits(name: str, convert: Callable[[Any], str]) -> Callable[[Any], str]:
+    """``bin``/``hex``/``oct``, refusing an integer over `MAX_INT_BITS` (its text would be as long)."""
+
+    def digits(number: Any) -> str:
+        if isinstance(number, int) and number.bit_length() > MAX_INT_BITS:
+            raise SizeLimitError(f"{name}() of an integer over {MAX_INT_BITS:,} bits is not available")
+        return convert(number)
+
+    digits.__name__ = digits.__qualname__ = name
+    return digits
+
+
+def _sum(iterable: Any, /, start: Any = 0) -> Any:
+    """``sum``, refusing a total over `MAX_INT_BITS` (each term may be near the limit)."""
+    total = sum(iterable, start)
+    if isinstance(total, int) and total.bit_length() > MAX_INT_BITS:
+        raise SizeLimitError(f"sum() would build an integer over {MAX_INT_BITS:,} bits")
+    return total
+
+
 def _format(value: Any, spec: str = "") -> str:
     check_format_spec(spec)
-    return format(value, spec)
+    return safe_format(value, spec)
 
 
 _SPEC_NUMBERS = _re.compile(r"(\d+)")
@@ -343,14 +364,16 @@ def check_format_spec(spec: object) -> None:
 
 
 SAFE_BUILTIN_FUNCTIONS: dict[str, Any] = {
-    "abs": abs, "all": all, "any": any, "ascii": ascii, "bin": bin, "bool": bool, "bytearray": _bytearray,
-    "bytes": _bytes, "callable": callable, "chr": chr, "complex": complex, "dict": dict, "divmod": divmod,
-    "enumerate": enumerate, "filter": filter, "float": float, "format": _format, "frozenset": frozenset,
-    "hash": hash, "hex": hex, "int": int, "isinstance": isinstance, "iter": iter, "len": len, "list": list,
-    "map": map, "max": max, "min": min, "next": next, "oct": oct, "ord": ord, "pow": _pow, "range": _range,
-    "repr": repr, "reversed": reversed, "round": round, "set": set, "slice": slice, "sorted": sorted,
-    "str": str, "sum": sum, "tuple": tuple, "zip": zip,
+    "abs": abs, "all": all, "any": any, "ascii": safe_ascii, "bin": _digits("bin", bin), "bool": bool,
+    "bytearray": _bytearray, "bytes": _bytes, "callable": callable, "chr": chr, "complex": complex, "dict": dict,
+    "divmod": divmod, "enumerate": enumerate, "filter": filter, "float": float, "format": _format,
+    "frozenset": frozenset, "hash": hash, "hex": _digits("hex", hex), "int": int, "isinstance": isinstance,
+    "iter": iter, "len": len, "list": list, "map": map, "max": max, "min": min, "next": next,
+    "oct": _digits("oct", oct), "ord": ord, "pow": _pow, "range": _range, "repr": safe_repr, "reversed": reversed,
+    "round": round, "set": set, "slice": slice, "sorted": sorted, "str": str, "sum": _sum, "tuple": tuple, "zip": zip,
 }  # fmt: skip
+
+name_objects(SAFE_BUILTIN_FUNCTIONS)  # `repr(sum)` is <function sum>, not the stand-in's address
 
 SAFE_EXCEPTIONS: dict[str, type[Exception]] = {
     cls.__name__: cls

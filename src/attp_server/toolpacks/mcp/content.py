@@ -63,7 +63,8 @@ def result_data(
     budget = _Budget(max_bytes)
     if result.is_error:
         text = " ".join(_text_of(block) for block in result.content).strip() or "(the server gave no message)"
-        raise ToolError("TOOL_ERROR", _scrub(_cut(text, 2000), hidden))
+        # Scrubbed before it is cut: a cut through a secret would leave its prefix where nothing matches it.
+        raise ToolError("TOOL_ERROR", _cut(scrub(text, hidden), 2000))
     if result.structured_content is not None:
         value: Any = result.structured_content
         if unwrap and isinstance(value, dict) and list(value) == ["result"]:
@@ -219,13 +220,18 @@ def _plain(value: Any, depth: int, budget: _Budget) -> Any:
     return text
 
 
+def scrub(text: str, secrets: Iterable[str]) -> str:
+    """`text` with every one of `secrets` blanked out (give them longest first: no part of a longer one survives)."""
+    for secret in secrets:
+        if secret and secret in text:
+            text = text.replace(secret, REDACTED)
+    return text
+
+
 def _scrub(value: Any, secrets: list[str]) -> Any:
     """Blank out every credential of the server that occurs in the result (an upstream echoing its env)."""
     if isinstance(value, str):
-        for secret in secrets:
-            if secret in value:
-                value = value.replace(secret, REDACTED)
-        return value
+        return scrub(value, secrets)
     if isinstance(value, list):
         return [_scrub(item, secrets) for item in value]
     if isinstance(value, dict):

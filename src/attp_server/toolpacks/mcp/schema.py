@@ -8,7 +8,10 @@ sentence is the summary the catalog shows.
 
 Calls are checked against the ``inputSchema`` itself (the `jsonschema` library, which the MCP SDK
 also uses) before anything is sent, so the model gets ``INVALID_ARGUMENT`` naming the parameter,
-what was expected, what it sent and, for a value outside an enum, the closest allowed value.
+what was expected, what it sent and, for a value outside an enum, the closest allowed value. The
+schema's regexes are matched by RE2 in linear time (`attp_server.toolpacks.mcp.patterns`), and the
+check runs on a tool thread within the run's deadline (`attp_server.run.dispatch`), never on the
+event loop.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from jsonschema import SchemaError, ValidationError, validators
 
 from attp_server.errors import ErrorCode, ErrorInfo, short_repr, suggest
 from attp_server.toolpack import annotation_text
+from attp_server.toolpacks.mcp import patterns
 
 logger = logging.getLogger(__name__)
 
@@ -438,15 +442,26 @@ def _returns_text(output_schema: Mapping[str, Any] | None, unwrap: bool) -> str:
 
 
 def compile_validator(input_schema: Mapping[str, Any], where: str) -> Any:
-    """A JSON Schema validator of the arguments, or None when the schema itself is invalid (then only the
-    signature checks the call, and the upstream server has the last word)."""
+    """A JSON Schema validator of the arguments, or None when the schema itself is invalid or holds a regex
+    RE2 cannot run (then only the signature checks the call, and the upstream server has the last word)."""
+    patterns.install()  # before any validator of this process matches a pattern
     try:
         cls = validators.validator_for(input_schema)
         cls.check_schema(dict(input_schema))
-        return cls(dict(input_schema))
     except (SchemaError, TypeError, ValueError, RecursionError) as exc:
         logger.warning("%s: its inputSchema is not valid JSON Schema, so calls are sent unchecked: %s", where, exc)
         return None
+    for pattern in patterns.schema_patterns(input_schema):
+        if (why := patterns.unsupported(pattern)) is not None:
+            logger.warning(
+                "%s: its inputSchema's pattern %.80r needs a backtracking regex engine (%s), so calls are sent "
+                "unchecked",
+                where,
+                pattern,
+                why,
+            )
+            return None
+    return cls(dict(input_schema))
 
 
 def check_arguments(ref: str, shape: ToolShape, arguments: Mapping[str, Any]) -> ErrorInfo | None:

@@ -21,7 +21,9 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import re
 import time
+import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -33,7 +35,7 @@ import mcp_types as types
 from anyio.abc import TaskStatus
 from mcp import Client
 from mcp.client.sse import sse_client
-from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
@@ -43,9 +45,10 @@ from pydantic import ValidationError
 from attp_server import __version__
 from attp_server.mcp_config import ExpansionError, McpServer, expand
 from attp_server.toolpack import Tool, ToolError, ToolMarks, current_call, make_tool
-from attp_server.toolpacks.mcp.content import media_saver, result_data
+from attp_server.toolpacks.mcp.content import media_saver, result_data, scrub
 from attp_server.toolpacks.mcp.schema import ToolShape, identifier, shape_of
 from attp_server.toolpacks.mcp.stderr import StderrTail
+from attp_server.toolpacks.mcp.stdio import REFUSED_UNREAD, bounded_stdio
 
 logger = logging.getLogger(__name__)
 
@@ -53,9 +56,14 @@ FIRST_BACKOFF_S = 1.0
 MAX_BACKOFF_S = 60.0
 MAX_PAGES = 100
 """Pages of tools/list read from one server (a paginator that never ends must not hang startup)."""
+MAX_MESSAGE_FACTOR = 2
+"""A stdio server's message may be this many times its ``max_result_bytes`` (plus 1 MiB) before it is refused
+unread (`bounded_stdio`): what the server reads and parses is bounded by the limit, not by what was sent."""
 MIN_SECRET_CHARS = 6
-"""Shorter values of env and headers are not blanked out of results (they would match ordinary text)."""
-SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "AUTH", "CREDENTIAL", "COOKIE", "SESSION")
+"""Shorter values of env and headers are not blanked out (they would match ordinary text)."""
+MIN_PASSWORD_CHARS = 4
+"""Shorter passwords in a URL are not blanked out."""
+_URL_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s:]*:([^/?#@\s]+)@")
 
 Changed = Callable[[], Awaitable[None]]
 
@@ -184,7 +192,7 @@ class Upstream:
                 async for _event in subscription:
                     self._relist.set()
         except Exception as exc:  # a server that does not serve subscriptions/listen: no change events, no harm
-            logger.debug("mcp server %r: no tool-change subscription: %s", self.pack, _reason(exc))
+            logger.debug("mcp server %r: no tool-change subscription: %s", self.pack, self._reason(exc))
 
     async def _relist_on_change(self, client: Client) -> None:
         while True:
@@ -193,7 +201,7 @@ class Upstream:
             try:
                 self._tools = await self._list_tools(client)
             except Exception as exc:
-                logger.warning("mcp server %r: listing its tools again failed: %s", self.pack, _reason(exc))
+                logger.warning("mcp server %r: listing its tools again failed: %s", self.pack, self._reason(exc))
                 continue
             logger.info("mcp server %r: its tool list changed (%d tools)", self.pack, len(self._tools))
             assert self._changed is not None
@@ -208,7 +216,7 @@ class Upstream:
         else:
             self._retry_at = time.monotonic() + self._backoff
             self._backoff = min(self._backoff * 2, MAX_BACKOFF_S)
-        self.problem = self._explain(exc, broke=broke)
+        self.problem = self._scrub(self._explain(exc, broke=broke))
         logger.warning("mcp server %r is unavailable: %s", self.pack, self.problem)
 
     def _explain(self, exc: BaseException, *, broke: bool) -> str:
@@ -264,19 +272,21 @@ class Upstream:
             env = {k: expand(v.get_secret_value(), self.environ, f"{where}.env.{k}") for k, v in config.env.items()}
             self._secrets = _secret_values(env)
             # Its stderr may print any of its env (a URL with a password in it): every value is blanked there.
-            tail = StderrTail(self.pack, _secret_values(env, every=True))
+            tail = StderrTail(self.pack, _secret_values(env))
             parameters = StdioServerParameters(
                 command=config.command,
                 args=list(config.args),
                 env=env or None,
                 cwd=str(config.cwd) if config.cwd is not None else None,
             )
-            return stdio_client(parameters, errlog=tail.file), tail
+            # A message may be the result's JSON with every character escaped, plus its envelope.
+            limit = MAX_MESSAGE_FACTOR * config.max_result_bytes + 1024 * 1024
+            return bounded_stdio(parameters, max_line=limit, errlog=tail.file), tail
         headers = {
             k: expand(v.get_secret_value(), self.environ, f"{where}.headers.{k}") for k, v in config.headers.items()
         }
-        self._secrets = _secret_values(headers, every=True)
         url = str(config.url)
+        self._secrets = _secret_values(headers, url=url)
         if config.transport == "sse":
             return sse_client(url, headers=headers or None), None
         return _streamable(url, headers), None
@@ -285,7 +295,7 @@ class Upstream:
         if isinstance(message, types.ToolListChangedNotification):
             self._relist.set()
         elif isinstance(message, Exception):
-            logger.debug("mcp server %r: transport error: %s", self.pack, _reason(message))
+            logger.debug("mcp server %r: transport error: %s", self.pack, self._reason(message))
 
     async def _list_tools(self, client: Client) -> list[Tool]:
         listed: list[types.Tool] = []
@@ -304,12 +314,13 @@ class Upstream:
             try:
                 tools.append(self._tool(name, definition))
             except Exception as exc:  # one odd tool must not take the others down
-                logger.warning("mcp server %r: leaving out tool %r: %s", self.pack, definition.name, exc)
+                logger.warning("mcp server %r: leaving out tool %r: %s", self.pack, definition.name, self._reason(exc))
         return tools
 
     def _tool(self, name: str, definition: types.Tool) -> Tool:
         where = f"mcp server {self.pack!r}, tool {definition.name!r}"
-        shape = shape_of(definition.description, definition.input_schema, definition.output_schema, where)
+        description = self._scrub(definition.description or "")  # the catalog is read by the model
+        shape = shape_of(description, definition.input_schema, definition.output_schema, where)
         upstream_name = definition.name
 
         async def call(**arguments: Any) -> Any:
@@ -324,7 +335,41 @@ class Upstream:
     # ------------------------------------------------------------ calls
 
     async def call(self, upstream_name: str, ref: str, shape: ToolShape, arguments: Mapping[str, Any]) -> Any:
-        """Send one ``tools/call``, bounded by the run's deadline; the result as data (or a `ToolError`)."""
+        """Send one ``tools/call``, bounded by the run's deadline; the result as data (or a `ToolError`).
+
+        Whatever the upstream said (a JSON-RPC error's message, an ``isError`` text, an SDK exception quoting
+        its result) reaches the program only with the server's credentials blanked out (`_secret_values`).
+        """
+        try:
+            return await self._call(upstream_name, ref, shape, arguments)
+        except ToolError as exc:
+            raise self._scrubbed(exc) from None
+        except Exception as exc:  # nothing the upstream caused may reach the log or the program unscrubbed
+            reason = self._reason(exc)
+            logger.warning("mcp server %r: the call to %s failed: %s", self.pack, ref, reason)
+            raise ToolError("TOOL_ERROR", f"{ref} failed: {reason}") from None
+
+    def _scrub(self, text: str) -> str:
+        return scrub(text, self._secrets)
+
+    def _reason(self, exc: BaseException) -> str:
+        return self._scrub(_reason(exc))
+
+    def _scrubbed(self, exc: ToolError) -> ToolError:
+        def clean(text: str | None) -> str | None:
+            return None if text is None else self._scrub(text)
+
+        return ToolError(
+            exc.code,
+            self._scrub(exc.message),
+            parameter_name=exc.parameter_name,
+            received=clean(exc.received),
+            expected=clean(exc.expected),
+            suggested_value=clean(exc.suggested_value),
+            solution=clean(exc.solution),
+        )
+
+    async def _call(self, upstream_name: str, ref: str, shape: ToolShape, arguments: Mapping[str, Any]) -> Any:
         context = current_call()
         client = await self._ready(context.remaining())
         if _closed(client):  # it died while idle: this request would never leave, so restart it first
@@ -345,7 +390,7 @@ class Upstream:
                     upstream_name, shape.wire_arguments(arguments), progress_callback=on_progress
                 )
             except MCPError as exc:
-                raise self._protocol_error(ref, exc) from None
+                raise self._protocol_error(ref, exc, client) from None
             except RuntimeError as exc:  # the SDK's output-schema check of the result
                 raise ToolError("TOOL_ERROR", f"{ref} returned a malformed result: {exc}") from None
             except ValidationError as exc:
@@ -354,14 +399,16 @@ class Upstream:
                 ) from None
             except (httpx2.HTTPError, OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
                 self._lost.set()
-                raise self._unavailable(f"the connection broke during the call ({_reason(exc)})") from None
+                raise self._unavailable(f"the connection broke during the call ({self._reason(exc)})") from None
         if bounded.cancelled_caught:
             raise ToolError(
                 "TIMEOUT",
                 f"{ref} did not answer within the run's remaining {remaining or 0:.1f} s; the request was cancelled",
                 solution="Call it with less work, or fewer calls per program (timeout_s bounds the whole run).",
             )
-        save = media_saver(self.workspace, f"mcp-media/{self.pack}") if self.config.save_media else None
+        # Into the caller's own folder under isolation (the server is shared, what it saves is the caller's).
+        workspace = context.workspace or self.workspace
+        save = media_saver(workspace, f"mcp-media/{self.pack}") if self.config.save_media else None
         convert = functools.partial(
             result_data,
             result,
@@ -402,13 +449,23 @@ class Upstream:
             "tools work.",
         )
 
-    def _protocol_error(self, ref: str, exc: MCPError) -> ToolError:
+    def _protocol_error(self, ref: str, exc: MCPError, client: Client) -> ToolError:
         code = exc.error.code
         message = str(exc.error.message)
-        if code == types.CONNECTION_CLOSED:
+        # The SDK reports a closed connection as error -32000, the code JSON-RPC leaves to servers for their own
+        # errors: only a connection that did close is one (else every failing call restarted the server).
+        if code == types.CONNECTION_CLOSED and _closed(client, default=True):
             self._lost.set()
             return self._unavailable(
                 f"it closed the connection during the call to {ref}; it is restarted on the next call"
+            )
+        refused = exc.error.data.get(REFUSED_UNREAD) if isinstance(exc.error.data, dict) else None
+        if isinstance(refused, int):  # `bounded_stdio` refused the answer unread
+            return ToolError(
+                "RESULT_TOO_LARGE",
+                f"the tool returned a message of {refused:,} bytes, refused unread; this server's limit is "
+                f"{self.config.max_result_bytes:,} (mcp_servers.NAME.max_result_bytes)",
+                solution="Ask for less: a narrower query, fewer items, or a page of the data.",
             )
         if code == types.INVALID_PARAMS:
             return ToolError("INVALID_ARGUMENT", f"{ref} refused the arguments: {message}")
@@ -435,16 +492,28 @@ def _marks(annotations: types.ToolAnnotations | None) -> ToolMarks:
     )
 
 
-def _secret_values(values: Mapping[str, str], *, every: bool = False) -> list[str]:
-    """The values that are credentials: every header (and a bearer's token alone), env values with a secret name."""
+def _secret_values(values: Mapping[str, str], *, url: str = "") -> list[str]:
+    """What is blanked out of everything the server says about this upstream, longest first.
+
+    Every configured value of ``env`` and ``headers`` (whatever its name: ``DATABASE_URL`` is as secret
+    as ``API_KEY``) of at least `MIN_SECRET_CHARS`, a bearer's token alone, the password of every URL
+    among them (and of the server's own ``url``), as written and URL-decoded, and the values of that
+    URL's query (``?api_key=...``).
+    """
     found = []
-    for name, value in values.items():
-        if every or any(word in name.upper() for word in SECRET_WORDS):
-            found.append(value)
-            scheme, _, token = value.partition(" ")
-            if token and scheme.lower() in ("bearer", "basic", "token"):
-                found.append(token)
-    return [v for v in found if len(v) >= MIN_SECRET_CHARS]
+    for value in values.values():
+        found.append(value)
+        scheme, _, token = value.partition(" ")
+        if token and scheme.lower() in ("bearer", "basic", "token"):
+            found.append(token)
+    secrets = [v for v in found if len(v) >= MIN_SECRET_CHARS]
+    for value in [*values.values(), url]:
+        for password in _URL_PASSWORD.findall(value):
+            secrets += [p for p in (password, urllib.parse.unquote(password)) if len(p) >= MIN_PASSWORD_CHARS]
+        if "?" in value and "://" in value:
+            query = urllib.parse.parse_qsl(urllib.parse.urlsplit(value.strip()).query)
+            secrets += [v for _, v in query if len(v) >= MIN_SECRET_CHARS]
+    return sorted(set(secrets), key=len, reverse=True)
 
 
 @asynccontextmanager
@@ -454,11 +523,11 @@ async def _streamable(url: str, headers: Mapping[str, str]) -> AsyncIterator[Any
         yield streams
 
 
-def _closed(client: Client) -> bool:
+def _closed(client: Client, *, default: bool = False) -> bool:
     """Whether the connection has already ended (a stdio server that exited while idle). The SDK keeps this
-    on its dispatcher without a public accessor; if that changes, the call finds out by failing instead."""
+    on its dispatcher without a public accessor; if that changes, `default` (a call finds out by failing)."""
     dispatcher = getattr(client.session, "_dispatcher", None)
-    return bool(getattr(dispatcher, "_closed", False))
+    return bool(getattr(dispatcher, "_closed", default))
 
 
 def _leaf(exc: BaseException) -> BaseException:
