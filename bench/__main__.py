@@ -20,6 +20,10 @@ Sections (each figure a median over many runs; each ratio two medians measured i
   attp_execute program, and parallel() against a loop of upstream calls (``bench/gateway.py``, which
   also runs alone and prints the whole comparison).
 - Sessions: W1 without a session, keeping its own variables, and with about 1 MiB kept.
+- Store: W1 continuing a session handle kept in SQLite and in PostgreSQL on loopback, against no state
+  (``bench/store.py``).
+- Replicas: W1 throughput of 16 clients through HAProxy in front of 1 and of 3 replicas sharing a
+  PostgreSQL store (``bench/replicas.py``; needs Debian's postgresql and haproxy, as the tests do).
 - Telemetry: W1 with no OpenTelemetry SDK, with the SDK tracing (spans dropped), and with everything on
   (tracing, SDK metrics, the audit log, rate limits) (``bench/telemetry.py``).
 - Reliability: a normal client's W1 latency (p50, p99) and errors while hostile clients send issue
@@ -42,8 +46,10 @@ from bench.evaluation import evaluation
 from bench.gateway import gateway
 from bench.load import load
 from bench.memory_search import memory
+from bench.replicas import replicas
 from bench.report import Report
 from bench.sessions import sessions
+from bench.store import store
 from bench.telemetry import telemetry
 from bench.transport import transport
 from bench.walls import walls
@@ -60,6 +66,8 @@ SECTIONS = (
     "gateway",
     "sessions",
     "telemetry",
+    "store",
+    "replicas",
 )
 
 
@@ -83,6 +91,10 @@ async def measure(quick: bool, only: list[str]) -> Report:
         await gateway(report, quick)
     if "sessions" in only:
         await sessions(report, quick)
+    if "store" in only:
+        await store(report, quick)
+    if "replicas" in only:
+        await replicas(report, quick)
     if "telemetry" in only:
         await telemetry(report, quick)
     return report

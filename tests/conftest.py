@@ -21,6 +21,7 @@ from harness import (
     stop_process,
     wait_for_health,
 )
+from postgres import Postgres, running_postgres
 
 from attp_server.run.runtime import Runtime
 
@@ -41,6 +42,13 @@ def workspace(tmp_path: Path) -> Path:
 async def runtime(workspace: Path) -> AsyncIterator[Runtime]:
     async with running(workspace) as rt:
         yield rt
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Postgres]:
+    """A real PostgreSQL server (Debian's binaries, a fresh cluster in a temporary folder) for the whole run."""
+    with running_postgres() as server:
+        yield server
 
 
 @pytest.fixture(scope="module")

@@ -66,7 +66,11 @@ async def test_a_write_and_an_edit_each_leave_one_line_and_a_read_none(workspace
     arguments = {"path": "notes.txt", "content": f"key = {SECRET}\n"}
     assert write["arguments_sha256"] == hashlib.sha256(canonical_json(arguments)).hexdigest()
     assert write["arguments_bytes"] == len(canonical_json(arguments))
-    assert write["session"] == hashlib.sha256(HANDLE.encode()).hexdigest()[:16]
+    # the session's handle (here the one ALICE's transport session stands for), digested
+    assert runtime.sessions is not None
+    handle = runtime.sessions.implicit_handle(ALICE)
+    assert handle is not None and write["session"] == edit["session"]
+    assert write["session"] == hashlib.sha256(handle.encode()).hexdigest()[:16]
     assert write["time"].endswith("Z")
     text = log.read_text()
     assert SECRET not in text and HANDLE not in text and "handle-3c5e" not in text

@@ -29,11 +29,14 @@ REQUIRED = [
     "sessions.w1_without_session_ms", "sessions.w1_keeping_its_variables_ms", "sessions.1mib_vs_none",
     "load.normal_p50_ms", "load.normal_p99_ms", "load.normal_errors", "load.idle_after_s", "load.cpu_2s_after_pct",
     "load.server_threads_max",
+    "store.w1_no_state_ms", "store.w1_sqlite_ms", "store.sqlite_ops_ms",
+    "replicas.1_replica_throughput", "replicas.3_replicas_throughput", "replicas.3_vs_1",
     "telemetry.http_w1_no_sdk_ms", "telemetry.http_everything_vs_none", "telemetry.runtime_everything_vs_none",
 ]  # fmt: skip
 """Figures every run has; smolagents, Monty and Starlark rows appear only where those are installed."""
 
 
+@pytest.mark.timeout(400)  # every section at tiny sizes, but each starts real servers (replicas: PostgreSQL, HAProxy)
 def test_bench_quick_run_prints_and_writes_every_figure(tmp_path: Path) -> None:
     stdout, data = run_quick_bench("bench", tmp_path / "results.json")
     assert data["quick"] is True

@@ -267,11 +267,17 @@ class Catalog:
 
     def _state_rule(self) -> str:
         if not self.settings.session_state or self.settings.engine != "python":
+            if self.settings.isolation == "session":
+                return (
+                    "- Each session has its own files and memory: pass the reply's session value back as session "
+                    "on your next call to work on them again."
+                )
             return ""
         return (
-            "- Between your calls in this session only plain data is kept (str, numbers, bool, None, lists and "
+            "- Between your calls in a session only plain data is kept (str, numbers, bool, None, lists and "
             f"dicts of them, {self.settings.max_state_bytes:,} bytes of JSON in all) and top-level def functions; "
-            "anything else is dropped (hint names it); reset=true clears them."
+            "anything else is dropped (hint names it). Pass the reply's session value back as session on your next "
+            "call to use them again; reset=true clears them."
         )
 
     def _description(self) -> str:

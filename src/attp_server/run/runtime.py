@@ -42,8 +42,9 @@ from attp_server.sandbox.stdlib.namespaces import MODULE_NAMES
 from attp_server.sessions import kept_state
 from attp_server.sessions.approvals import Approvals
 from attp_server.sessions.isolation import NoSession, Scopes
-from attp_server.sessions.registry import EVICTED, SESSIONS_AT_FULL_STATE, Caller, Session, Sessions
+from attp_server.sessions.registry import Caller, Session, SessionRefused, Sessions
 from attp_server.settings import Settings
+from attp_server.store import Store, StoreError, open_store
 from attp_server.toolpack import ToolpackLoadError, ToolRegistry, load_factory, load_toolpack
 
 __all__ = [
@@ -61,6 +62,13 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+STORE_UNAVAILABLE = ErrorInfo(
+    code=ErrorCode.SERVER_BUSY,
+    message="the server cannot reach its session store right now, so this call did not run (nothing was done)",
+    solution="Send the same call again in a few seconds; if it keeps failing, tell the user the server's database "
+    "is unavailable.",
+)
+
 
 class Runtime:
     """Runs programs. One per server; shared by all sessions (each run gets its own worker)."""
@@ -70,19 +78,25 @@ class Runtime:
         settings: Settings,
         registry: ToolRegistry,
         pool: WorkerPool,
+        store: Store | None = None,
         *,
         tracer_provider: trace.TracerProvider | None = None,
         meter_provider: otel_metrics.MeterProvider | None = None,
     ) -> None:
-        """`tracer_provider` and `meter_provider`: the OpenTelemetry globals unless given (the bench gives them)."""
+        """`store`: where sessions live (None: every call stands alone). `tracer_provider` and `meter_provider`:
+        the OpenTelemetry globals unless given (the bench gives them)."""
         self.settings = settings
         self.registry = registry
         self.pool = pool
         self.known = self.known_names(registry, settings.modules)
         self.listeners: list[Callable[[], Awaitable[None]]] = []
         """Told after `refresh` (the MCP face tells its clients that the tool list changed)."""
-        self.sessions = Sessions(settings.session_idle_s, SESSIONS_AT_FULL_STATE * settings.max_state_bytes)
+        self.store = store
+        self.sessions = Sessions(settings, store) if store is not None else None
+        """Sessions and their state, in the store (None without a store: every call stands alone)."""
         self.scopes = Scopes(settings, registry)
+        if self.sessions is not None:
+            self.sessions.removed_listeners.append(self.scopes.end_sessions)
         self.approvals = Approvals(settings)
         self.tasks: anyio.abc.TaskGroup | None = None
         """Work that outlives the call that started it (a run waiting for an approval across calls)."""
@@ -111,7 +125,7 @@ class Runtime:
         return Gauges(
             runs_waiting=self.admission.stats()["waiting"],
             workers_busy=len(self.pool.running_pids()),
-            sessions_active=len(self.sessions),
+            sessions_active=self.sessions.active if self.sessions is not None else 0,
             upstream_up={
                 name: pack.live.health().get("status") == "ok"
                 for name, pack in list(self.registry.packs.items())
@@ -156,56 +170,35 @@ class Runtime:
     async def execute(self, request: ExecuteRequest, context: CallContext | None = None) -> ExecutionResult:
         context = context if context is not None else CallContext()
         started = time.perf_counter()
-        await self.end_idle_sessions()
-        session = self.sessions.open(context.caller) if context.caller is not None else None
-        evicted = session is not None and session.evicted
-        if session is not None and (request.reset or evicted):
-            self.sessions.keep(session, None)
-            session.evicted = False
-        with self.tracing.phase("attp.admission"):
-            ticket = await self.admission.enter(context.session)
+        session: Session | None = None
         try:
-            if isinstance(ticket, ErrorInfo):
-                result = error_result(request.target, ticket)
-            else:
-                with self.sessions.using(session):
-                    try:
-                        tools = await self.tools_for(context.caller, session)
-                    except NoSession as refused:
-                        result = error_result(request.target, refused.info)
-                    else:
-                        caller = context.caller
-                        run = RunState(
-                            progress=context.progress,
-                            session=session,
-                            owner=context.session,
-                            tools=tools,
-                            ask=context.ask,
-                            principal=principal_of(caller.tenant if caller is not None else None),
-                            handle=handle_digest(caller.session if caller is not None else None),
-                        )
-                        result = await self._execute(request, run)
-        except Exception:
-            # A bug of ours must still come back as a result, never a traceback; details go to the log only.
-            logger.exception("attp_execute failed inside the server")
-            result = error_result(request.target, ErrorInfo(code=ErrorCode.INTERNAL_ERROR, message="the server failed"))
-        finally:
-            if not isinstance(ticket, ErrorInfo):
-                self.admission.leave(ticket)
-        elapsed = time.perf_counter() - started
-        result.elapsed_ms = round(elapsed * 1000, 2)
-        self.metrics.run_done(result.status, result.error.code if result.error else None, elapsed)
+            session = await self.open_session(context.caller, request.session)
+        except SessionRefused as refused:
+            result = error_result(request.target, refused.info)
+        except StoreError as exc:
+            logger.warning("the session store failed: %s", exc)
+            result = error_result(request.target, STORE_UNAVAILABLE)
+        else:
+            try:
+                result = await self._admitted(request, context, session)
+            finally:
+                if self.sessions is not None:
+                    await self.sessions.finish(session)
+        result.elapsed_ms = round((time.perf_counter() - started) * 1000, 2)
+        if session is not None:
+            result.session = session.returned
+            if session.notice is not None and not request.reset:
+                result.hint = joined(session.notice, result.hint)
+            fresh = request.session is None and session.handle is not None
+            if fresh and result.error is not None and result.error.code == ErrorCode.NAME_NOT_FOUND:
+                # The name may be one an earlier call kept, in the session whose handle was not passed back.
+                result.hint = joined(result.hint, NO_SESSION_HINT)
+        self.metrics.run_done(result.status, result.error.code if result.error else None, result.elapsed_ms / 1000)
         outcome: dict[str, Any] = {"attp.status": result.status, "attp.tool_calls": len(result.calls)}
         if result.error is not None:
             outcome["attp.error_code"] = bounded_code(result.error.code)
         # The MCP SDK's `tools/call attp_execute` span, when there is one.
         annotate(trace.get_current_span(), {**outcome, "attp.elapsed_ms": result.elapsed_ms})
-        if evicted and not request.reset:
-            result.hint = joined(EVICTED, result.hint)
-        sessionless = context.caller is not None and session is None and self.settings.session_state
-        if sessionless and result.error is not None and result.error.code == ErrorCode.NAME_NOT_FOUND:
-            # The description promises kept variables; this client's requests cannot have them.
-            result.hint = joined(result.hint, NO_SESSION_HINT)
         add_solution(result, starlark=(request.engine or self.settings.engine) == "starlark")
         # One line per call; never the code, the result or tool arguments (they may hold secrets).
         fields = {
@@ -218,6 +211,49 @@ class Runtime:
         }
         logger.info("attp_execute", extra={"fields": fields})
         return result
+
+    async def open_session(self, caller: Caller | None, handle: str | None) -> Session | None:
+        """The call's session, taken for it (None: the CLI, or no store). Raises `SessionRefused`."""
+        if self.sessions is None or (caller is None and handle is None):
+            return None
+        return await self.sessions.open(caller if caller is not None else Caller(), handle)
+
+    async def _admitted(
+        self, request: ExecuteRequest, context: CallContext, session: Session | None
+    ) -> ExecutionResult:
+        if session is not None and request.reset and session.kept is not None:
+            session.keep(None)
+        with self.tracing.phase("attp.admission"):
+            ticket = await self.admission.enter(context.session)
+        try:
+            if isinstance(ticket, ErrorInfo):
+                return error_result(request.target, ticket)
+            try:
+                tools = await self.tools_for(context.caller, session)
+            except NoSession as refused:
+                return error_result(request.target, refused.info)
+            caller = context.caller
+            run = RunState(
+                progress=context.progress,
+                session=session,
+                owner=context.session,
+                tools=tools,
+                ask=context.ask,
+                principal=principal_of(caller.tenant if caller is not None else None),
+                handle=handle_digest(session.handle if session is not None else None),
+            )
+            sessions = self.sessions
+            if sessions is None:
+                return await self._execute(request, run)
+            async with sessions.held(session):
+                return await self._execute(request, run)
+        except Exception:
+            # A bug of ours must still come back as a result, never a traceback; details go to the log only.
+            logger.exception("attp_execute failed inside the server")
+            return error_result(request.target, ErrorInfo(code=ErrorCode.INTERNAL_ERROR, message="the server failed"))
+        finally:
+            if not isinstance(ticket, ErrorInfo):
+                self.admission.leave(ticket)
 
     async def _execute(self, request: ExecuteRequest, run: RunState) -> ExecutionResult:
         prepared = await prepare(request, self.settings, self.registry)
@@ -283,23 +319,40 @@ class Runtime:
         result = from_worker(done, run, prepared.target, self.settings.max_output_bytes)
         if keeping and session is not None:
             kept, hint = await kept_state.after_run(session.kept, done, self.settings.max_state_bytes)
-            self.sessions.keep(session, kept)
+            if not kept_state.same(kept, session.kept):  # unchanged state is not written again
+                session.keep(kept)
             result.hint = joined(result.hint, hint)
         return result
+
+    def implicit_session(self, caller: Caller) -> Session | None:
+        """The implicit session of a handshake-era transport's session, to find its scope (not taken: nothing of it
+        is read or written)."""
+        key = self.sessions.implicit_key(caller) if self.sessions is not None else None
+        return Session(key, caller.principal, "implicit") if key is not None else None
 
     async def tools_for(self, caller: Caller | None, session: Session | None) -> ToolRegistry:
         """The tools working on the caller's folder and memory (`isolation`). Raises `NoSession`."""
         return await self.scopes.tools(self.scopes.scope_for(caller, session))
 
     async def end_idle_sessions(self) -> None:
-        """End the sessions idle past `session_idle_s`: their kept state goes, and their folders if their own."""
-        await self.scopes.end_sessions(self.sessions.expire())
+        """End the sessions idle past `session_idle_s` or older than `session_max_age_s` (theirs and every other
+        replica's: whoever notices first): their kept state goes, and their folders if their own."""
+        if self.sessions is not None:
+            await self.sessions.sweep()
+        if self.store is not None:  # rounds whose relaying replica never came back for the outcome
+            await self.store.rounds.expire(before=time.time() - 2 * self.settings.approval_timeout_s - 120)
 
     async def close(self) -> None:
-        """End every session (the server is stopping)."""
-        with anyio.CancelScope(shield=True):
-            await self.scopes.end_sessions(self.sessions.close_all())
+        """This process is stopping: its connections' sessions end with it."""
+        if self.sessions is not None:
+            await self.sessions.close()
         self.audit.close()
+
+
+def postgres_url(settings: Settings) -> str | None:
+    """`database_url` when it names a PostgreSQL server (packs such as memory keep their state there), else None."""
+    url = settings.database_url.get_secret_value() if settings.database_url is not None else None
+    return url if url is not None and url.startswith(("postgresql://", "postgres://")) else None
 
 
 def build_registry(settings: Settings) -> ToolRegistry:
@@ -325,6 +378,7 @@ def build_registry(settings: Settings) -> ToolRegistry:
         settings.toolpack_options,
         settings.skills_dirs,
         db_path=settings.db_path.resolve(),
+        database_url=postgres_url(settings),
     )
     for tool in registry.tools.values():
         for warning in docstring_warnings(tool):
@@ -380,6 +434,7 @@ async def open_runtime(settings: Settings, *, registry: ToolRegistry | None = No
             registry.refresh()
 
     async with (
+        open_store(settings) as store,
         live_tools(registry, changed),
         WorkerPool(
             size=settings.workers,
@@ -389,10 +444,9 @@ async def open_runtime(settings: Settings, *, registry: ToolRegistry | None = No
         ) as pool,
         anyio.create_task_group() as tasks,
     ):
-        runtime = Runtime(settings, registry, pool)
+        runtime = Runtime(settings, registry, pool, store)
         runtime.tasks = tasks
-        if settings.isolation == "session":
-            await anyio.to_thread.run_sync(runtime.scopes.sweep_stale)
+        await runtime.scopes.sweep_stale(store.handles.present)
         tasks.start_soon(_end_idle_sessions, runtime)
         try:
             yield runtime
@@ -402,9 +456,20 @@ async def open_runtime(settings: Settings, *, registry: ToolRegistry | None = No
             runtime.tools.close()
 
 
+SWEEP_PERIOD_S = 10.0
+"""How often a server process sweeps the store (expiry, the total state bound, its stdio session's liveness)."""
+
+
 async def _end_idle_sessions(runtime: Runtime) -> None:
-    """Sessions end on time even when no call comes to notice it."""
-    period = min(60.0, runtime.settings.session_idle_s / 2)
+    """Sessions end on time even when no call comes to notice it; leftover folders go too."""
+    period = min(SWEEP_PERIOD_S, runtime.settings.session_idle_s / 2)
+    sweeps = 0
     while True:
         await anyio.sleep(period)
-        await runtime.end_idle_sessions()
+        sweeps += 1
+        try:
+            await runtime.end_idle_sessions()
+            if runtime.store is not None and sweeps % 30 == 0:
+                await runtime.scopes.sweep_stale(runtime.store.handles.present)
+        except Exception as exc:  # the store is down for a while: say so, and try again next time
+            logger.warning("could not sweep the sessions in the store: %s", exc)

@@ -8,9 +8,9 @@ gives the call (elicitation; `attp_server.faces.elicitation`), and waits for the
 person's time is not the program's. Accepted, the call runs; declined, dismissed or unanswered,
 it fails with ``APPROVAL_DENIED`` and nothing is done; a client that cannot ask its user gets
 ``APPROVAL_UNAVAILABLE``, unless ``approval_fallback = "allow"``. "Allow this tool for the rest of
-the session" is remembered on the `Session` by pack and tool: allowing the files pack's ``write_file``
-allows no upstream server's ``write_file``, and the question names the pack (``hostile.write_file(...)``)
-so the user knows who is asking.
+the session" is remembered on the `Session` by pack and tool (and in the store with it when the call
+ends): allowing the files pack's ``write_file`` allows no upstream server's ``write_file``, and the
+question names the pack (``hostile.write_file(...)``) so the user knows who is asking.
 
 Nothing here knows MCP: the face turns a `Question` into an elicitation and the reply into an `Answer`.
 """
@@ -134,7 +134,7 @@ class Approvals:
                 why = f"nobody answered within approval_timeout_s = {self.timeout_s:g} s"
                 return self._denied(question, tool.ref, why), ""
         if answer is Answer.ALLOW_FOR_SESSION and session is not None:
-            session.approved.add((tool.pack, tool.name))
+            session.allow((tool.pack, tool.name))
             return None, "granted_for_session"
         if answer in (Answer.ALLOW, Answer.ALLOW_FOR_SESSION):
             return None, "granted"
