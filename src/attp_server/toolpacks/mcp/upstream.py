@@ -97,6 +97,8 @@ class Upstream:
         self._started = False
         self.connects = 0
         self.failures = 0
+        self.hidden = 0
+        """Tools the server lists that the filters (tools, exclude_tools, read_only) hide."""
 
     # ------------------------------------------------------------ LiveTools
 
@@ -109,6 +111,7 @@ class Upstream:
             "status": "ok" if self.problem is None else "unavailable",
             "problem": self.problem,
             "tools": len(self._tools),
+            "hidden": self.hidden,
             "connects": self.connects,
             "failures": self.failures,
         }
@@ -279,13 +282,28 @@ class Upstream:
                 break
         taken: set[str] = set()
         tools = []
+        hidden = 0
         for definition in listed:
+            read_only = definition.annotations is not None and definition.annotations.read_only_hint is True
+            if not self.config.admits((definition.name, identifier(definition.name)), read_only=read_only):
+                hidden += 1  # never made into a tool: not listed, not described, not callable by any name
+                continue
             name = identifier(definition.name, taken)
             taken.add(name)
             try:
                 tools.append(self._tool(name, definition))
             except Exception as exc:  # one odd tool must not take the others down
                 logger.warning("mcp server %r: leaving out tool %r: %s", self.pack, definition.name, exc)
+        if self.config.filtered():
+            self.hidden = hidden
+            logger.info("mcp server %r: %d of %d tools hidden by its filters", self.pack, hidden, len(listed))
+            if self.config.tools is not None and hidden == len(listed):
+                logger.warning(
+                    "mcp server %r: its tools filter %s matches none of its tools (%s)",
+                    self.pack,
+                    self.config.tools,
+                    ", ".join(d.name for d in listed[:20]) or "none",
+                )
         return tools
 
     def _tool(self, name: str, definition: types.Tool) -> Tool:
