@@ -127,6 +127,13 @@ class Settings(BaseSettings):
     mcp_startup_timeout_s: float = Field(
         20.0, gt=0, le=600, description="How long startup waits for the upstream MCP servers (all at once)."
     )
+    config_poll_s: float = Field(
+        2.0,
+        ge=0,
+        le=3600,
+        description="While serving, how often the config file and mcp_config files are checked for edits to the "
+        "upstream servers (added ones start, removed ones stop, changed ones restart); 0: never.",
+    )
     _upstream: dict[str, McpServer] = PrivateAttr(default_factory=dict)
     session_state: bool = Field(
         True,

@@ -33,6 +33,7 @@ A tool can read its call's deadline (and forward progress) through `current_call
 from __future__ import annotations
 
 import contextvars
+import copy
 import dataclasses
 import importlib
 import importlib.metadata
@@ -261,6 +262,10 @@ class ToolpackFactory:
 
     make: Callable[[Any, frozenset[str]], Sequence[Toolpack]]
     """Called with the `Settings` and the names already taken by enabled packs; returns the packs."""
+    update: Callable[[Any, Sequence[Toolpack], frozenset[str]], Sequence[Toolpack]] | None = None
+    """The configuration was edited while serving: called with the new `Settings`, the packs this factory
+    made that are serving now, and the names other packs take; returns the packs to serve from now on,
+    the very same objects for what did not change (so only the others are started and stopped)."""
 
 
 @dataclass(frozen=True)
@@ -553,6 +558,23 @@ class ToolRegistry:
                 qualified = counts[tool.name] > 1 or tool.name in taken
                 settled = dataclasses.replace(tool, qualified=qualified)
                 self.tools[settled.ref] = settled
+
+    def set_live(self, packs: Sequence[Toolpack]) -> None:
+        """Serve these live packs from now on, in place of the current ones (the configuration was edited).
+
+        `packs` and `tools` are replaced, never changed in place, so a `snapshot` taken before keeps what it saw.
+        """
+        fixed = {name: pack for name, pack in self.packs.items() if pack.live is None}
+        for pack in packs:
+            if pack.live is None or pack.name in fixed or pack.name in RESERVED_NAMES or not pack.name.isidentifier():
+                raise ToolpackLoadError(f"toolpack {pack.name!r} cannot be served as a live pack")
+        self.packs = {**fixed, **{pack.name: pack for pack in packs}}
+        self.refresh()
+
+    def snapshot(self) -> ToolRegistry:
+        """This registry as it is now, for one run: it keeps calling the tools it started with whatever is
+        edited while it runs (`refresh` and `set_live` replace the dicts a snapshot shares, never change them)."""
+        return copy.copy(self)
 
     def resolve(self, name: str) -> Tool | None:
         """Find a tool by the name programs call it, an alias, or ``pack.tool``."""

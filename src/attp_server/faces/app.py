@@ -166,7 +166,7 @@ def create_server(runtime: Runtime) -> MCPServer:
         )
 
     publish()
-    if any(pack.live is not None for pack in runtime.registry.packs.values()):
+    if runtime.watching or any(pack.live is not None for pack in runtime.registry.packs.values()):
 
         async def tools_changed() -> None:
             server.remove_tool("attp_execute")
@@ -264,8 +264,7 @@ def caller_from(context: ServerRequestContext[Any, Any] | None) -> Caller:
 
 def _add_tool_resources(server: MCPServer, runtime: Runtime) -> None:
     """The tool descriptions and the system prompt, as resources and a prompt (SPEC §5)."""
-    catalog = runtime.catalog
-    registry = runtime.registry
+    registry = runtime.registry  # the same object while serving; its tools change with the upstream servers
 
     def find(name: str) -> Tool:
         tool = registry.resolve(name)
@@ -281,7 +280,7 @@ def _add_tool_resources(server: MCPServer, runtime: Runtime) -> None:
         description="Every enabled tool: signature and docstring.",
     )
     def all_tools() -> str:
-        return catalog.attp_text()
+        return runtime.catalog.attp_text()
 
     @server.resource(
         "attp://tools/{name}", name="tool", mime_type="text/x-python", description="One tool's signature and docstring."
@@ -305,7 +304,7 @@ def _add_tool_resources(server: MCPServer, runtime: Runtime) -> None:
         description="The ATTP system prompt with the tools filled in.",
     )
     def prompt_resource() -> str:
-        return catalog.prompt()
+        return runtime.catalog.prompt()
 
     memory_view = registry.tools.get("view")
     if memory_view is not None and memory_view.pack == "memory":
@@ -332,7 +331,7 @@ def _add_tool_resources(server: MCPServer, runtime: Runtime) -> None:
     )
     def attp_system_prompt(language: str = "en") -> str:
         """Args: language: "en" (default) or "zh" for the seed's Chinese wording."""
-        return catalog.prompt(language)
+        return runtime.catalog.prompt(language)
 
 
 def _add_skill_resources(server: MCPServer, library: SkillLibrary) -> None:

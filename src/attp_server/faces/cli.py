@@ -7,10 +7,12 @@ Exit codes: 0 ok, 1 the program failed (status error or fail), 2 bad usage or co
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -32,7 +34,7 @@ from attp_server.run.checks import check_program, check_starlark
 from attp_server.run.envelope import Declined, EnvelopeError, looks_like_envelope, parse_envelope
 from attp_server.run.runtime import ExecuteRequest, Runtime, build_registry, open_registry, open_runtime
 from attp_server.run.tam import TamError, looks_like_tam, translate_tam
-from attp_server.settings import Settings, load_settings
+from attp_server.settings import DEFAULT_CONFIG_FILE, Settings, load_settings
 from attp_server.toolpack import ToolRegistry
 
 logger = logging.getLogger("attp_server")
@@ -188,7 +190,11 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging(settings.log_level, settings.log_format)
     try:
         if args.command == "serve":
-            return _serve(settings)
+            return _serve(
+                settings,
+                functools.partial(load_settings, _cli_values(args), args.config, profile=args.profile),
+                args.config,
+            )
         if args.command == "exec":
             return _exec(settings, args)
         if args.command == "check":
@@ -211,12 +217,15 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-def _serve(settings: Settings) -> int:
+def _serve(settings: Settings, reload: Callable[[], Settings], config: Path | None) -> int:
+    """Serve until stopped; edits of the config file and the mcp_config files apply while serving (`reload`)."""
     if settings.transport == "http":
         check_exposure(settings)
+    if config is None and DEFAULT_CONFIG_FILE.exists():
+        config = DEFAULT_CONFIG_FILE
 
     async def run() -> None:
-        async with open_runtime(settings) as runtime:
+        async with open_runtime(settings, reload=reload, config_file=config) as runtime:
             server = create_server(runtime)
             logger.info("sandbox lockdown: %s", runtime.pool.lockdown)
             if settings.transport == "http":

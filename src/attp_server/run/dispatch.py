@@ -68,7 +68,7 @@ class Dispatcher:
             return await self._parallel(run, args, kwargs)
         started = time.perf_counter()
         reply = await self._call(run, name, args, kwargs)
-        tool = self.registry.resolve(name)
+        tool = (run.tools or self.registry).resolve(name)
         error = reply.get("error") or {}
         run.calls.append(
             CallRecord(

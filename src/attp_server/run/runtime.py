@@ -12,8 +12,10 @@ from __future__ import annotations
 import functools
 import logging
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import anyio
 import anyio.abc
@@ -25,6 +27,7 @@ from attp_server.model.results import ExecutionResult
 from attp_server.run.admission import Admission
 from attp_server.run.dispatch import Dispatcher
 from attp_server.run.intake import Prepared, prepare
+from attp_server.run.live import ConfigWatch, LivePacks
 from attp_server.run.outcome import NO_SESSION_HINT, add_solution, error_result, from_worker, joined
 from attp_server.run.request import CallContext, Engine, ExecuteRequest, Progress
 from attp_server.run.state import RunState
@@ -37,7 +40,7 @@ from attp_server.sessions.approvals import Approvals
 from attp_server.sessions.isolation import NoSession, Scopes
 from attp_server.sessions.registry import EVICTED, SESSIONS_AT_FULL_STATE, Caller, Session, Sessions
 from attp_server.settings import Settings
-from attp_server.toolpack import ToolpackLoadError, ToolRegistry, load_factory, load_toolpack
+from attp_server.toolpack import Toolpack, ToolpackLoadError, ToolRegistry, load_factory, load_toolpack
 
 __all__ = [
     "CallContext",
@@ -73,6 +76,14 @@ class Runtime:
         self.admission = Admission(settings)
         self.tools = ToolExecutor(settings.tool_threads, settings.max_runs_per_session)
         self.dispatch = Dispatcher(settings, registry, Catalog(registry, settings), self.approvals, self.tools)
+        self.live: LivePacks | None = None
+        """The live packs' tasks (upstream MCP servers); set by `open_runtime`."""
+        self.watching = False
+        """Whether edits of the configuration are applied while serving (`ConfigWatch`)."""
+        self._generation = 0
+        self._running: Counter[int] = Counter()
+        """Runs in flight by the configuration generation they started under (for `reload`)."""
+        self._reloading = anyio.Lock()
 
     @property
     def catalog(self) -> Catalog:
@@ -108,6 +119,53 @@ class Runtime:
             except Exception:
                 logger.exception("a tool-list listener failed")
 
+    async def reload(self, settings: Settings) -> None:
+        """Serve the upstream servers `settings` configures: start the added and changed ones, then put them in
+        the tool list (clients are told), then stop the removed and replaced ones once the runs that started
+        before have ended: a running program finishes on the tools it started with."""
+        if self.live is None:
+            return
+        async with self._reloading:
+            current = [pack for pack in self.registry.packs.values() if pack.live is not None]
+            fixed = frozenset(name for name, pack in self.registry.packs.items() if pack.live is None)
+            factory = load_factory("mcp")
+            if factory.update is None:
+                return
+            try:
+                wanted = list(factory.update(settings, current, fixed))
+            except Exception as exc:
+                logger.warning("configuration edit not applied: %s", exc)
+                return
+            added = [pack for pack in wanted if not any(pack is old for old in current)]
+            removed = [pack for pack in current if not any(pack is new for new in wanted)]
+            if not added and not removed:
+                logger.info("configuration read again: the upstream servers are as they were")
+                return
+            for pack in added:
+                logger.info("configuration edited: starting the mcp server of toolpack %r", pack.name)
+            await self.live.start(added)
+            self.registry.set_live(wanted)
+            self.scopes.set_live(wanted)
+            self._generation += 1
+            await self.refresh()
+            if removed:
+                names = ", ".join(repr(pack.name) for pack in removed)
+                logger.info("configuration edited: stopping the mcp servers %s once the runs using them end", names)
+                if self.tasks is not None:
+                    self.tasks.start_soon(self._retire, removed, self._generation)
+                else:
+                    self.live.stop(removed)
+
+    async def _retire(self, packs: list[Toolpack], generation: int) -> None:
+        """Stop `packs` when no run that started before `generation` is still running (bounded by the longest a
+        run may take, paused approvals included)."""
+        longest = self.settings.timeout_s + self.settings.approval_timeout_s + 5
+        with anyio.move_on_after(longest):
+            while any(count for started, count in self._running.items() if started < generation):
+                await anyio.sleep(0.2)
+        assert self.live is not None
+        self.live.stop(packs)
+
     async def execute(self, request: ExecuteRequest, context: CallContext | None = None) -> ExecutionResult:
         context = context if context is not None else CallContext()
         started = time.perf_counter()
@@ -124,7 +182,7 @@ class Runtime:
             else:
                 with self.sessions.using(session):
                     try:
-                        tools = await self.tools_for(context.caller, session)
+                        tools = (await self.tools_for(context.caller, session)).snapshot()
                     except NoSession as refused:
                         result = error_result(request.target, refused.info)
                     else:
@@ -184,10 +242,11 @@ class Runtime:
         session = run.session
         keeping = prepared.keep and prepared.engine == "python" and self.settings.session_state and session is not None
         state = session.kept if keeping and session is not None else None
+        registry = run.tools or self.registry
         job = Job(
             code=prepared.code,
-            tools=self.registry.callable_names(),
-            namespaces=self.registry.namespaces(),
+            tools=registry.callable_names(),
+            namespaces=registry.namespaces(),
             timeout_s=self.settings.timeout_s,
             max_output_bytes=self.settings.max_output_bytes,
             max_result_bytes=self.settings.max_result_bytes,
@@ -198,10 +257,17 @@ class Runtime:
             state=state.message() if state is not None else None,
             keep=keeping,
             max_state_bytes=self.settings.max_state_bytes,
-            unavailable=self.registry.unavailable(),
+            unavailable=registry.unavailable(),
             modules=self.settings.modules,
         )
-        done = await self.pool.run(job, functools.partial(self.dispatch.traced_call, run))
+        generation = self._generation
+        self._running[generation] += 1
+        try:
+            done = await self.pool.run(job, functools.partial(self.dispatch.traced_call, run))
+        finally:
+            self._running[generation] -= 1
+            if not self._running[generation]:
+                del self._running[generation]
         result = from_worker(done, run, prepared.target, self.settings.max_output_bytes)
         if keeping and session is not None:
             kept, hint = await kept_state.after_run(session.kept, done, self.settings.max_state_bytes)
@@ -254,24 +320,20 @@ def build_registry(settings: Settings) -> ToolRegistry:
 
 
 @asynccontextmanager
-async def live_tools(registry: ToolRegistry, changed: Callable[[], Awaitable[None]]) -> AsyncIterator[None]:
+async def live_tools(registry: ToolRegistry, changed: Callable[[], Awaitable[None]]) -> AsyncIterator[LivePacks]:
     """Start the packs whose tools are live (upstream MCP servers), all at once; stop them on exit.
 
     Each reports back within its own startup timeout, connected or not (a server that fails is
     reported and its pack stays unavailable: it never stops the server). On exit their tasks are
-    cancelled, which closes every connection and ends every child process they started.
+    cancelled, which closes every connection and ends every child process they started. The `LivePacks`
+    yielded starts and stops more of them while serving (`Runtime.reload`).
     """
-    lives = [pack.live for pack in registry.packs.values() if pack.live is not None]
-    if not lives:
-        yield
-        return
     async with anyio.create_task_group() as running:
-        async with anyio.create_task_group() as starting:
-            for live in lives:
-                starting.start_soon(running.start, functools.partial(live.serve, changed))
+        live = LivePacks(running, changed)
+        await live.start([pack for pack in registry.packs.values() if pack.live is not None])
         registry.refresh()
         try:
-            yield
+            yield live
         finally:
             running.cancel_scope.cancel()
 
@@ -289,8 +351,17 @@ async def open_registry(settings: Settings) -> AsyncIterator[ToolRegistry]:
 
 
 @asynccontextmanager
-async def open_runtime(settings: Settings, *, registry: ToolRegistry | None = None) -> AsyncIterator[Runtime]:
-    """Start the live packs and the worker pool and yield a ready `Runtime`; stop them all on exit."""
+async def open_runtime(
+    settings: Settings,
+    *,
+    registry: ToolRegistry | None = None,
+    reload: Callable[[], Settings] | None = None,
+    config_file: Path | None = None,
+) -> AsyncIterator[Runtime]:
+    """Start the live packs and the worker pool and yield a ready `Runtime`; stop them all on exit.
+
+    With `reload` (reads the configuration again) and `config_poll_s` > 0, edits of `config_file` and the
+    ``mcp_config`` files are applied while serving (`ConfigWatch`, `Runtime.reload`)."""
     registry = registry if registry is not None else build_registry(settings)
     runtime: Runtime | None = None
 
@@ -301,15 +372,19 @@ async def open_runtime(settings: Settings, *, registry: ToolRegistry | None = No
             registry.refresh()
 
     async with (
-        live_tools(registry, changed),
+        live_tools(registry, changed) as live,
         WorkerPool(size=settings.workers, max_workers=settings.max_workers, memory_mb=settings.memory_mb) as pool,
         anyio.create_task_group() as tasks,
     ):
         runtime = Runtime(settings, registry, pool)
         runtime.tasks = tasks
+        runtime.live = live
         if settings.isolation == "session":
             await anyio.to_thread.run_sync(runtime.scopes.sweep_stale)
         tasks.start_soon(_end_idle_sessions, runtime)
+        if reload is not None and settings.config_poll_s > 0:
+            runtime.watching = True
+            tasks.start_soon(ConfigWatch(reload, config_file, settings, runtime.reload).run)
         try:
             yield runtime
         finally:

@@ -20,6 +20,7 @@ import os
 import re
 import shutil
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +30,7 @@ from attp_server.errors import ErrorCode, ErrorInfo
 from attp_server.sandbox.process.pool import process_alive
 from attp_server.sessions.registry import Caller, Session
 from attp_server.settings import DEFAULT_TENANT, Settings
-from attp_server.toolpack import ToolRegistry
+from attp_server.toolpack import Toolpack, ToolRegistry
 
 logger = logging.getLogger(__name__)
 
@@ -118,6 +119,11 @@ class Scopes:
                 while len(self._built) > MAX_BUILT:
                     self._built.popitem(last=False)
         return built
+
+    def set_live(self, packs: Sequence[Toolpack]) -> None:
+        """The live packs were replaced (the configuration was edited): every built scope serves the new ones."""
+        for built in self._built.values():
+            built.set_live(packs)
 
     def refresh(self) -> None:
         """The live packs' tools changed (an upstream server's list): every built scope settles its names again."""
