@@ -22,6 +22,7 @@ import anyio
 from attp_server import __version__
 from attp_server.errors import AttpError, ErrorCode, ErrorInfo
 from attp_server.faces.app import LANGUAGES, create_server, serve_stdio
+from attp_server.faces.bundle import write_bundle
 from attp_server.faces.client_config import CLAUDE_CONFIG_LOCATIONS, claude_config, n8n_config
 from attp_server.faces.http import check_exposure, serve_http
 from attp_server.faces.logs import configure_logging
@@ -133,6 +134,13 @@ def build_parser() -> argparse.ArgumentParser:
     config.add_argument("--port", type=int, help="HTTP port the server will use (n8n)")
     _settings_flags(config)
 
+    bundle = commands.add_parser(
+        "bundle", help="write an MCP Bundle (.mcpb) that Claude Desktop installs with one click"
+    )
+    bundle.add_argument(
+        "--output", type=Path, default=Path("attp-server.mcpb"), help="the file (default attp-server.mcpb)"
+    )
+
     manifest = commands.add_parser("manifest", help="write mcp_manifest.json (or --check that it is current)")
     manifest.add_argument("--path", type=Path, default=Path("mcp_manifest.json"))
     manifest.add_argument("--check", action="store_true", help="exit 1 if the file differs from what would be written")
@@ -183,6 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "manifest":
             return _manifest(args)
+        if args.command == "bundle":
+            return _bundle(args)
         settings = load_settings(_cli_values(args), args.config, profile=args.profile)
     except AttpError as exc:
         print(f"attp: {exc}", file=sys.stderr)
@@ -407,6 +417,19 @@ def _manifest(args: argparse.Namespace) -> int:
         return EXIT_OK
     args.path.write_text(render_manifest(manifest), encoding="utf-8")
     print(f"wrote {args.path}")
+    return EXIT_OK
+
+
+def _bundle(args: argparse.Namespace) -> int:
+    """Built from this installation only (the attp script's path), never from ATTP_* variables or a config file."""
+    if args.output.suffix != ".mcpb":
+        print(f"attp: --output {args.output} must end in .mcpb (Claude Desktop opens only those)", file=sys.stderr)
+        return EXIT_USAGE
+    manifest = write_bundle(args.output)
+    command = manifest["server"]["mcp_config"]["command"]
+    print(f"wrote {args.output}: double-click it (or drag it onto Claude Desktop's Settings > Extensions) to install")
+    print(f"it starts {command} serve; the install dialog asks for the workspace folder, the upstream servers file")
+    print("(a Claude-format JSON, optional) and the approval mode")
     return EXIT_OK
 
 
