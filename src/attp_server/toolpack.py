@@ -248,6 +248,9 @@ class Toolpack:
     live: LiveTools | None = None
     """Tools discovered while serving (an upstream MCP server). Their names yield: a tool gets its bare
     name only when no other enabled pack has a tool (or alias) of that name; it is always ``pack.tool``."""
+    origin: str | None = None
+    """The name the user gave it where that is not `name` (an upstream server named ``memory`` is the pack
+    ``memory_mcp``): errors that use the old name point to the new one."""
 
     def default_marks(self) -> ToolMarks:
         if self.read_only:
@@ -600,6 +603,10 @@ class ToolRegistry:
     def callable_names(self) -> list[str]:
         """Every name a program may call directly: tools with a bare name, and aliases."""
         return [*(ref for ref, tool in self.tools.items() if not tool.qualified), *self.aliases]
+
+    def renamed(self) -> dict[str, str]:
+        """The names users gave packs that are served under another name -> that name (``memory`` -> ``memory_mcp``)."""
+        return {pack.origin: name for name, pack in self.packs.items() if pack.origin and pack.origin != name}
 
     def unavailable(self) -> dict[str, str]:
         """Live packs whose tools cannot be called now -> why, and what fixes it."""

@@ -23,7 +23,7 @@ from attp_server import __version__
 from attp_server.errors import AttpError, ErrorCode, ErrorInfo
 from attp_server.faces.app import LANGUAGES, create_server, serve_stdio
 from attp_server.faces.bundle import write_bundle
-from attp_server.faces.client_config import CLAUDE_CONFIG_LOCATIONS, claude_config, n8n_config
+from attp_server.faces.client_config import CLAUDE_CONFIG_LOCATIONS, NotCarried, claude_config, n8n_config
 from attp_server.faces.http import check_exposure, serve_http
 from attp_server.faces.logs import configure_logging
 from attp_server.faces.manifest import build_manifest, differences
@@ -52,7 +52,11 @@ def _settings_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--profile", help="use the config file's [profiles.NAME] (toolpacks, workspace, ...)")
     group.add_argument("--workspace", type=Path, help="root directory of the files toolpack")
     group.add_argument(
-        "--toolpack", dest="toolpacks", action="append", metavar="PACK", help="enable a toolpack (repeatable)"
+        "--toolpack",
+        dest="toolpacks",
+        action="append",
+        metavar="PACK",
+        help="enable only this toolpack (repeatable); +PACK adds it to the default packs instead",
     )
     group.add_argument(
         "--skills-dir",
@@ -120,6 +124,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     tools = commands.add_parser("tools", help="print the catalog of enabled tools")
     tools.add_argument("--format", choices=["attp", "atdf", "json"], default="attp")
+    tools.add_argument(
+        "--as-model",
+        dest="as_model",
+        action="store_true",
+        help="print what the model reads: attp_execute's description (rules, signatures, servers that are down)",
+    )
     _settings_flags(tools)
 
     prompt = commands.add_parser("prompt", help="print the ATTP system prompt with the enabled tools")
@@ -175,6 +185,24 @@ def _cli_values(args: argparse.Namespace) -> dict[str, Any]:
     return {key: getattr(args, key) for key in keys if getattr(args, key, None) is not None}
 
 
+def _flag_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings the flags give. ``--toolpack +PACK`` adds PACK to the packs the configuration enables
+    (the defaults, or the config file's); ``--toolpack PACK`` replaces them."""
+    values = _cli_values(args)
+    packs: list[str] = values.get("toolpacks") or []
+    added = [pack[1:] for pack in packs if pack.startswith("+")]
+    if not added:
+        return values
+    if len(added) != len(packs):
+        raise AttpError(
+            "give either --toolpack PACK (enables only the packs named) or --toolpack +PACK (adds to the packs "
+            f"enabled by default or by the config file), not both (got {' '.join(packs)})"
+        )
+    base = load_settings({k: v for k, v in values.items() if k != "toolpacks"}, args.config, profile=args.profile)
+    values["toolpacks"] = [*base.toolpacks, *(pack for pack in added if pack not in base.toolpacks)]
+    return values
+
+
 def _read_input(path: str | None) -> str:
     if path is None or path == "-":
         return sys.stdin.read()
@@ -193,18 +221,17 @@ def main(argv: list[str] | None = None) -> int:
             return _manifest(args)
         if args.command == "bundle":
             return _bundle(args)
-        settings = load_settings(_cli_values(args), args.config, profile=args.profile)
+        values = _flag_values(args)
+        settings = load_settings(values, args.config, profile=args.profile)
     except AttpError as exc:
         print(f"attp: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    configure_logging(settings.log_level, settings.log_format)
+    quiet = args.command != "serve" and "log_level" not in settings.model_fields_set
+    configure_logging("WARNING" if quiet else settings.log_level, settings.log_format)  # exec: the result, no INFO
     try:
         if args.command == "serve":
-            return _serve(
-                settings,
-                functools.partial(load_settings, _cli_values(args), args.config, profile=args.profile),
-                args.config,
-            )
+            reload = functools.partial(load_settings, values, args.config, profile=args.profile)
+            return _serve(settings, reload, args.config)
         if args.command == "exec":
             return _exec(settings, args)
         if args.command == "check":
@@ -380,9 +407,12 @@ def _registry(settings: Settings) -> ToolRegistry:
 
 
 def _tools(settings: Settings, args: argparse.Namespace) -> int:
-
+    """Print the catalog; with upstream servers, say on stderr how each one went, and exit 1 if one failed."""
     registry = _registry(settings)
-    if args.format == "atdf":
+    failed = _report_upstreams(registry)
+    if args.as_model:
+        print(Catalog(registry, settings).description)
+    elif args.format == "atdf":
         print(json.dumps([atdf_descriptor(t) for t in registry.tools.values()], indent=2, ensure_ascii=False))
     elif args.format == "json":
         data = [
@@ -392,14 +422,41 @@ def _tools(settings: Settings, args: argparse.Namespace) -> int:
         print(json.dumps(data, indent=2, ensure_ascii=False))
     else:
         print("\n\n".join(tool_text(t) for t in registry.tools.values()))
-    return EXIT_OK
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def _report_upstreams(registry: ToolRegistry) -> bool:
+    """One line per upstream server on stderr: its toolpack (the name programs use) and its tools, or why it
+    failed. True if one failed."""
+    failed = False
+    for pack in registry.packs.values():
+        if pack.live is None:
+            continue
+        health = pack.live.health()
+        name = str(health.get("name", pack.name))
+        where = f"mcp server {name!r}" + (f" (toolpack {pack.name})" if pack.name != name else "")
+        if pack.live.problem is not None:
+            failed = True
+            print(f"attp: {where} FAILED: {pack.live.problem}", file=sys.stderr)
+            continue
+        hidden = int(health.get("hidden", 0))
+        count = sum(1 for tool in registry.tools.values() if tool.pack == pack.name)
+        extra = f", {hidden} hidden by its filters" if hidden else ""
+        print(f"attp: {where}: {count} tools as {pack.name}.NAME{extra}", file=sys.stderr)
+    return failed
 
 
 def _config(settings: Settings, args: argparse.Namespace) -> int:
+    flags = _flag_values(args)
     if args.client == "n8n":
-        print(n8n_config(settings, docker=args.docker))
+        print(n8n_config(settings, docker=args.docker, flags=flags))
         return EXIT_OK
-    print(json.dumps(claude_config(settings, name=args.name, profile=args.profile, config=args.config), indent=2))
+    try:
+        entry = claude_config(settings, name=args.name, profile=args.profile, config=args.config, flags=flags)
+    except NotCarried as exc:
+        print(f"attp: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(json.dumps(entry, indent=2))
     print("Merge into claude_desktop_config.json (" + "; ".join(CLAUDE_CONFIG_LOCATIONS) + ").", file=sys.stderr)
     return EXIT_OK
 

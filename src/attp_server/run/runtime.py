@@ -28,7 +28,7 @@ from attp_server.run.admission import Admission
 from attp_server.run.dispatch import Dispatcher
 from attp_server.run.intake import Prepared, prepare
 from attp_server.run.live import ConfigWatch, LivePacks
-from attp_server.run.outcome import NO_SESSION_HINT, add_solution, error_result, from_worker, joined
+from attp_server.run.outcome import NO_SESSION_HINT, add_solution, error_result, from_worker, joined, point_to_renamed
 from attp_server.run.request import CallContext, Engine, ExecuteRequest, Progress
 from attp_server.run.state import RunState
 from attp_server.run.tool_executor import ToolExecutor
@@ -269,6 +269,7 @@ class Runtime:
             if not self._running[generation]:
                 del self._running[generation]
         result = from_worker(done, run, prepared.target, self.settings.max_output_bytes)
+        point_to_renamed(result.error, registry.renamed(), job.namespaces)
         if keeping and session is not None:
             kept, hint = await kept_state.after_run(session.kept, done, self.settings.max_state_bytes)
             self.sessions.keep(session, kept)

@@ -54,7 +54,7 @@ def updated_toolpacks(settings: Any, current: Sequence[Toolpack], taken: frozens
             if pack_name in used:
                 pack_name = identifier(f"{pack_name}_mcp", frozenset(used))
             if pack_name != name:
-                logger.warning("mcp server %r is the toolpack %r (a Python name no other pack has)", name, pack_name)
+                logger.warning("mcp server %r is the toolpack %r: %s", name, pack_name, _why_renamed(name, pack_name))
             used.add(pack_name)
         live = Upstream(
             pack_name,
@@ -63,10 +63,21 @@ def updated_toolpacks(settings: Any, current: Sequence[Toolpack], taken: frozens
             startup_timeout_s=settings.mcp_startup_timeout_s,
             environ=environ,
             config_name=name,
+            passthrough=tuple(settings.env_passthrough),
         )
         description = f"Tools of the MCP server {name!r} ({config.describe()})."
-        packs.append(Toolpack(name=pack_name, description=description, live=live, open_world=True))
+        if pack_name != name:
+            description += f" Called {pack_name}.NAME(...): {_why_renamed(name, pack_name)}."
+        packs.append(Toolpack(name=pack_name, description=description, live=live, open_world=True, origin=name))
     return packs
+
+
+def _why_renamed(name: str, pack_name: str) -> str:
+    from attp_server.toolpacks.mcp.schema import identifier
+
+    if identifier(name) != name:
+        return f"{name!r} is not a Python name"
+    return f"{name} is the name of a built-in pack or module here, so its tools are {pack_name}.NAME"
 
 
 factory = ToolpackFactory(make=upstream_toolpacks, update=updated_toolpacks)

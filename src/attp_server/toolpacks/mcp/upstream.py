@@ -18,9 +18,12 @@ and upstream progress is forwarded as the run's progress.
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 import logging
 import math
+import os
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -33,7 +36,7 @@ import mcp_types as types
 from anyio.abc import TaskStatus
 from mcp import Client
 from mcp.client.sse import sse_client
-from mcp.client.stdio import StdioServerParameters
+from mcp.client.stdio import DEFAULT_INHERITED_ENV_VARS, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
@@ -52,6 +55,11 @@ FIRST_BACKOFF_S = 1.0
 MAX_BACKOFF_S = 60.0
 MAX_PAGES = 100
 """Pages of tools/list read from one server (a paginator that never ends must not hang startup)."""
+_NEEDED = re.compile(
+    r"PROXY|CERT|CA_BUNDLE|SSL|TLS|^NODE_|^NPM_|^UV_|^PIP_|^PYTHON|^VIRTUAL_ENV$|^JAVA_HOME$|^XDG_", re.I
+)
+"""Variables servers commonly need that are worth naming when one fails without them."""
+_NETWORK = re.compile(r"PROXY|CERT|CA_BUNDLE|SSL|TLS", re.I)
 MIN_SECRET_CHARS = 6
 """Shorter values of env and headers are not blanked out of results (they would match ordinary text)."""
 SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "AUTH", "CREDENTIAL", "COOKIE", "SESSION")
@@ -75,8 +83,11 @@ class Upstream:
         startup_timeout_s: float,
         environ: Mapping[str, str],
         config_name: str | None = None,
+        passthrough: tuple[str, ...] = (),
     ) -> None:
         self.pack = pack
+        self.passthrough = passthrough
+        """Names (or globs) of `environ`'s variables a stdio server gets besides the SDK's short default list."""
         self.config = config
         self.config_name = config_name or pack
         self.workspace = workspace
@@ -107,6 +118,7 @@ class Upstream:
 
     def health(self) -> dict[str, Any]:
         return {
+            "name": self.config_name,
             "server": self.config.describe(),
             "status": "ok" if self.problem is None else "unavailable",
             "problem": self.problem,
@@ -221,16 +233,55 @@ class Upstream:
         reason = _reason(cause)
         if self.config.command is not None:
             if isinstance(cause, FileNotFoundError | PermissionError):
-                fix = f"install it, or correct {where}.command"
-                reason = f"the command {self.config.command!r} cannot be started ({type(cause).__name__})"
+                reason, fix = self._not_started(cause, where)
             else:
                 fix = f"run the command of {where} by hand to see its error, and correct it"
+                if withheld := self._withheld():
+                    fix += (
+                        f". It did not get these variables of attp-server's environment: {', '.join(withheld)} "
+                        "(add the ones it needs to env_passthrough, or to its env)"
+                    )
             return f"{self.config.describe()}: {reason}. Fix: {fix}; it is retried on the next call."
         if isinstance(cause, httpx2.HTTPStatusError) and cause.response.status_code in (401, 403):
             fix = f"check the credentials in {where}.headers"
         else:
             fix = f"check that the server is running and that {where}.url is right"
         return f"{self.config.describe()}: {reason}. Fix: {fix}; it is retried on the next call."
+
+    def _not_started(self, cause: BaseException, where: str) -> tuple[str, str]:
+        """Why the command did not start, and the fix: a program missing from PATH is the usual case (uvx, npx
+        and node live in folders an app such as Claude Desktop does not put on the PATH it starts us with)."""
+        command = str(self.config.command)
+        if isinstance(cause, PermissionError):
+            return (
+                f"the command {command!r} is not executable (PermissionError)",
+                f"make it executable, or correct {where}.command",
+            )
+        if os.sep in command or (os.altsep and os.altsep in command):
+            return f"the command {command!r} does not exist", f"correct {where}.command (an absolute path)"
+        path = self.environ.get("PATH", "")
+        reason = f"the command {command!r} was not found on the PATH attp-server was started with ({path[:300]})"
+        comes_with = {"uvx": "uv (https://docs.astral.sh/uv/)", "uv": "uv (https://docs.astral.sh/uv/)",
+                      "npx": "Node.js", "node": "Node.js", "npm": "Node.js"}.get(Path(command).name)  # fmt: skip
+        fix = f"install {comes_with}, or " if comes_with else "install it, or "
+        fix += (
+            f"give its absolute path as {where}.command (`which {command}` in a terminal prints it): an app such "
+            "as Claude Desktop starts attp-server with a shorter PATH than a terminal's"
+        )
+        return reason, fix
+
+    def _withheld(self) -> list[str]:
+        """Variables of attp-server's environment a stdio server did not get that servers commonly need (proxies,
+        certificates, toolchain settings): names only, for the failure's reason."""
+        given = {*DEFAULT_INHERITED_ENV_VARS, *self.config.env}
+        withheld = [
+            name
+            for name in self.environ
+            if name not in given
+            and not any(fnmatch.fnmatchcase(name, pattern) for pattern in self.passthrough)
+            and _NEEDED.search(name)
+        ]
+        return sorted(withheld, key=lambda name: (not _NETWORK.search(name), name))[:20]  # proxies, CAs first
 
     @asynccontextmanager
     async def _connect(self) -> AsyncIterator[Client]:
@@ -250,6 +301,12 @@ class Upstream:
         if config.command is not None:
             env = {k: expand(v.get_secret_value(), self.environ, f"{where}.env.{k}") for k, v in config.env.items()}
             self._secrets = _secret_values(env)
+            passed = {
+                name: value
+                for name, value in self.environ.items()
+                if any(fnmatch.fnmatchcase(name, pattern) for pattern in self.passthrough)
+            }
+            env = {**passed, **env}
             return StdioServerParameters(
                 command=config.command,
                 args=list(config.args),
