@@ -373,3 +373,15 @@ def test_config_file_nested_too_deeply_is_a_config_error(tmp_path: Path) -> None
     path = write_config(tmp_path, "x = " + "[" * 5000 + "]" * 5000 + "\n")
     message = config_error(config_file=path)
     assert str(path) in message and "too deeply" in message
+
+
+def test_named_token_values_are_never_repeated_in_errors(tmp_path: Path) -> None:
+    path = write_config(tmp_path, 'auth_token = "abc"\n[auth_tokens]\ndefault = "zz-secret-zz"\n')
+    message = config_error(config_file=path)
+    assert "auth_tokens" in message and f"config file {path}" in message
+    assert "zz-secret-zz" not in message
+
+
+def test_nested_environment_variables_reach_dict_settings() -> None:
+    settings = load_settings(environ={"ATTP_MCP_SERVERS__TIME__COMMAND": "mcp-server-time"})
+    assert settings.upstream_servers["time"].command == "mcp-server-time"

@@ -1,8 +1,12 @@
-"""The one `Settings` class, and `load_settings`, which merges its sources and names the culprit of a bad value.
+"""The one `Settings` class, and `load_settings`, which builds it from pydantic-settings' sources and names the
+culprit of a bad value.
 
-Sources, highest first: command-line flags, ``ATTP_*`` environment variables (nested with ``__``),
-the TOML file given by ``--config`` (or ``./attp.toml`` if present), defaults. Settings are built
-once, in `attp_server.faces.cli.main`, and passed down; tests build ``Settings(...)`` directly.
+Sources, highest first: command-line flags (`InitSettingsSource`), ``ATTP_*`` environment variables
+(`EnvSettingsSource`, nested with ``__``), the TOML file given by ``--config`` or ``./attp.toml`` if present
+(`TomlConfigSettingsSource`), defaults. pydantic-settings reads and merges them; this module adds only the
+file's own shape (``[toolpacks]``, ``[profiles]``), comma-separated lists in the environment, and error
+messages that name the source a bad value came from. Settings are built once, in `attp_server.faces.cli.main`,
+and passed down; tests build ``Settings(...)`` directly (it reads no environment).
 """
 
 from __future__ import annotations
@@ -12,11 +16,21 @@ import os
 import re
 import tomllib
 from collections.abc import Mapping
+from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_origin
 
 from pydantic import Field, PrivateAttr, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    InitSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+from pydantic_settings.sources.utils import parse_env_vars
 
 from attp_server.errors import ConfigError, suggest
 from attp_server.mcp_config import McpServer, merge_servers
@@ -33,7 +47,7 @@ PROXY_AND_CA_VARIABLES = (
     "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS",
 )  # fmt: skip
 """What a server behind a proxy, or one trusting a company CA, needs to reach the network (`env_passthrough`)."""
-_SECRET_BEARING = frozenset({"mcp_servers", "auth_token"})
+_SECRET_BEARING = frozenset({"mcp_servers", "auth_token", "auth_tokens"})
 """Settings whose values are never repeated in an error message (env and headers of upstream servers, tokens)."""
 N8N_MCP_CLIENT = "@n8n/n8n-nodes-langchain.mcpClient"  # the clientInfo name of n8n's standalone MCP Client node
 
@@ -246,23 +260,93 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # Only explicit values: `load_settings` merges the sources itself so it can name them in errors.
+        # `Settings(...)` takes only the values it is given (tests, embedding); `load_settings` hands
+        # pydantic-settings the command line, the environment and the file as built sources.
         return (init_settings,)
 
 
-def _read_config_file(path: Path) -> dict[str, Any]:
-    try:
-        with path.open("rb") as handle:
-            data = tomllib.load(handle)
-    except FileNotFoundError:
-        raise ConfigError(f"config file {path} does not exist") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
-    except RecursionError:
-        raise ConfigError(f"config file {path} nests arrays or inline tables too deeply to read") from None
-    except OSError as exc:
-        raise ConfigError(f"config file {path} cannot be read: {exc}") from None
-    return _read_toolpacks_table(path, data)
+class _Environment(EnvSettingsSource):
+    """pydantic-settings' environment source (``ATTP_`` prefix, any case, ``__`` nesting, ``null``), with three
+    additions: lists may also be comma-separated, ``ATTP_<PACK>__<OPTION>`` sets a toolpack option, and an
+    ``ATTP_`` variable that matches nothing is an error (a typo must not pass silently)."""
+
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        self._environ = environ
+        super().__init__(
+            Settings, case_sensitive=False, env_prefix=ENV_PREFIX, env_nested_delimiter="__", env_parse_none_str="null"
+        )
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        return parse_env_vars(self._environ, False, False, "null")
+
+    def decode_complex_value(self, field_name: str, field: FieldInfo, value: Any) -> Any:
+        variable = f"{ENV_PREFIX}{field_name.upper()}"
+        text = str(value).strip()
+        is_list = get_origin(field.annotation) is list
+        if is_list and not text.startswith("["):
+            return [item.strip() for item in text.split(",") if item.strip()]
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            if not text.startswith(("[", "{")):
+                raise ConfigError(f"environment variable {variable} must be a JSON object") from None
+            raise ConfigError(f"environment variable {variable} is not valid JSON: {exc}") from None
+
+    def __call__(self) -> dict[str, Any]:
+        values = super().__call__()
+        pack_options: dict[str, dict[str, Any]] = {}
+        for name, raw in self.env_vars.items():
+            if not name.startswith(ENV_PREFIX.lower()):
+                continue
+            head, _, rest = name[len(ENV_PREFIX) :].partition("__")
+            field = Settings.model_fields.get(head)
+            if field is not None and (not rest or get_origin(field.annotation) is dict):
+                continue  # read by pydantic-settings above
+            if field is None and rest:
+                pack_options.setdefault(head, {})[rest] = raw
+                continue
+            hint = suggest(name[len(ENV_PREFIX) :], Settings.model_fields)
+            raise ConfigError(
+                f"unknown environment variable {name.upper()}"
+                + (f"; did you mean {ENV_PREFIX}{hint.upper()}?" if hint else "")
+            )
+        if pack_options:
+            values["toolpack_options"] = _deep_merge(pack_options, values.get("toolpack_options", {}))
+        return values
+
+
+class _ConfigFile(TomlConfigSettingsSource):
+    """pydantic-settings' TOML source, with the file's own shape: ``[toolpacks] enabled = [...]`` beside
+    ``[toolpacks.<pack>]`` option tables, ``[profiles.<name>]`` laid over the top level, and errors naming the file."""
+
+    def __init__(self, path: Path, profile: str | None) -> None:
+        if not path.exists():
+            raise ConfigError(f"config file {path} does not exist")
+        if path.is_dir():
+            raise ConfigError(f"config file {path} is a directory, not a TOML file")
+        self._path, self._profile = path, profile
+        super().__init__(Settings, toml_file=path)
+
+    def _read_file(self, file_path: Path | Traversable) -> dict[str, Any]:
+        try:
+            data = super()._read_file(file_path)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {self._path} is not valid TOML: {exc}") from None
+        except RecursionError:
+            raise ConfigError(f"config file {self._path} nests arrays or inline tables too deeply to read") from None
+        except OSError as exc:
+            raise ConfigError(f"config file {self._path} cannot be read: {exc}") from None
+        return _apply_profile(self._path, _read_toolpacks_table(self._path, data), self._profile)
+
+
+def _deep_merge(base: dict[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in update.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
 
 
 def _read_toolpacks_table(path: Path, data: dict[str, Any]) -> dict[str, Any]:
@@ -285,72 +369,13 @@ def _read_toolpacks_table(path: Path, data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def _read_environment(environ: Mapping[str, str]) -> dict[str, Any]:
-    """``ATTP_*`` variables as setting values. Lists may be JSON or comma-separated; ``ATTP_<PACK>__<OPTION>``
-    sets a toolpack option; an ``ATTP_`` variable that matches nothing is an error (a typo must not pass)."""
-    values: dict[str, Any] = {}
-    pack_options: dict[str, dict[str, Any]] = {}
-    for raw_name, raw in environ.items():
-        if not raw_name.upper().startswith(ENV_PREFIX):
-            continue
-        name = raw_name[len(ENV_PREFIX) :].lower()
-        head, _, rest = name.partition("__")
-        if head in Settings.model_fields and not rest:
-            values[head] = _env_value(head, raw)
-        elif head == "toolpack_options" and rest:
-            pack, _, option = rest.partition("__")
-            pack_options.setdefault(pack, {})[option] = raw
-        elif rest and head not in Settings.model_fields:
-            pack_options.setdefault(head, {})[rest] = raw
-        else:
-            hint = suggest(name, Settings.model_fields)
-            raise ConfigError(
-                f"unknown environment variable {raw_name}"
-                + (f"; did you mean {ENV_PREFIX}{hint.upper()}?" if hint else "")
-            )
-    if pack_options:
-        values["toolpack_options"] = pack_options
-    return values
-
-
-def _env_value(field: str, raw: str) -> Any:
-    annotation = str(Settings.model_fields[field].annotation)
-    if annotation.startswith(("list[", "dict[")):
-        text = raw.strip()
-        if text.startswith(("[", "{")):
-            try:
-                return json.loads(text)
-            except ValueError as exc:
-                raise ConfigError(
-                    f"environment variable {ENV_PREFIX}{field.upper()} is not valid JSON: {exc}"
-                ) from None
-        if annotation.startswith("list["):
-            return [item.strip() for item in text.split(",") if item.strip()]
-        raise ConfigError(f"environment variable {ENV_PREFIX}{field.upper()} must be a JSON object")
-    return None if raw == "null" else raw
-
-
-def _deep_merge(base: dict[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
-    merged = dict(base)
-    for key, value in update.items():
-        if isinstance(value, Mapping) and isinstance(merged.get(key), dict):
-            merged[key] = _deep_merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
-
-
-def _apply_profile(path: Path | None, values: dict[str, Any], profile: str | None) -> dict[str, Any]:
-    """Lay a ``[profiles.<name>]`` table over the file's top-level values (seed 004's per-agent tool sets)."""
+def _apply_profile(path: Path, values: dict[str, Any], profile: str | None) -> dict[str, Any]:
+    """Lay a ``[profiles.<name>]`` table over the file's top-level values (per-agent tool sets)."""
     profiles = values.pop("profiles", {})
     if not isinstance(profiles, dict):
         raise ConfigError(f"config file {path}: profiles must be tables, [profiles.<name>]")
     if profile is None:
         return values
-    if path is None:
-        raise ConfigError(
-            f"profile {profile!r} needs a config file (--config or ./attp.toml) with [profiles.{profile}]"
-        )
     if profile not in profiles or not isinstance(profiles[profile], dict):
         known = ", ".join(sorted(profiles)) or "none"
         hint = suggest(profile, profiles)
@@ -370,50 +395,49 @@ def load_settings(
     environ: Mapping[str, str] | None = None,
     profile: str | None = None,
 ) -> Settings:
-    """Merge flags > environment > profile > config file > defaults; a bad value raises `ConfigError`
-    naming the field and its source."""
-    cli = {k: v for k, v in (cli or {}).items() if v is not None}
-    environ = os.environ if environ is None else environ
+    """Build `Settings` from pydantic-settings' sources, highest first: flags, environment, (profile over) config
+    file, defaults. A bad value raises `ConfigError` naming the field and the source its value came from."""
     path = config_file if config_file is not None else (DEFAULT_CONFIG_FILE if DEFAULT_CONFIG_FILE.exists() else None)
-    layers: list[tuple[str, dict[str, Any]]] = []
-    if path is not None or profile is not None:
-        file_values = _read_config_file(path) if path is not None else {}
-        layers.append((f"config file {path}", _apply_profile(path, file_values, profile)))
-    layers.append(("environment", _read_environment(environ)))
-    layers.append(("command line", dict(cli)))
-
-    merged: dict[str, Any] = {}
-    origin: dict[str, str] = {}
-    for source, values in layers:
-        for key, value in values.items():
-            if key not in Settings.model_fields:
-                hint = suggest(key, Settings.model_fields)
-                where = f"{ENV_PREFIX}{key.upper()}" if source == "environment" else key
-                raise ConfigError(
-                    f"unknown setting {where!r} in {source}" + (f"; did you mean {hint!r}?" if hint else "")
-                )
-            if isinstance(value, dict) and isinstance(merged.get(key), dict):
-                merged[key] = _deep_merge(merged[key], value)
-            else:
-                merged[key] = value
-            origin[key] = source
+    if path is None and profile is not None:
+        raise ConfigError(
+            f"profile {profile!r} needs a config file (--config or ./attp.toml) with [profiles.{profile}]"
+        )
+    sources: dict[str, PydanticBaseSettingsSource] = {
+        "command line": InitSettingsSource(Settings, {k: v for k, v in (cli or {}).items() if v is not None}),
+        "environment": _Environment(os.environ if environ is None else environ),
+    }
+    if path is not None:
+        sources[f"config file {path}"] = _ConfigFile(path, profile)
     try:
-        return Settings(**merged)
+        return Settings(_build_sources=(tuple(sources.values()), {}))
     except ValidationError as exc:
-        problems = []
-        for error in exc.errors():
-            field = str(error["loc"][0]) if error["loc"] else "?"
-            if not error["loc"]:  # a check across fields names its field first: "mcp_config: ..."
-                named, _, rest = str(error["msg"]).removeprefix("Value error, ").partition(": ")
-                if named in Settings.model_fields:
-                    field, error["msg"] = named, rest
-            source = origin.get(field, "defaults")
-            if source == "environment":
-                source = f"environment variable {ENV_PREFIX}{field.upper()}"
-            if field in _SECRET_BEARING:  # never echo a value that may hold a token; name where it is instead
-                where = ".".join(str(part) for part in error["loc"])
-                problems.append(f"{where}: {error['msg']} (from {source})")
-                continue
-            received = merged.get(field, "<default>")
-            problems.append(f"{field}: {error['msg']} (got {received!r} from {source})")
-        raise ConfigError("invalid settings: " + "; ".join(problems)) from None
+        raise ConfigError("invalid settings: " + "; ".join(_problems(exc, sources))) from None
+
+
+def _problems(exc: ValidationError, sources: Mapping[str, PydanticBaseSettingsSource]) -> list[str]:
+    """Each validation error as 'field: what is wrong (got value from source)'; the source is the highest one
+    that set the field, and values of secret-bearing fields are never repeated."""
+    given = [(name, source()) for name, source in sources.items()]
+    problems = []
+    for error in exc.errors():
+        field = str(error["loc"][0]) if error["loc"] else "?"
+        if not error["loc"]:  # a check across fields names its field first: "mcp_config: ..."
+            named, _, rest = str(error["msg"]).removeprefix("Value error, ").partition(": ")
+            if named in Settings.model_fields:
+                field, error["msg"] = named, rest
+        source, received = next(
+            ((name, values[field]) for name, values in given if field in values), ("defaults", None)
+        )
+        if error["type"] == "extra_forbidden":
+            hint = suggest(field, Settings.model_fields)
+            problems.append(f"unknown setting {field!r} in {source}" + (f"; did you mean {hint!r}?" if hint else ""))
+            continue
+        if source == "environment":
+            source = f"environment variable {ENV_PREFIX}{field.upper()}"
+        if field in _SECRET_BEARING:  # never echo a value that may hold a token; name where it is instead
+            where = ".".join(str(part) for part in error["loc"])
+            problems.append(f"{where}: {error['msg']} (from {source})")
+            continue
+        shown = received if source != "defaults" else "<default>"
+        problems.append(f"{field}: {error['msg']} (got {shown!r} from {source})")
+    return problems

@@ -24,7 +24,7 @@ from attp_server.model.catalog import Catalog
 from attp_server.model.results import CallRecord
 from attp_server.run.state import RunState
 from attp_server.run.tool_executor import NoThread, ToolExecutor
-from attp_server.sandbox.process.protocol import capped
+from attp_server.sandbox.process.protocol import ErrorReport, ToolReply, capped
 from attp_server.sandbox.static_check import META_TOOLS, PARALLEL
 from attp_server.sessions.approvals import Approvals
 from attp_server.settings import Settings
@@ -62,27 +62,27 @@ class Dispatcher:
         """Tools declared inline that took longer than INLINE_BUDGET_S INLINE_STRIKES times: they run on threads."""
         self._inline_strikes: Counter[str] = Counter()
 
-    async def traced_call(self, run: RunState, name: str, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    async def traced_call(self, run: RunState, name: str, args: list[Any], kwargs: dict[str, Any]) -> ToolReply:
         """The reply to the worker's call of `name`, recorded in the run's trace and reported as progress."""
         if name == PARALLEL:
             return await self._parallel(run, args, kwargs)
         started = time.perf_counter()
         reply = await self._call(run, name, args, kwargs)
         tool = (run.tools or self.registry).resolve(name)
-        error = reply.get("error") or {}
+        error = reply.get("error")
         run.calls.append(
             CallRecord(
                 tool=tool.ref if tool is not None else name[:100],
                 ok=bool(reply.get("ok")),
                 ms=round((time.perf_counter() - started) * 1000, 3),
-                error_code=error.get("code"),
+                error_code=error.get("code") if error else None,
             )
         )
         done = len(run.calls)
         await tell(run, done, f"{done} tool call{'s' if done > 1 else ''} done (last: {run.calls[-1].tool})")
         return reply
 
-    async def _parallel(self, run: RunState, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    async def _parallel(self, run: RunState, args: list[Any], kwargs: dict[str, Any]) -> ToolReply:
         """``parallel(tool, items)``: one traced call per item, at most `MAX_PARALLEL` at once, replies in order.
 
         The worker checked the shapes; they are checked again here, since a worker is not trusted.
@@ -108,7 +108,7 @@ class Dispatcher:
                     "parallel('pack.tool', [...]); tools('word') searches them.",
                 )
             )
-        replies: list[dict[str, Any]] = [{} for _ in items]
+        replies: list[ToolReply] = [{"ok": False} for _ in items]
         slots = anyio.Semaphore(MAX_PARALLEL)
 
         async def one(index: int, item: dict[str, Any]) -> None:
@@ -120,7 +120,7 @@ class Dispatcher:
                 tasks.start_soon(one, index, item)
         return {"ok": True, "value": replies}
 
-    async def _call(self, run: RunState, name: str, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    async def _call(self, run: RunState, name: str, args: list[Any], kwargs: dict[str, Any]) -> ToolReply:
         run.count += 1
         if run.count > self.settings.max_tool_calls:
             return reply_error(
@@ -183,7 +183,7 @@ class Dispatcher:
                 )
             )
 
-    def _meta(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    def _meta(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> ToolReply:
         """``help(name=None)`` and ``tools(query=None)``, answered by the catalog."""
         meta = self.catalog.help if name == "help" else self.catalog.search
         too_long = any(isinstance(a, str) and len(a) > 200 for a in [*args, *kwargs.values()])
@@ -213,9 +213,10 @@ class Dispatcher:
                     )
 
 
-def reply_error(info: ErrorInfo) -> dict[str, Any]:
+def reply_error(info: ErrorInfo) -> ToolReply:
     """A failed call's reply to the worker, its texts capped."""
-    return {"ok": False, "error": capped(info.model_dump(exclude_none=True))}
+    error: ErrorReport = capped(info.model_dump(exclude_none=True))
+    return {"ok": False, "error": error}
 
 
 def _no_thread(tool: str, exc: NoThread, threads: int) -> ErrorInfo:

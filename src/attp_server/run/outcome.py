@@ -7,6 +7,7 @@ reads leaves with a solution (the generic one for its code when nothing more pre
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import ValidationError
@@ -41,7 +42,7 @@ STARLARK_SOLUTIONS: dict[str, str] = {
 }
 
 
-def from_worker(done: dict[str, Any], run: RunState, target: str | None, max_output_bytes: int) -> ExecutionResult:
+def from_worker(done: Mapping[str, Any], run: RunState, target: str | None, max_output_bytes: int) -> ExecutionResult:
     """The worker's ``done`` message and the run's trace and notices as a result; stdout cut to `max_output_bytes`."""
     stdout = done.get("stdout")
     stdout = stdout if isinstance(stdout, str) else ""

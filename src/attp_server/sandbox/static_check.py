@@ -20,9 +20,10 @@ import functools
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from attp_server.sandbox.policy import bound_names, nodes, scan
+from attp_server.sandbox.process.protocol import ErrorReport
 from attp_server.sandbox.stdlib.modules import public_names
 from attp_server.sandbox.stdlib.namespaces import MODULE_NAMES, SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS
 from attp_server.sandbox.suggestions import closest
@@ -33,8 +34,8 @@ CHECK_BUDGET_S = 2.0
 CHECK_EVERY = 512
 """Tree nodes between two looks at the clock."""
 
-Problem = dict[str, Any]
-"""An error report: code, message, line, column, source_line, received, suggested_value, solution."""
+Problem = ErrorReport
+"""What the check refuses, as the worker reports it (`attp_server.sandbox.process.protocol.ErrorReport`)."""
 
 SOLUTIONS = {
     "IMPORT_FORBIDDEN": "Delete the import: the available modules and the tools are already there by name; other "
@@ -153,7 +154,7 @@ def check(
     except SyntaxError as exc:
         return None, _syntax_error(code, exc)
     except (RecursionError, MemoryError):
-        return None, dict(_TOO_DEEP)
+        return None, Problem(**_TOO_DEEP)
     except ValueError as exc:  # e.g. source with NUL bytes
         return None, {"code": "SYNTAX_ERROR", "message": f"the program cannot be parsed: {exc}"}
     try:
@@ -165,7 +166,7 @@ def check(
     except SyntaxError as exc:
         return tree, _syntax_error(code, exc)
     except (RecursionError, MemoryError):
-        return tree, dict(_TOO_DEEP)
+        return tree, Problem(**_TOO_DEEP)
     if violations:
         first = violations[0]
         return tree, _located(
@@ -190,8 +191,8 @@ def source_line(code: str, line: int | None) -> str | None:
 
 
 def _located(problem: Problem, code: str, line: int | None, column: int | None) -> Problem:
-    problem.update(line=line, column=column, source_line=source_line(code, line))
-    return {key: value for key, value in problem.items() if value is not None}
+    problem["line"], problem["column"], problem["source_line"] = line, column, source_line(code, line)
+    return cast(Problem, {key: value for key, value in problem.items() if value is not None})
 
 
 def _syntax_error(code: str, exc: SyntaxError) -> Problem:

@@ -50,6 +50,7 @@ from attp_server.sandbox.limits import (
 )
 from attp_server.sandbox.policy import register_exception
 from attp_server.sandbox.process import alarm
+from attp_server.sandbox.process.protocol import TOOL_ERROR_FIELDS
 from attp_server.sandbox.stdlib.namespaces import check_power
 
 CHECK_EVERY = 64
@@ -57,21 +58,31 @@ CHECK_EVERY = 64
 
 
 class ToolError(Exception):
-    """A tool call failed. Catch it with ``except ToolError as e`` and read ``e.code`` / ``e.message``."""
+    """A tool call failed. Catch it with ``except ToolError as e`` and read ``e.code`` / ``e.message``.
+
+    Every field of a tool's error report (`TOOL_ERROR_FIELDS`) is an attribute: ``e.received``, ``e.expected``,
+    ``e.suggested_value``, ... (None when the tool did not say)."""
 
     from_server = False
     """True only for errors built from a server reply; a program may raise its own, which are not tool errors."""
+
+    code: str
+    message: str
+    tool_name: str | None
+    parameter_name: str | None
+    received: str | None
+    expected: str | None
+    suggested_value: str | None
+    solution: str | None
 
     def __init__(self, info: object = None) -> None:
         details: dict[str, Any] = dict(info) if isinstance(info, dict) else {"message": "" if info is None else info}
         super().__init__(details.get("message", ""))
         self.info = details
+        for name in TOOL_ERROR_FIELDS:
+            setattr(self, name, details.get(name))
         self.code = str(details.get("code", "TOOL_ERROR"))
         self.message = str(details.get("message", ""))
-        self.tool_name = details.get("tool_name")
-        self.parameter_name = details.get("parameter_name")
-        self.suggested_value = details.get("suggested_value")
-        self.solution = details.get("solution")
 
     @classmethod
     def from_reply(cls, info: dict[str, Any]) -> ToolError:
@@ -80,7 +91,7 @@ class ToolError(Exception):
         return error
 
 
-register_exception(ToolError, ("code", "message", "tool_name", "parameter_name", "suggested_value", "solution"))
+register_exception(ToolError, TOOL_ERROR_FIELDS)
 
 
 class OutputBuffer:

@@ -21,16 +21,26 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import anyio.abc
 
-from attp_server.sandbox.process.protocol import MAX_MESSAGE_BYTES, ProtocolError, decode, encode
+from attp_server.sandbox.process.protocol import (
+    MAX_MESSAGE_BYTES,
+    DoneMessage,
+    Message,
+    ProtocolError,
+    ReplyMessage,
+    RunMessage,
+    ToolReply,
+    decode,
+    encode,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +62,7 @@ _DIRECTORY_PREFIX = "attp-worker-"
 _READ_SIZE = 64 * 1024
 """Most bytes one read takes from a worker's pipe: what a pipe holds, and small enough not to be mmap'ed."""
 
-CallHandler = Callable[[str, list[Any], dict[str, Any]], Awaitable[dict[str, Any]]]
+CallHandler = Callable[[str, list[Any], dict[str, Any]], Awaitable[ToolReply]]
 """Runs one tool call for a worker; returns ``{"ok": True, "value": ...}`` or ``{"ok": False, "error": {...}}``."""
 
 
@@ -80,9 +90,8 @@ class Job:
     modules: list[str] | None = None
     """The curated modules the program may use; None: all of them."""
 
-    def message(self) -> dict[str, Any]:
-        modules = {} if self.modules is None else {"modules": self.modules}
-        message: dict[str, Any] = {
+    def message(self) -> RunMessage:
+        message: RunMessage = {
             "op": "run",
             "engine": self.engine,
             "code": self.code,
@@ -90,7 +99,6 @@ class Job:
             "namespaces": self.namespaces,
             "allow_imports": self.allow_imports,
             "unavailable": self.unavailable,
-            **modules,
             "limits": {
                 "timeout_s": self.timeout_s,
                 "max_output_bytes": self.max_output_bytes,
@@ -100,6 +108,8 @@ class Job:
                 "max_state_bytes": self.max_state_bytes,
             },
         }
+        if self.modules is not None:
+            message["modules"] = self.modules
         if self.keep:
             message["keep"] = True
         if self.state is not None:
@@ -185,7 +195,7 @@ class WorkerProcess:
     def alive(self) -> bool:
         return self.process.returncode is None
 
-    async def send(self, message: dict[str, Any]) -> None:
+    async def send(self, message: Message) -> None:
         data = memoryview(encode(message))
         while data:
             try:
@@ -337,8 +347,9 @@ class WorkerPool:
 
     # ------------------------------------------------------------ running a job
 
-    async def run(self, job: Job, on_call: CallHandler) -> dict[str, Any]:
-        """Run `job` on a worker of its own and return the worker's ``done`` message (or a synthesized one)."""
+    async def run(self, job: Job, on_call: CallHandler) -> Mapping[str, Any]:
+        """Run `job` on a worker of its own and return its `DoneMessage`: the worker's, unchecked (the reader checks
+        each field it uses), or one made here when the worker timed out, died or broke the protocol."""
         async with self._slots:
             worker = await self._acquire()
             self._running.add(worker)
@@ -358,8 +369,10 @@ class WorkerPool:
                                 list(message.get("args", [])),
                                 dict(message.get("kwargs", {})),
                             )
-                            paused = clock.take_paused()
-                            await worker.send({"op": "reply", **reply, **({"paused_s": paused} if paused else {})})
+                            answer = cast(ReplyMessage, {"op": "reply", **reply})
+                            if paused := clock.take_paused():
+                                answer["paused_s"] = paused
+                            await worker.send(answer)
                         elif message["op"] == "done":
                             reusable = not message.get("retire", True)
                             return message
@@ -507,7 +520,7 @@ async def _drain_stderr(stream: anyio.abc.ByteReceiveStream, pid: int) -> None:
         pass
 
 
-def _failed(code: str, message: str) -> dict[str, Any]:
+def _failed(code: str, message: str) -> DoneMessage:
     return {
         "op": "done",
         "status": "error",
@@ -520,7 +533,7 @@ def _failed(code: str, message: str) -> dict[str, Any]:
     }
 
 
-def _timeout(timeout_s: float) -> dict[str, Any]:
+def _timeout(timeout_s: float) -> DoneMessage:
     return _failed(
         "TIMEOUT",
         f"the program did not finish within timeout_s = {timeout_s:g} s and was stopped. A single long "
@@ -529,7 +542,7 @@ def _timeout(timeout_s: float) -> dict[str, Any]:
     )
 
 
-def _died(returncode: int | None, memory_mb: int, engine: str = "python") -> dict[str, Any]:
+def _died(returncode: int | None, memory_mb: int, engine: str = "python") -> DoneMessage:
     if returncode is not None and returncode < 0:
         number = -returncode
         name = signal.Signals(number).name if number in signal.Signals._value2member_map_ else str(number)

@@ -1,22 +1,149 @@
-"""The JSON-line messages between the server and a worker.
+"""The JSON-line messages between the server and a worker, each declared once here.
 
-One JSON object per line, UTF-8, in both directions; nothing is ever pickled. The server sends
-``run`` and ``reply``; the worker sends ``ready``, ``call`` and ``done``.
+One JSON object per line, UTF-8, in both directions; nothing is ever pickled. The worker sends
+`ReadyMessage` when it has locked itself down; then, for each program, the server sends `RunMessage`,
+the worker answers each of its tool calls' `CallMessage` with the server's `ReplyMessage`, and ends with
+`DoneMessage`. An error crossing the pipe, either way, is an `ErrorReport`: the fields of
+`attp_server.errors.ErrorInfo`, listed once in `ERROR_FIELDS` (tests/test_protocol.py holds them equal).
 
-    server -> worker  {"op": "run", "engine": "python"|"starlark", "code": ..., "tools": [...],
-                       "namespaces": {...}, "limits": {...}}
-    worker -> server  {"op": "call", "tool": "read_file", "args": [...], "kwargs": {...}}
-    server -> worker  {"op": "reply", "ok": true, "value": ...}  |  {"op": "reply", "ok": false, "error": {...}}
-    worker -> server  {"op": "done", "status": "ok"|"error", "result": ..., "stdout": ..., "truncated": ...,
-                       "hint": ..., "error": {...}|null, "retire": bool}
+The worker trusts what the server sends. The server does not trust what a worker sends (a program may
+have taken it over): it reads those messages as plain JSON objects and checks each field it uses.
 
-Imported by both sides; imports nothing from the rest of ``server``.
+Imported by both sides; imports nothing from the rest of ``attp_server``.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Literal, TypedDict
+
+
+class _ErrorCode(TypedDict):
+    code: str
+    message: str
+
+
+class ErrorReport(_ErrorCode, total=False):
+    """An error as it crosses the pipe: what the model reads as ``error`` (same fields as ``ErrorInfo``)."""
+
+    line: int | None
+    column: int | None
+    source_line: str | None
+    tool_name: str | None
+    parameter_name: str | None
+    received: str | None
+    expected: str | None
+    suggested_value: str | None
+    solution: str | None
+
+
+ERROR_FIELDS: tuple[str, ...] = tuple(ErrorReport.__annotations__)
+"""Every field of an error report, in order."""
+
+LOCATION_FIELDS = ("line", "column", "source_line")
+"""Where in the program: the worker adds these; a tool's error never carries them."""
+
+TOOL_ERROR_FIELDS: tuple[str, ...] = tuple(name for name in ERROR_FIELDS if name not in LOCATION_FIELDS)
+"""The fields a tool's error brings across (a program reads them as ``e.code``, ``e.received``, ...)."""
+
+
+class Limits(TypedDict):
+    """The bounds of one run."""
+
+    timeout_s: float
+    max_output_bytes: int
+    max_result_bytes: int
+    max_tool_calls: int
+    capture_print: bool
+    max_state_bytes: int
+
+
+class ReadyMessage(TypedDict):
+    """worker -> server, once: started and locked down (`lockdown` says what each layer did)."""
+
+    op: Literal["ready"]
+    pid: int
+    lockdown: dict[str, Any]
+
+
+class _Run(TypedDict):
+    op: Literal["run"]
+    engine: str
+    """One of `ENGINES`."""
+    code: str
+    tools: list[str]
+    """Qualified tool names, ``pack.tool``."""
+    namespaces: dict[str, list[str]]
+    """Each pack's namespace -> the tool names it holds."""
+    allow_imports: bool
+    unavailable: dict[str, str]
+    """Packs whose tools cannot be called now -> why."""
+    limits: Limits
+
+
+class RunMessage(_Run, total=False):
+    """server -> worker: run this program with these tools, modules and limits."""
+
+    modules: list[str]
+    """The curated modules the program may use (absent: all of them)."""
+    keep: bool
+    """Report the state the program leaves in `DoneMessage.state`."""
+    state: dict[str, Any]
+    """A session's kept state, restored before the program runs."""
+
+
+class CallMessage(TypedDict):
+    """worker -> server: call a tool (arguments already JSON data)."""
+
+    op: Literal["call"]
+    tool: str
+    args: list[Any]
+    kwargs: dict[str, Any]
+
+
+class _Ok(TypedDict):
+    ok: bool
+
+
+class ToolReply(_Ok, total=False):
+    """What the server's call handler answers: ``ok`` with a ``value``, or not ``ok`` with an ``error``."""
+
+    value: Any
+    error: ErrorReport
+
+
+class _Reply(ToolReply):
+    op: Literal["reply"]
+
+
+class ReplyMessage(_Reply, total=False):
+    """server -> worker: the answer to a `CallMessage`."""
+
+    paused_s: float
+    """Seconds the server waited for a person during the call: not counted against the run's deadline."""
+
+
+class _Done(TypedDict):
+    op: Literal["done"]
+    status: Literal["ok", "error"]
+
+
+class DoneMessage(_Done, total=False):
+    """worker -> server: the run's report (the server also makes one up when the worker is killed or dies)."""
+
+    result: Any
+    hint: str | None
+    error: ErrorReport | None
+    stdout: str
+    truncated: bool
+    retire: bool
+    """The worker exits after this run: the server must not hand it another."""
+    state: dict[str, Any] | None
+    """The state the program left, when the `RunMessage` asked to keep it (None: keep what was kept)."""
+
+
+Message = ReadyMessage | RunMessage | CallMessage | ReplyMessage | DoneMessage
 
 ENGINES = ("python", "starlark")
 """The languages a ``run`` may name in ``engine`` (absent means ``python``)."""
@@ -29,7 +156,7 @@ class ProtocolError(Exception):
     """A line that is not a JSON object with an ``op``."""
 
 
-def encode(message: dict[str, Any]) -> bytes:
+def encode(message: Mapping[str, Any]) -> bytes:
     return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
 
 
@@ -56,6 +183,8 @@ def capped(error: Any) -> Any:
 
 
 def decode(line: bytes) -> dict[str, Any]:
+    """One line as a JSON object with an ``op``; which message it is, and whether its fields hold, is for the
+    reader to check (the server never takes a worker's word for it)."""
     try:
         message = json.loads(line)
     except (ValueError, UnicodeDecodeError) as exc:

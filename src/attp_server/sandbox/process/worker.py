@@ -21,7 +21,7 @@ import re
 import sys
 import time
 from collections.abc import Callable, Mapping
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from attp_server.sandbox.compiler.evaluator import Evaluator, OutputBuffer, ToolError
 from attp_server.sandbox.compiler.scopes import analyze
@@ -30,7 +30,18 @@ from attp_server.sandbox.policy import RESULT_NAME, scan
 from attp_server.sandbox.process import alarm, keep, lockdown
 from attp_server.sandbox.process.checked import Checked, CheckedPrograms, names_key
 from attp_server.sandbox.process.jsonify import NotJSON, to_json
-from attp_server.sandbox.process.protocol import ENGINES, MAX_MESSAGE_BYTES, decode, encode, text_of
+from attp_server.sandbox.process.protocol import (
+    ENGINES,
+    MAX_MESSAGE_BYTES,
+    TOOL_ERROR_FIELDS,
+    DoneMessage,
+    ErrorReport,
+    Message,
+    RunMessage,
+    decode,
+    encode,
+    text_of,
+)
 from attp_server.sandbox.starlark.engine import EngineUnavailable, StarlarkEngine, missing_extra_message
 from attp_server.sandbox.starlark.engine import available as starlark_available
 from attp_server.sandbox.static_check import CHECK_BUDGET_S, META_TOOLS, KnownNames, check, known_names
@@ -48,10 +59,6 @@ through C callbacks (sorted keys, map, re.sub) up to 10,000; past about 14,000 t
 
 MAX_RUNS_PER_WORKER = 1000
 """A worker retires after this many runs, so slow leaks in C extensions cannot accumulate."""
-
-_TOOL_ERROR_FIELDS = frozenset(
-    {"code", "message", "tool_name", "parameter_name", "received", "expected", "suggested_value", "solution"}
-)
 
 
 class Channel:
@@ -71,25 +78,24 @@ class Channel:
         os.close(null)
         return cls(reader, writer)
 
-    def send(self, message: dict[str, Any]) -> None:
+    def send(self, message: Message) -> None:
         self.writer.write(encode(message))
         self.writer.flush()
 
-    def send_done(self, done: dict[str, Any]) -> None:
+    def send_done(self, done: DoneMessage) -> None:
         """Send a run's report; if it cannot be encoded, send a plain error instead of dying."""
         try:
             data = encode(done)
         except (TypeError, ValueError, UnicodeError, RecursionError):
-            data = encode(
-                {
-                    "op": "done",
-                    "status": "error",
-                    "error": {"code": "RUNTIME_ERROR", "message": "the run's report could not be encoded"},
-                    "stdout": "",
-                    "truncated": False,
-                    "retire": True,
-                }
-            )
+            failed: DoneMessage = {
+                "op": "done",
+                "status": "error",
+                "error": {"code": "RUNTIME_ERROR", "message": "the run's report could not be encoded"},
+                "stdout": "",
+                "truncated": False,
+                "retire": True,
+            }
+            data = encode(failed)
         self.writer.write(data)
         self.writer.flush()
 
@@ -237,7 +243,7 @@ class Runner:
         self.checked = CheckedPrograms()
         """Programs that passed the check with the current `_known` names (cleared when those change)."""
 
-    def known_names(self, job: dict[str, Any]) -> KnownNames:
+    def known_names(self, job: RunMessage) -> KnownNames:
         """The names the static check accepts: the same tools and packs in every run (built once), and the
         names the session kept from its earlier calls."""
         key = (
@@ -257,11 +263,11 @@ class Runner:
         kept = [name for part in ("values", "functions") if isinstance(state.get(part), dict) for name in state[part]]
         return dataclasses.replace(self._known[1], kept=frozenset(map(str, kept)))
 
-    def modules(self, job: dict[str, Any]) -> dict[str, Namespace]:
+    def modules(self, job: RunMessage) -> dict[str, Namespace]:
         """The curated modules this run may use: the job's list (every module when it names none)."""
         return run_namespaces(self.namespaces, job.get("modules", MODULE_NAMES), random.Random(os.urandom(16)))
 
-    def symbols(self, job: dict[str, Any], bridge: ToolBridge, modules: dict[str, Namespace]) -> dict[str, Any]:
+    def symbols(self, job: RunMessage, bridge: ToolBridge, modules: dict[str, Namespace]) -> dict[str, Any]:
         symbols = dict(self.base_symbols)
         symbols.update(modules)
         stubs = {name: ToolStub(name, bridge) for name in [*job.get("tools", []), *META_TOOLS]}
@@ -272,14 +278,14 @@ class Runner:
         symbols["parallel"] = Parallel(bridge)
         return symbols
 
-    def run(self, job: dict[str, Any]) -> dict[str, Any]:
+    def run(self, job: RunMessage) -> DoneMessage:
         limits = job["limits"]
         code: str = job["code"]
         lockdown.set_cpu_budget(float(limits["timeout_s"]))
         output = OutputBuffer(int(limits["max_output_bytes"]), bool(limits.get("capture_print", True)))
         bridge = ToolBridge(self.channel, int(limits["max_tool_calls"]))
         deadline = time.monotonic() + float(limits["timeout_s"])
-        done: dict[str, Any] = {"op": "done", "status": "ok", "result": None, "hint": None, "error": None}
+        done: DoneMessage = {"op": "done", "status": "ok", "result": None, "hint": None, "error": None}
         retire = stopped = False
         evaluator: Evaluator | None = None
         base: dict[str, Any] = {}
@@ -293,7 +299,7 @@ class Runner:
                     raise EngineUnavailable(missing_extra_message())
                 known = self.starlark.known_names(job)
                 found, last_value = self.starlark.run(code, job, bridge, output, deadline, pauses=bridge.pauses)
-                done.update(self._result(found, last_value, int(limits["max_result_bytes"]), printed=output.size > 0))
+                self._result(done, found, last_value, int(limits["max_result_bytes"]), printed=output.size > 0)
             elif engine == "python":
                 allow_imports = bool(job.get("allow_imports", True))
                 modules = self.modules(job)
@@ -317,7 +323,7 @@ class Runner:
                     if refused:
                         problem = _error(refused[0].code, refused[0].message, code, (None, None))
                 if problem is not None:
-                    done.update(status="error", error=problem)
+                    _fail(done, problem)
                 else:
                     assert parsed is not None  # a program that does not parse is a problem
                     tree, scopes = parsed, checked.scopes if checked is not None else None
@@ -340,21 +346,21 @@ class Runner:
                     if restored is not None:
                         evaluator.symtable.update(restored.values)
                     last = _deep(functools.partial(evaluator.execute, scopes=scopes), tree)
-                    done.update(
-                        self._result(evaluator.symtable, last, int(limits["max_result_bytes"]), printed=output.size > 0)
+                    self._result(
+                        done, evaluator.symtable, last, int(limits["max_result_bytes"]), printed=output.size > 0
                     )
                     if done["status"] == "ok" and evaluator.imported:
                         done["hint"] = _joined(done.get("hint"), _import_hint(evaluator.imported))
             else:
                 raise EngineUnavailable(f"unknown engine {engine!r}; the engines are {', '.join(ENGINES)}")
         except SyntaxError as exc:
-            done.update(status="error", error=_error("SYNTAX_ERROR", str(exc.msg), code, (exc.lineno, exc.offset)))
+            _fail(done, _error("SYNTAX_ERROR", str(exc.msg), code, (exc.lineno, exc.offset)))
         except ServerGone:
             raise
         except Abort as exc:
             stopped = True
             retire = isinstance(exc, Timeout | SizeLimitError) or bool(getattr(exc, "retire", False))
-            done.update(status="error", error=_error(exc.code, text_of(exc), code, _where(exc)))
+            _fail(done, _error(exc.code, text_of(exc), code, _where(exc)))
         except UnboundLocalError as exc:
             name = getattr(exc, "name", None) or "name"
             message = (
@@ -362,30 +368,29 @@ class Runner:
                 f"to update a module-level {name} write `global {name}` in the function first (`nonlocal {name}` "
                 "for an enclosing function's)"
             )
-            done.update(status="error", error=_error("RUNTIME_ERROR", message, code, _where(exc)))
+            _fail(done, _error("RUNTIME_ERROR", message, code, _where(exc)))
         except NameError as exc:
             known = list(evaluator.symtable) if evaluator is not None else known
-            done.update(status="error", error=_name_error(exc, known, code))
+            _fail(done, _name_error(exc, known, code))
         except ToolError as exc:
             line, column = _where(exc)
             if exc.from_server:
-                info = {k: text_of(v) for k, v in exc.info.items() if v is not None and k in _TOOL_ERROR_FIELDS}
+                info = {k: text_of(v) for k, v in exc.info.items() if v is not None and k in TOOL_ERROR_FIELDS}
                 info.setdefault("code", "TOOL_ERROR")
-                done.update(status="error", error={**info, **_location(code, line, column)})
+                info.setdefault("message", "")
+                _fail(done, cast(ErrorReport, {**info, **_location(code, line, column)}))
             else:  # raised by the program itself: its own error, not a tool's
                 message = f"ToolError: {text_of(exc)}"
-                done.update(status="error", error=_error("RUNTIME_ERROR", message, code, (line, column)))
+                _fail(done, _error("RUNTIME_ERROR", message, code, (line, column)))
         except RecursionError:
             message = "RecursionError: too many nested calls; rewrite the recursion as a loop"
-            done.update(status="error", error=_error("RUNTIME_ERROR", message, code, (None, None)))
+            _fail(done, _error("RUNTIME_ERROR", message, code, (None, None)))
         except MemoryError:
             stopped = retire = True
-            done.update(
-                status="error", error=_error("MEMORY_LIMIT", "the program ran out of memory", code, (None, None))
-            )
+            _fail(done, _error("MEMORY_LIMIT", "the program ran out of memory", code, (None, None)))
         except Exception as exc:
             message = f"{type(exc).__name__}: {_explained(exc)}"
-            done.update(status="error", error=_error("RUNTIME_ERROR", message, code, _where(exc)))
+            _fail(done, _error("RUNTIME_ERROR", message, code, _where(exc)))
         if job.get("keep"):
             # None: the state stays as it was (the program did not run, or was stopped midway).
             kept = None if evaluator is None or stopped else _kept(evaluator.symtable, base, tree, limits, restored)
@@ -396,10 +401,16 @@ class Runner:
         return done
 
     def _result(
-        self, symbols: Mapping[str, Any], last: tuple[Any, int | None] | None, max_bytes: int, *, printed: bool
-    ) -> dict[str, Any]:
-        """The run's answer: ``__result__``, else the last expression's value; a program that printed and set
-        neither answered on stdout, which needs no hint."""
+        self,
+        done: DoneMessage,
+        symbols: Mapping[str, Any],
+        last: tuple[Any, int | None] | None,
+        max_bytes: int,
+        *,
+        printed: bool,
+    ) -> None:
+        """Put the run's answer in `done`: ``__result__``, else the last expression's value; a program that printed
+        and set neither answered on stdout, which needs no hint."""
         hint = None
         if RESULT_NAME in symbols:
             value = symbols[RESULT_NAME]
@@ -416,15 +427,22 @@ class Runner:
         try:
             result = to_json(value)
         except NotJSON as exc:
-            return {"status": "error", "error": {"code": "RESULT_NOT_SERIALIZABLE", "message": str(exc)}}
+            _fail(done, {"code": "RESULT_NOT_SERIALIZABLE", "message": str(exc)})
+            return
         size = len(json.dumps(result, ensure_ascii=False).encode("utf-8"))
         if size > max_bytes:
             message = (
                 f"__result__ is {size:,} bytes of JSON; the limit is {max_bytes:,}. "
                 "Return a summary or a slice (e.g. the first 100 items, or counts) instead of everything"
             )
-            return {"status": "error", "error": {"code": "RESULT_TOO_LARGE", "message": message}}
-        return {"status": "ok", "result": result, "hint": hint}
+            _fail(done, {"code": "RESULT_TOO_LARGE", "message": message})
+            return
+        done["result"], done["hint"] = result, hint
+
+
+def _fail(done: DoneMessage, error: ErrorReport) -> None:
+    done["status"] = "error"
+    done["error"] = error
 
 
 def _deep(run: Callable[[ast.Module], Any], tree: ast.Module) -> Any:
@@ -477,6 +495,7 @@ def _where(exc: BaseException) -> tuple[int | None, int | None]:
 
 
 def _location(code: str, line: int | None, column: int | None) -> dict[str, Any]:
+    """The location fields (`LOCATION_FIELDS`) of an error at `line`, `column` of the program `code`."""
     out: dict[str, Any] = {}
     if line is not None and line >= keep.FIRST_LINE:
         return out  # inside a function kept from an earlier call: no line of this program to show
@@ -490,11 +509,13 @@ def _location(code: str, line: int | None, column: int | None) -> dict[str, Any]
     return out
 
 
-def _error(code: str, message: str, source: str, where: tuple[int | None, int | None]) -> dict[str, Any]:
-    return {"code": code, "message": message, **_location(source, *where)}
+def _error(code: str, message: str, source: str, where: tuple[int | None, int | None]) -> ErrorReport:
+    error: ErrorReport = {"code": code, "message": message}
+    error.update(_location(source, *where))  # type: ignore[typeddict-item]  # keys from LOCATION_FIELDS
+    return error
 
 
-def _name_error(exc: NameError, known: list[str], code: str) -> dict[str, Any]:
+def _name_error(exc: NameError, known: list[str], code: str) -> ErrorReport:
     name = getattr(exc, "name", None) or ""
     error = _error("NAME_NOT_FOUND", f"name {name!r} is not defined", code, _where(exc))
     advice = getattr(exc, "attp_advice", None)  # a name the language lacks, and what to write instead
@@ -524,7 +545,7 @@ def main() -> None:
         if message is None or message.get("op") != "run":
             return
         try:
-            done = runner.run(message)
+            done = runner.run(cast(RunMessage, message))  # the server is trusted; the program is not
         except ServerGone:
             return
         finally:

@@ -1,0 +1,79 @@
+"""The worker protocol declares its messages and the error fields once (sandbox/process/protocol.py); every side
+that lists error fields uses that list, and a program reads each field of a tool's error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import get_type_hints
+
+import pytest
+from harness import run_code, running
+
+from attp_server.errors import ErrorInfo
+from attp_server.sandbox.compiler.evaluator import ToolError
+from attp_server.sandbox.policy import EXCEPTION_ATTRIBUTES
+from attp_server.sandbox.process import protocol
+from attp_server.sandbox.process.pool import Job
+
+pytestmark = pytest.mark.anyio
+
+
+def test_the_error_fields_are_the_fields_of_error_info() -> None:
+    assert tuple(ErrorInfo.model_fields) == protocol.ERROR_FIELDS
+    assert set(protocol.ErrorReport.__required_keys__) == {
+        name for name, field in ErrorInfo.model_fields.items() if field.is_required()
+    }
+
+
+def test_a_tool_error_carries_every_field_but_the_location() -> None:
+    assert set(protocol.TOOL_ERROR_FIELDS) == set(protocol.ERROR_FIELDS) - set(protocol.LOCATION_FIELDS)
+    assert set(protocol.LOCATION_FIELDS) <= set(protocol.ERROR_FIELDS)
+
+
+def test_a_program_may_read_every_field_of_a_tool_error() -> None:
+    assert EXCEPTION_ATTRIBUTES[ToolError] == {"args", *protocol.TOOL_ERROR_FIELDS}
+    error = ToolError.from_reply({"code": "X", "message": "m", "received": "-1", "expected": "1 or more"})
+    assert {name: getattr(error, name) for name in protocol.TOOL_ERROR_FIELDS} == {
+        "code": "X",
+        "message": "m",
+        "tool_name": None,
+        "parameter_name": None,
+        "received": "-1",
+        "expected": "1 or more",
+        "suggested_value": None,
+        "solution": None,
+    }
+
+
+def test_the_run_message_holds_what_a_job_sends() -> None:
+    job = Job(
+        code="1",
+        tools=["files.read_file"],
+        namespaces={"files": ["read_file"]},
+        timeout_s=1,
+        max_output_bytes=1,
+        max_result_bytes=1,
+        max_tool_calls=1,
+        modules=["json"],
+        keep=True,
+        state={},
+    )
+    message = job.message()
+    assert set(message) == set(get_type_hints(protocol.RunMessage))
+    assert set(message["limits"]) == set(get_type_hints(protocol.Limits))
+
+
+async def test_received_and_expected_reach_the_program_through_the_worker(tmp_path: Path) -> None:
+    async with running(tmp_path) as runtime:
+        caught = await run_code(
+            runtime,
+            "try:\n    read_file('a.txt', max_lines=0)\nexcept ToolError as e:\n"
+            "    __result__ = [e.code, e.parameter_name, e.received, e.expected]",
+        )
+        uncaught = await run_code(runtime, "read_file('a.txt', max_lines=0)")
+    assert caught["status"] == "ok", caught
+    assert caught["result"][:3] == ["INVALID_ARGUMENT", "max_lines", "0"]
+    assert caught["result"][3].startswith("an integer from 1 to ")
+    error = uncaught["error"]
+    assert (error["code"], error["parameter_name"], error["received"]) == ("INVALID_ARGUMENT", "max_lines", "0")
+    assert error["expected"].startswith("an integer from 1 to ")
