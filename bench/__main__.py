@@ -19,6 +19,8 @@ Sections (each figure a median over many runs; each ratio two medians measured i
   attp_execute program, and parallel() against a loop of upstream calls (``bench/gateway.py``, which
   also runs alone and prints the whole comparison).
 - Sessions: W1 without a session, keeping its own variables, and with about 1 MiB kept.
+- Store: W1 continuing a session handle kept in SQLite and in PostgreSQL on loopback, against no state
+  (``bench/store.py``).
 - Reliability: a normal client's W1 latency (p50, p99) and errors while hostile clients send issue
   12's programs and runaways; the server's threads, and how soon it is idle afterwards (``bench/load.py``).
 
@@ -41,10 +43,11 @@ from bench.load import load
 from bench.memory_search import memory
 from bench.report import Report
 from bench.sessions import sessions
+from bench.store import store
 from bench.transport import transport
 
 RESULTS = Path(__file__).parent / "results.json"
-SECTIONS = ("evaluation", "callheavy", "transport", "containment", "memory", "load", "gateway", "sessions")
+SECTIONS = ("evaluation", "callheavy", "transport", "containment", "memory", "load", "gateway", "sessions", "store")
 
 
 async def measure(quick: bool, only: list[str]) -> Report:
@@ -65,6 +68,8 @@ async def measure(quick: bool, only: list[str]) -> Report:
         await gateway(report, quick)
     if "sessions" in only:
         await sessions(report, quick)
+    if "store" in only:
+        await store(report, quick)
     return report
 
 

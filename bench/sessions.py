@@ -40,7 +40,10 @@ def _call(runtime: Runtime, session: str | None) -> Call:
 
 async def sessions(report: Report, quick: bool) -> None:
     with tempfile.TemporaryDirectory() as workspace:
-        settings = Settings(workspace=Path(workspace), toolpacks=[], workers=2, timeout_s=60)
+        settings = Settings(
+            workspace=Path(workspace), toolpacks=[], workers=2, timeout_s=60,
+            db_path=Path(workspace) / ".attp" / "memory.sqlite3",
+        )  # fmt: skip
         registry = ToolRegistry([toolpack], Path(workspace), {})
         async with open_runtime(settings, registry=registry) as runtime:
             rows = 200 if quick else 18_000

@@ -137,7 +137,8 @@ async def test_allow_for_the_rest_of_the_session(workspace: Path, mode: str) -> 
     user = User("accept", for_session=True)
     async with served_in_process(workspace, mode, user) as client:
         first = await run(client, 'write_file("a.txt", "1")\nwrite_file("b.txt", "2")')
-        second = await run(client, 'write_file("c.txt", "3")\nedit_file("c.txt", "3", "4")')
+        assert first["session"] is not None  # an approval for the rest of the session keeps a session
+        second = await run(client, 'write_file("c.txt", "3")\nedit_file("c.txt", "3", "4")', session=first["session"])
     assert first["status"] == second["status"] == "ok", (first, second)
     assert [q.message.split("call ")[1].split("(")[0] for q in user.questions] == ["write_file", "edit_file"]
     schema = user.questions[0].requested_schema

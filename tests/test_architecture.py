@@ -1,4 +1,4 @@
-"""The parts import one way: faces -> run -> model, sessions -> foundations -> sandbox; the worker side imports
+"""The parts import one way: faces -> run -> model, sessions -> store -> foundations -> sandbox; the worker side imports
 nothing above the sandbox. Read from the source (every ``import`` and ``from`` statement), so a new module
 is held to its part's rule the day it is added."""
 
@@ -13,11 +13,12 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "attp_server"
 FOUNDATIONS = {"errors", "settings", "toolpack", "mcp_config", "pyast", "__init__"}
 # Which parts each part may import (itself always). Toolpacks are plug-ins: foundations, the skills library.
 ALLOWED: dict[str, set[str]] = {
-    "faces": {"run", "model", "sessions", "foundations", "sandbox", "toolpacks"},
-    "run": {"model", "sessions", "foundations", "sandbox"},
+    "faces": {"run", "model", "sessions", "store", "foundations", "sandbox", "toolpacks"},
+    "run": {"model", "sessions", "store", "foundations", "sandbox"},
     "model": {"foundations", "sandbox"},
-    "sessions": {"foundations", "sandbox"},
-    "toolpacks": {"foundations", "model", "sandbox"},
+    "sessions": {"store", "foundations", "sandbox"},
+    "store": {"foundations"},
+    "toolpacks": {"foundations", "model", "store", "sandbox"},
     "foundations": {"sandbox"},
     "sandbox": set(),
 }
@@ -88,7 +89,7 @@ def test_the_worker_side_imports_nothing_above_the_sandbox(path: Path) -> None:
 
 
 def test_every_part_says_what_it_owns() -> None:
-    for folder in [PACKAGE / p for p in ("faces", "run", "model", "sessions", "sandbox", "toolpacks")] + [
+    for folder in [PACKAGE / p for p in ("faces", "run", "model", "sessions", "store", "sandbox", "toolpacks")] + [
         PACKAGE / "sandbox" / p for p in ("compiler", "stdlib", "process", "starlark")
     ]:
         doc = ast.get_docstring(ast.parse((folder / "__init__.py").read_text(encoding="utf-8")))

@@ -67,7 +67,7 @@ def bearer(name: str) -> dict[str, str]:
 
 def session(served: Served, transport: str, headers: dict[str, str] | None = None) -> Client:
     if transport == "sse":
-        return served.over_sse().client(headers=headers)
+        return served.over_sse().client(headers=headers, mode="legacy")
     return served.client(headers=headers, mode="legacy")
 
 
@@ -115,13 +115,18 @@ async def test_two_sessions_write_the_same_path_and_page_apart(
     assert_apart(seen_second, "from second", "from first")
     assert not (per_session.workspace / "same.txt").exists()  # nobody wrote the shared folder
     folders = list((per_session.workspace / SESSIONS_DIR).iterdir())
-    assert folders and all(re.fullmatch(r"\d+-[0-9a-f]{16}", p.name) for p in folders)
+    assert folders and all(re.fullmatch(r"[0-9a-f]{32}", p.name) for p in folders)
 
 
-async def test_a_sessionless_request_is_refused_under_session_isolation(per_session: Served) -> None:
-    async with per_session.client() as client:  # protocol 2026-07-28: no session
-        data = await run(client, "write_file('x.txt', 'y')")
-    assert data["error"]["code"] == "FORBIDDEN" and "isolation = session" in data["error"]["message"]
+async def test_a_2026_request_gets_a_session_of_its_own_under_session_isolation(per_session: Served) -> None:
+    async with per_session.client() as client:  # protocol 2026-07-28: no protocol session, a handle instead
+        data = await run(client, "write_file('x.txt', 'y')\n__result__ = list_files('.')")
+        assert data["status"] == "ok" and data["result"] == ["x.txt"] and data["session"] is not None, data
+        again = await run(client, "__result__ = read_file('x.txt')", session=data["session"])
+        assert again["result"] == "y"
+        assert (await run(client, "__result__ = list_files('.')"))["result"] == []  # a new handle: a new folder
+        with pytest.raises(Exception, match="names no session"):
+            await client.read_resource("memory://view")
 
 
 async def test_two_tokens_write_the_same_path_and_page_apart(per_tenant: Served) -> None:

@@ -275,6 +275,7 @@ def test_defaults() -> None:
         "calls": [],
         "error": None,
         "elapsed_ms": 0.0,
+        "session": None,
     }
 
 

@@ -19,7 +19,7 @@ from attp_server.run.runtime import CallContext, ExecuteRequest, Runtime
 from attp_server.sandbox.process.keep import NotKept, check_encoded, decode, encode, measure, references
 from attp_server.sandbox.stdlib.namespaces import static_namespaces
 from attp_server.sessions.kept_state import accept
-from attp_server.sessions.registry import Caller, Sessions
+from attp_server.sessions.registry import Caller
 
 pytestmark = pytest.mark.anyio
 
@@ -157,28 +157,37 @@ def test_a_report_of_the_wrong_shape_keeps_nothing(raw: Any) -> None:
 # ---------------------------------------------------------------- sessions
 
 
-def test_a_session_is_found_by_its_id_and_its_tenant() -> None:
-    sessions = Sessions(idle_s=60, max_total_bytes=1000)
-    first = sessions.open(Caller(session="s1", tenant="alice"))
-    assert first is not None
-    assert sessions.open(Caller(session="s1", tenant="alice")) is first
-    assert sessions.open(Caller(session="s1", tenant="bob")) is not first  # another holder: another session
-    assert sessions.open(Caller(session=None)) is None
-    assert "s1" not in first.id and len(first.id) == 32
+async def test_a_transport_session_is_found_by_its_id_and_its_tenant(runtime: Runtime) -> None:
+    sessions = runtime.sessions
+    assert sessions is not None
+    first = await sessions.open(Caller(session="s1", tenant="alice"), None)
+    await sessions.finish(first)
+    again = await sessions.open(Caller(session="s1", tenant="alice"), None)
+    await sessions.finish(again)
+    other = await sessions.open(Caller(session="s1", tenant="bob"), None)  # another holder: another session
+    await sessions.finish(other)
+    assert first.key == again.key != other.key
+    assert first.handle is not None and "s1" not in first.handle and "s1" not in first.key
+    fresh = await sessions.open(Caller(session=None), None)  # no transport session: a new handle, not yet stored
+    assert fresh.handle is not None and not fresh.stored
 
 
-def test_an_idle_session_ends_but_not_while_busy() -> None:
-    now = [0.0]
-    sessions = Sessions(idle_s=10, max_total_bytes=1000, clock=lambda: now[0])
-    busy = sessions.open(Caller(session="busy"))
-    idle = sessions.open(Caller(session="idle"))
-    stdio = sessions.open(Caller(session="stdio"))
-    with sessions.using(busy):
-        now[0] = 11.0
-        assert sessions.expire() == [idle]
-    assert stdio is not None and stdio.lasting
-    now[0] = 22.0
-    assert sessions.expire() == [busy]
+async def test_an_idle_session_ends_but_not_while_a_call_holds_it(runtime: Runtime) -> None:
+    sessions = runtime.sessions
+    assert sessions is not None
+    now = [sessions.clock()]
+    sessions.clock = lambda: now[0]
+    busy = await sessions.open(Caller(session="busy"), None)
+    idle = await sessions.open(Caller(session="idle"), None)
+    await sessions.finish(idle)
+    now[0] += runtime.settings.session_idle_s + 1
+    assert busy.lease is not None
+    assert await sessions.store.handles.renew(busy.key, busy.lease, now=now[0])  # what its running call does
+    ended = await sessions.store.handles.expire(now=now[0], idle_s=sessions.idle_s, max_age_s=1e9)
+    assert ended == [idle.key]  # the busy one holds its lease
+    await sessions.finish(busy)
+    now[0] += runtime.settings.session_idle_s + 1
+    assert await sessions.store.handles.expire(now=now[0], idle_s=sessions.idle_s, max_age_s=1e9) == [busy.key]
 
 
 # ---------------------------------------------------------------- through the runtime (a real worker)
@@ -346,6 +355,7 @@ async def test_tam_chains_neither_read_nor_change_the_state(runtime: Runtime) ->
 async def test_an_idle_session_loses_its_state(workspace: Path) -> None:
     async with running(workspace) as runtime:
         await run(runtime, "x = 1")
+        assert runtime.sessions is not None
         now = runtime.sessions.clock() + runtime.settings.session_idle_s + 1
         runtime.sessions.clock = lambda: now
         await runtime.end_idle_sessions()
@@ -353,12 +363,14 @@ async def test_an_idle_session_loses_its_state(workspace: Path) -> None:
 
 
 async def test_past_the_servers_total_the_least_recently_used_session_loses_its_state(workspace: Path) -> None:
-    async with running(workspace, max_state_bytes=2000) as runtime:
-        runtime.sessions.max_total_bytes = 2500  # room for two of these sessions, not three
+    # room for two of these sessions, not three
+    async with running(workspace, max_state_bytes=2000, max_total_state_bytes=2500) as runtime:
+        assert runtime.sessions is not None
         for session in ("A", "B", "C"):
             data = await run(runtime, "blob = 'x' * 1000", session=session)
             assert data["status"] == "ok", data
-        assert runtime.sessions.kept_bytes <= 2500
+        await runtime.end_idle_sessions()  # any replica's sweep keeps the store within the bound
+        assert (await runtime.sessions.store.handles.stats())["state_bytes"] <= 2500
         oldest = await run(runtime, "__result__ = blob", session="A")
         assert oldest["error"]["code"] == "NAME_NOT_FOUND"
         assert oldest["hint"].startswith("The variables kept from this session's earlier calls were dropped")

@@ -1,9 +1,9 @@
-"""Session state through the real transports: a real `attp serve` and the SDK's own client.
+"""Session state through the real transports on the handshake protocols: a real `attp serve` and the SDK's client.
 
-stdio is one session per connection; SSE one per ``/sse`` stream; Streamable HTTP one per
-``Mcp-Session-Id`` on the handshake protocols (the Python client's ``mode="legacy"``, and the
-TypeScript SDK 1.x that n8n uses). A 2026-07-28 Streamable HTTP request has no session, so nothing
-is kept for it.
+On the handshake protocols (the Python client's ``mode="legacy"``; Claude Desktop over stdio, the
+TypeScript SDK 1.x that n8n uses) stdio is one session per connection, SSE one per ``/sse`` stream,
+Streamable HTTP one per ``Mcp-Session-Id``: each stands for a handle, so nothing needs passing. On
+2026-07-28 there are no protocol sessions: state comes back as a handle (tests/test_handles.py).
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ def http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 def connect(transport: str, http: Served, workspace: Path) -> Client:
     """A client with a session of its own on `transport`."""
     if transport == "stdio":
-        return stdio_client(workspace, *SERVE_FLAGS, env=STATE_ENV)
+        return stdio_client(workspace, *SERVE_FLAGS, env=STATE_ENV, mode="legacy")
     if transport == "sse":
-        return http.over_sse().client()
+        return http.over_sse().client(mode="legacy")
     return http.client(mode="legacy")  # the handshake: an Mcp-Session-Id
 
 
@@ -78,11 +78,12 @@ def test_a_guessed_session_id_is_refused(http: Served) -> None:
     assert posted.status_code == 404
 
 
-async def test_a_sessionless_request_keeps_nothing(http: Served) -> None:
-    """Protocol 2026-07-28 over HTTP has no session (each request stands alone): nothing is kept for it."""
+async def test_a_2026_request_keeps_state_only_through_its_handle(http: Served) -> None:
+    """Protocol 2026-07-28 has no session (each request stands alone): state travels as the session handle."""
     async with http.client() as client:
-        await run(client, "x = 1")
+        handle = (await run(client, "x = 1"))["session"]
         result = await run(client, "__result__ = x")
-    assert result["error"]["code"] == "NAME_NOT_FOUND"
-    # The description says variables stay; this client is told why they did not.
-    assert "Nothing is kept between calls for this client" in result["hint"]
+        assert result["error"]["code"] == "NAME_NOT_FOUND"
+        # The description says variables stay in a session; this call is told how to continue one.
+        assert "send this program again with session set to" in result["hint"]
+        assert (await run(client, "__result__ = x", session=handle))["result"] == 1

@@ -174,6 +174,38 @@ class Settings(BaseSettings):
         description="A session idle this long ends: its kept state (and, under isolation = session, its folder and "
         "memory) is removed, and its Streamable HTTP session closed.",
     )
+    session_max_age_s: float = Field(
+        7 * 24 * 3600.0,
+        gt=0,
+        le=365 * 24 * 3600,
+        description="A session handle this old ends even if it is in use (its kept state, approvals and, under "
+        "isolation = session, its folder are removed); its next call gets SESSION_NOT_FOUND.",
+    )
+    max_sessions_per_principal: int = Field(
+        1000,
+        ge=1,
+        le=1_000_000,
+        description="Most session handles one principal (token name, or the anonymous principal) keeps; past it "
+        "the one used longest ago ends.",
+    )
+    max_total_state_bytes: int = Field(
+        256 * 1024 * 1024,
+        ge=0,
+        description="Most JSON bytes of kept state the store holds for all sessions together; past it the sessions "
+        "used longest ago lose their kept variables (and are told so on their next call).",
+    )
+    database_url: SecretStr | None = Field(
+        None,
+        description="Where sessions' state lives: unset for an SQLite file (state.sqlite3) in the data folder (the "
+        "folder of db_path), sqlite:///PATH, or postgresql://USER:PASSWORD@HOST:PORT/DB (extra attp-server[postgres]) "
+        "shared by replicas.",
+    )
+    secret_file: Path | None = Field(
+        None,
+        description="File holding the server's secret (at least 16 bytes): the key of keyed digests (session "
+        "folders) and of sealed approval round trips. Replicas share one; unset, it is generated as secret.key in "
+        "the data folder.",
+    )
     isolation: Literal["shared", "session", "tenant"] = Field(
         "shared",
         description="Whose files and memory a call sees: shared (everyone's the same), session (each MCP session its "

@@ -43,7 +43,15 @@ def past_deadline() -> Iterator[None]:
 
 
 def make_settings(workspace: Path, **overrides: Any) -> Settings:
-    values: dict[str, Any] = {"workspace": workspace, "toolpacks": DEMO_PACKS, "workers": 1, "timeout_s": 5.0}
+    """Test settings; the data folder (memory database, the store, the secret) beside the workspace, never the
+    checkout's."""
+    values: dict[str, Any] = {
+        "workspace": workspace,
+        "toolpacks": DEMO_PACKS,
+        "workers": 1,
+        "timeout_s": 5.0,
+        "db_path": workspace.parent / ".attp" / "memory.sqlite3",
+    }
     values.update(overrides)
     return Settings(**values)
 

@@ -19,14 +19,15 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError
+from mcp.server.request_state import RequestStateSecurity
 from mcp.server.subscriptions import InMemorySubscriptionBus, ToolsListChanged
 from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import Field
+from pydantic import Field, WithJsonSchema
 
 from attp_server import __version__
 from attp_server.errors import ErrorCode, ErrorInfo, suggest
-from attp_server.faces.elicitation import Rounds, ask_over_connection, can_elicit
+from attp_server.faces.elicitation import Relay, Rounds, ask_over_connection, can_elicit
 from attp_server.faces.http import tenant_of
 from attp_server.faces.signals import on_stop_signal
 from attp_server.model.atdf import atdf_descriptor
@@ -43,6 +44,10 @@ from attp_server.toolpack import Tool
 logger = logging.getLogger(__name__)
 
 SERVER_NAME = "attp-server"
+SESSION_INPUT = (
+    "The session value an earlier reply returned: this call continues that session (its variables and functions). "
+    "Omit it to start a new one."
+)
 LANGUAGES = {"python": "Python", "starlark": "Starlark"}
 
 
@@ -92,6 +97,7 @@ def create_server(runtime: Runtime) -> MCPServer:
         log_level=settings.log_level,
         subscriptions=bus,
         middleware=[clients, remember_request],
+        request_state_security=request_state_security(runtime),
     )
 
     async def attp_execute(
@@ -112,6 +118,10 @@ def create_server(runtime: Runtime) -> MCPServer:
             bool,
             Field(description="true: forget the variables and functions kept from this session's earlier calls first."),
         ] = False,
+        session: Annotated[
+            str | None,
+            WithJsonSchema({"type": "string", "x-mcp-header": "Session", "description": SESSION_INPUT}),
+        ] = None,
         ctx: Context,
     ) -> Annotated[CallToolResult, ExecutionResult] | InputRequiredResult:
         async def progress(value: float, message: str) -> None:
@@ -119,7 +129,7 @@ def create_server(runtime: Runtime) -> MCPServer:
 
         caller = caller_of(ctx)
         request = ExecuteRequest(
-            code=code, envelope=envelope, target=target, thought=thought, engine=engine, reset=reset
+            code=code, envelope=envelope, target=target, thought=thought, engine=engine, reset=reset, session=session
         )
         text = text_format(settings, ctx)
 
@@ -127,7 +137,7 @@ def create_server(runtime: Runtime) -> MCPServer:
             context = CallContext(session=caller.label, progress=progress, caller=caller, ask=ask)
             return tool_result(await runtime.execute(request, context), text)
 
-        owner = f"{caller.tenant}|{runtime.sessions.digest(caller)}"
+        owner = f"{caller.principal}|{session or caller.session or ''}"
         if ctx.request_state is not None and rounds is not None:
             return await rounds.resume(ctx.request_state, ctx.input_responses, owner)
         if settings.approval == "never" or not can_elicit(ctx.client_capabilities):
@@ -138,8 +148,13 @@ def create_server(runtime: Runtime) -> MCPServer:
             return await rounds.start(execute, owner)
         return await execute(None)
 
+    relay = (
+        Relay(runtime.store.rounds, runtime.sessions.instance)
+        if runtime.store is not None and runtime.sessions is not None
+        else None
+    )
     rounds = (
-        Rounds(runtime.tasks, settings.approval_timeout_s, functools.partial(_approval_expired, settings))
+        Rounds(runtime.tasks, settings.approval_timeout_s, functools.partial(_approval_expired, settings), relay)
         if runtime.tasks is not None
         else None
     )
@@ -180,6 +195,15 @@ def create_server(runtime: Runtime) -> MCPServer:
             lowlevel.create_initialization_options, NotificationOptions(tools_changed=True)
         )
     return server
+
+
+def request_state_security(runtime: Runtime) -> RequestStateSecurity:
+    """The SDK seals the 2026-07-28 ``requestState`` of an approval round trip with a key derived from
+    `secret_file`: every replica that shares it unseals what another sealed (without a store: this process's own)."""
+    ttl = runtime.settings.approval_timeout_s + 60
+    if runtime.store is None:
+        return RequestStateSecurity.ephemeral(ttl=ttl)
+    return RequestStateSecurity(keys=[runtime.store.secret.key("request-state")], ttl=ttl)
 
 
 def tool_result(result: ExecutionResult, text: Literal["toml", "json"]) -> CallToolResult:
@@ -242,18 +266,24 @@ async def remember_request(ctx: ServerRequestContext[Any, Any], call_next: CallN
 def caller_from(context: ServerRequestContext[Any, Any] | None) -> Caller:
     """Who is calling: the transport's session and the token's holder, from what the SDK validated.
 
-    stdio is one session (one process per client). Over HTTP the session is the ``Mcp-Session-Id``
+    stdio is one session (one process per client) on the handshake-era protocols; on 2026-07-28 a
+    connection is not a conversation, stdio included. Over HTTP the session is the ``Mcp-Session-Id``
     of Streamable HTTP or the ``session_id`` of SSE, both minted by the SDK, which answers 404 to an
-    id it does not know or that another token's holder opened; a 2026-07-28 request has no session.
-    The label (for the log line) is a prefix of the session id, or the peer's address.
+    id it does not know or that another token's holder opened; on a 2026-07-28 request
+    ``Mcp-Session-Id`` means nothing (state travels as the ``session`` input). The label (for the log
+    line) is a prefix of the session id, or the peer's address.
     """
     if context is None:
         return Caller()
     request = context.request
     headers = getattr(request, "headers", None)
+    modern = context.protocol_version in MODERN_PROTOCOL_VERSIONS
     if headers is None:
-        return Caller(session=STDIO_SESSION, label="stdio")
+        return Caller(label="stdio") if modern else Caller(session=STDIO_SESSION, label="stdio")
     tenant = tenant_of(getattr(request, "scope", {}))
+    if modern:
+        client = getattr(request, "client", None)
+        return Caller(tenant=tenant, label=f"{client.host}:{client.port}" if client is not None else "-")
     if session := headers.get("mcp-session-id"):
         return Caller(session=f"http:{session}", tenant=tenant, label=str(session)[:8])
     if session := getattr(request, "query_params", {}).get("session_id"):
@@ -318,11 +348,12 @@ def _add_tool_resources(server: MCPServer, runtime: Runtime) -> None:
         async def memory_view_resource() -> str:
             caller = caller_from(_REQUEST.get())
             try:
-                tools = await runtime.tools_for(caller, runtime.sessions.open(caller))
+                tools = await runtime.tools_for(caller, runtime.implicit_session(caller))
             except NoSession:
                 raise ResourceError(
-                    "this server keeps each MCP session's memory apart (isolation = session), and this request has "
-                    "no session (Streamable HTTP with protocol 2026-07-28 has none)"
+                    "this server keeps each session's memory apart (isolation = session), and this request names no "
+                    "session (a resource read on protocol 2026-07-28 carries none): view the memory through "
+                    "attp_execute with your session handle"
                 ) from None
             return str(await anyio.to_thread.run_sync(tools.tools["view"].function))
 

@@ -68,6 +68,19 @@ def _settings_flags(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--db-path", dest="db_path", type=Path, help="SQLite file of the memory toolpack")
     group.add_argument(
+        "--database-url",
+        dest="database_url",
+        metavar="URL",
+        help="where sessions' state lives: postgresql://... for replicas (default: state.sqlite3 in the data folder)",
+    )
+    group.add_argument(
+        "--secret-file",
+        dest="secret_file",
+        type=Path,
+        metavar="FILE",
+        help="the server's secret, shared by replicas (default: generated as secret.key in the data folder)",
+    )
+    group.add_argument(
         "--mcp-config",
         dest="mcp_config",
         action="append",
@@ -180,7 +193,7 @@ def _cli_values(args: argparse.Namespace) -> dict[str, Any]:
         "workspace", "toolpacks", "skills_dirs", "db_path", "engine", "timeout_s", "memory_mb", "max_tool_calls",
         "result_format", "workers", "log_level", "log_format", "transport", "host", "port", "insecure_no_auth",
         "mcp_config",
-        "isolation", "approval",
+        "isolation", "approval", "database_url", "secret_file",
     )  # fmt: skip
     return {key: getattr(args, key) for key in keys if getattr(args, key, None) is not None}
 

@@ -10,14 +10,22 @@ from the start to get there (its earlier tool calls would happen twice), so `Rou
 running in the background, paused at the question, and hands it the answer when the call comes
 back; a run whose client does not come back is denied after `approval_timeout_s` and ends.
 
+The answers may come back to another replica than the one running the program (replicas behind a
+round-robin proxy): the SDK seals ``requestState`` with a key every replica derives from
+`secret_file`, and with a store, `Rounds` relays through it (`attp_server.store.rounds`): the replica
+that gets the answers writes them into the round's row and waits for what came of them; the one
+running the program, which polls while it has rounds waiting, hands them over and writes the outcome.
+
 Both put the same form: the question as its message, and one checkbox, "allow this tool for the
 rest of this session".
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import secrets
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +47,8 @@ from mcp_types import (
 from pydantic import BaseModel, Field, ValidationError, create_model
 
 from attp_server.sessions.approvals import Answer, Ask, Question
+from attp_server.store import StoreError
+from attp_server.store.rounds import RoundStore
 
 logger = logging.getLogger(__name__)
 
@@ -135,14 +145,31 @@ Execute = Callable[[Ask], Awaitable[CallToolResult]]
 """Runs the call with the given way of asking, and renders its result."""
 
 
+@dataclass(frozen=True)
+class Relay:
+    """Rounds answered through another replica: the store's rounds table, and this process among the replicas."""
+
+    rounds: RoundStore
+    instance: str
+    poll_s: float = 0.1
+
+
 class Rounds:
     """Runs that wait, between calls, for the answers of a client on protocol 2026-07-28."""
 
-    def __init__(self, tasks: anyio.abc.TaskGroup, timeout_s: float, expired: Callable[[], CallToolResult]) -> None:
+    def __init__(
+        self,
+        tasks: anyio.abc.TaskGroup,
+        timeout_s: float,
+        expired: Callable[[], CallToolResult],
+        relay: Relay | None = None,
+    ) -> None:
         self.tasks = tasks
         self.timeout_s = timeout_s
         self.expired = expired
+        self.relay = relay
         self._waiting: dict[str, _Waiting] = {}
+        self._polling = False
 
     def __len__(self) -> int:
         return len(self._waiting)
@@ -165,8 +192,19 @@ class Rounds:
     ) -> CallToolResult | InputRequiredResult:
         """Hand the client's answers to the run `state` names, and answer with what it does next."""
         waiting = self._waiting.pop(state, None)
-        if waiting is None or waiting.owner != owner:
+        if waiting is None:
+            if self.relay is not None:
+                return await self._relayed(state, responses, owner)
             return self.expired()
+        if waiting.owner != owner:
+            return self.expired()
+        if self.relay is not None:
+            await self._quietly(self.relay.rounds.close(state))
+        return await self._answer(waiting, responses)
+
+    async def _answer(
+        self, waiting: _Waiting, responses: InputResponses | None
+    ) -> CallToolResult | InputRequiredResult:
         for key, response in (responses or {}).items():
             if not isinstance(response, ElicitResult) or key not in waiting.pending:
                 continue
@@ -192,6 +230,11 @@ class Rounds:
         token = secrets.token_urlsafe(24)
         self._waiting[token] = waiting
         self.tasks.start_soon(self._stop_unless_resumed, token)
+        if self.relay is not None:
+            await self._quietly(self.relay.rounds.open(token, waiting.owner, self.relay.instance, now=time.time()))
+            if not self._polling:
+                self._polling = True
+                self.tasks.start_soon(self._poll, self.relay)
         waiting.asked.update(waiting.pending)
         requests = {
             key: ElicitRequest(
@@ -210,8 +253,94 @@ class Rounds:
         waiting = self._waiting.pop(token, None)
         if waiting is not None:
             waiting.scope.cancel()
+            if self.relay is not None:
+                await self._quietly(self.relay.rounds.close(token))
 
     def _forget(self, waiting: _Waiting) -> None:
         for token, other in list(self._waiting.items()):
             if other is waiting:
                 del self._waiting[token]
+
+    # ---------------------------------------------------------------- across replicas
+
+    async def _relayed(
+        self, token: str, responses: InputResponses | None, owner: str
+    ) -> CallToolResult | InputRequiredResult:
+        """Another replica runs this round: give it the answers through the store, and wait for what came of them."""
+        assert self.relay is not None
+        rounds = self.relay.rounds
+        answers = {
+            key: {"action": response.action, "content": response.content}
+            for key, response in (responses or {}).items()
+            if isinstance(response, ElicitResult)
+        }
+        try:
+            if not await rounds.answer(token, owner, json.dumps(answers)):
+                return self.expired()
+            with anyio.move_on_after(self.timeout_s + 60):
+                delay = 0.02
+                while True:
+                    there, outcome = await rounds.outcome(token)
+                    if outcome is not None:
+                        await rounds.close(token)
+                        return _decode_outcome(outcome, self.expired)
+                    if not there:
+                        break
+                    await anyio.sleep(delay)
+                    delay = min(delay * 2, 0.2)
+        except StoreError as exc:
+            logger.warning("could not relay an approval's answers through the store: %s", exc)
+        return self.expired()
+
+    async def _poll(self, relay: Relay) -> None:
+        """While rounds wait here, look for answers another replica received for them."""
+        try:
+            while self._waiting:
+                await anyio.sleep(relay.poll_s)
+                try:
+                    found = await relay.rounds.answered(relay.instance)
+                except StoreError as exc:
+                    logger.warning("could not look for relayed approval answers: %s", exc)
+                    continue
+                for item in found:
+                    waiting = self._waiting.pop(item.token, None)
+                    if waiting is None:
+                        await self._quietly(relay.rounds.settle(item.token, _encode_outcome(self.expired())))
+                    else:
+                        self.tasks.start_soon(self._settle, relay, item.token, waiting, item.answers)
+        finally:
+            self._polling = False
+
+    async def _settle(self, relay: Relay, token: str, waiting: _Waiting, answers: str) -> None:
+        responses: InputResponses = {}
+        try:
+            raw = json.loads(answers)
+            for key, value in raw.items():
+                responses[key] = ElicitResult(action=value["action"], content=value.get("content"))
+        except (ValueError, TypeError, KeyError, ValidationError):
+            logger.warning("relayed approval answers could not be read; they count as no answer")
+        outcome = await self._answer(waiting, responses)
+        await self._quietly(relay.rounds.settle(token, _encode_outcome(outcome)))
+
+    @staticmethod
+    async def _quietly(step: Awaitable[None]) -> None:
+        try:
+            await step
+        except StoreError as exc:
+            logger.warning("the store failed while relaying an approval round: %s", exc)
+
+
+def _encode_outcome(outcome: CallToolResult | InputRequiredResult) -> str:
+    kind = "input" if isinstance(outcome, InputRequiredResult) else "result"
+    return json.dumps({"kind": kind, "data": outcome.model_dump(mode="json", by_alias=True, exclude_none=True)})
+
+
+def _decode_outcome(text: str, expired: Callable[[], CallToolResult]) -> CallToolResult | InputRequiredResult:
+    try:
+        data = json.loads(text)
+        if data["kind"] == "input":
+            return InputRequiredResult.model_validate(data["data"])
+        return CallToolResult.model_validate(data["data"])
+    except (ValueError, KeyError, TypeError, ValidationError):
+        logger.warning("a relayed approval outcome could not be read")
+        return expired()

@@ -237,8 +237,8 @@ class Catalog:
         if not self.settings.session_state or self.settings.engine != "python":
             return ""
         return (
-            "- Variables and top-level def functions stay for your next call in this session (hint names any not "
-            "kept); reset=true clears them."
+            "- Variables and top-level def functions are kept in a session: pass the reply's session value back as "
+            "session on your next call to use them again (hint names any not kept); reset=true clears them."
         )
 
     def _description(self) -> str:

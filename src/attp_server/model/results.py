@@ -50,6 +50,9 @@ class ExecutionResult(BaseModel):
     calls: list[CallRecord] = Field(default_factory=list, description="Every tool call of the run, in order.")
     error: ErrorInfo | None = Field(None, description="What went wrong, when status is error.")
     elapsed_ms: float = Field(0.0, description="Wall-clock time of the whole call.")
+    session: str | None = Field(
+        None, description="The session handle: pass it back as session to keep this call's variables and functions."
+    )
 
     @property
     def is_error(self) -> bool:
@@ -111,6 +114,8 @@ def lean_view(result: ExecutionResult) -> dict[str, Any]:
         view["error"] = result.error.model_dump(mode="json", exclude_none=True)
     if result.calls:
         view["tool_calls"] = call_summary(result.calls)
+    if result.session is not None:
+        view["session"] = result.session
     return view
 
 

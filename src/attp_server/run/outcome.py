@@ -20,8 +20,8 @@ from attp_server.sandbox.process.protocol import capped
 logger = logging.getLogger(__name__)
 
 NO_SESSION_HINT = (
-    "Nothing is kept between calls for this client: its requests carry no MCP session (Streamable HTTP on "
-    "protocol 2026-07-28), so define again in this program whatever an earlier call defined."
+    "This call had no session, so it started a new, empty one: if an earlier call defined that name, send this "
+    "program again with session set to the session value that call's reply returned."
 )
 
 SOLUTIONS: dict[str, str] = {

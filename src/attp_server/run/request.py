@@ -25,6 +25,9 @@ class ExecuteRequest:
     """The language of the program; None means the `engine` setting. TAM blocks always run as Python."""
     reset: bool = False
     """Clear the session's kept variables and functions before the program runs."""
+    session: str | None = None
+    """The handle of the session this call continues (an earlier result's ``session``); None starts a new one,
+    or continues the transport's own session on a handshake-era connection."""
 
 
 Progress = Callable[[float, str], Awaitable[None]]

@@ -38,8 +38,9 @@ from attp_server.sandbox.stdlib.namespaces import MODULE_NAMES
 from attp_server.sessions import kept_state
 from attp_server.sessions.approvals import Approvals
 from attp_server.sessions.isolation import NoSession, Scopes
-from attp_server.sessions.registry import EVICTED, SESSIONS_AT_FULL_STATE, Caller, Session, Sessions
+from attp_server.sessions.registry import Caller, Session, SessionRefused, Sessions
 from attp_server.settings import Settings
+from attp_server.store import Store, open_store
 from attp_server.toolpack import Toolpack, ToolpackLoadError, ToolRegistry, load_factory, load_toolpack
 
 __all__ = [
@@ -61,15 +62,21 @@ logger = logging.getLogger(__name__)
 class Runtime:
     """Runs programs. One per server; shared by all sessions (each run gets its own worker)."""
 
-    def __init__(self, settings: Settings, registry: ToolRegistry, pool: WorkerPool) -> None:
+    def __init__(
+        self, settings: Settings, registry: ToolRegistry, pool: WorkerPool, store: Store | None = None
+    ) -> None:
         self.settings = settings
         self.registry = registry
         self.pool = pool
         self.known = self.known_names(registry, settings.modules)
         self.listeners: list[Callable[[], Awaitable[None]]] = []
         """Told after `refresh` (the MCP face tells its clients that the tool list changed)."""
-        self.sessions = Sessions(settings.session_idle_s, SESSIONS_AT_FULL_STATE * settings.max_state_bytes)
+        self.store = store
+        self.sessions = Sessions(settings, store) if store is not None else None
+        """Sessions and their state, in the store (None without a store: every call stands alone)."""
         self.scopes = Scopes(settings, registry)
+        if self.sessions is not None:
+            self.sessions.removed_listeners.append(self.scopes.end_sessions)
         self.approvals = Approvals(settings)
         self.tasks: anyio.abc.TaskGroup | None = None
         """Work that outlives the call that started it (a run waiting for an approval across calls)."""
@@ -169,45 +176,26 @@ class Runtime:
     async def execute(self, request: ExecuteRequest, context: CallContext | None = None) -> ExecutionResult:
         context = context if context is not None else CallContext()
         started = time.perf_counter()
-        await self.end_idle_sessions()
-        session = self.sessions.open(context.caller) if context.caller is not None else None
-        evicted = session is not None and session.evicted
-        if session is not None and (request.reset or evicted):
-            self.sessions.keep(session, None)
-            session.evicted = False
-        ticket = await self.admission.enter(context.session)
+        session: Session | None = None
         try:
-            if isinstance(ticket, ErrorInfo):
-                result = error_result(request.target, ticket)
-            else:
-                with self.sessions.using(session):
-                    try:
-                        tools = (await self.tools_for(context.caller, session)).snapshot()
-                    except NoSession as refused:
-                        result = error_result(request.target, refused.info)
-                    else:
-                        run = RunState(
-                            progress=context.progress,
-                            session=session,
-                            owner=context.session,
-                            tools=tools,
-                            ask=context.ask,
-                        )
-                        result = await self._execute(request, run)
-        except Exception:
-            # A bug of ours must still come back as a result, never a traceback; details go to the log only.
-            logger.exception("attp_execute failed inside the server")
-            result = error_result(request.target, ErrorInfo(code=ErrorCode.INTERNAL_ERROR, message="the server failed"))
-        finally:
-            if not isinstance(ticket, ErrorInfo):
-                self.admission.leave(ticket)
+            session = await self.open_session(context.caller, request.session)
+        except SessionRefused as refused:
+            result = error_result(request.target, refused.info)
+        else:
+            try:
+                result = await self._admitted(request, context, session)
+            finally:
+                if self.sessions is not None:
+                    await self.sessions.finish(session)
         result.elapsed_ms = round((time.perf_counter() - started) * 1000, 2)
-        if evicted and not request.reset:
-            result.hint = joined(EVICTED, result.hint)
-        sessionless = context.caller is not None and session is None and self.settings.session_state
-        if sessionless and result.error is not None and result.error.code == ErrorCode.NAME_NOT_FOUND:
-            # The description promises kept variables; this client's requests cannot have them.
-            result.hint = joined(result.hint, NO_SESSION_HINT)
+        if session is not None:
+            result.session = session.returned
+            if session.notice is not None and not request.reset:
+                result.hint = joined(session.notice, result.hint)
+            fresh = request.session is None and session.handle is not None
+            if fresh and result.error is not None and result.error.code == ErrorCode.NAME_NOT_FOUND:
+                # The name may be one an earlier call kept, in the session whose handle was not passed back.
+                result.hint = joined(result.hint, NO_SESSION_HINT)
         add_solution(result, starlark=(request.engine or self.settings.engine) == "starlark")
         # One line per call; never the code, the result or tool arguments (they may hold secrets).
         fields = {
@@ -220,6 +208,41 @@ class Runtime:
         }
         logger.info("attp_execute", extra={"fields": fields})
         return result
+
+    async def open_session(self, caller: Caller | None, handle: str | None) -> Session | None:
+        """The call's session, taken for it (None: the CLI, or no store). Raises `SessionRefused`."""
+        if self.sessions is None or (caller is None and handle is None):
+            return None
+        return await self.sessions.open(caller if caller is not None else Caller(), handle)
+
+    async def _admitted(
+        self, request: ExecuteRequest, context: CallContext, session: Session | None
+    ) -> ExecutionResult:
+        if session is not None and request.reset and session.kept is not None:
+            session.keep(None)
+        ticket = await self.admission.enter(context.session)
+        try:
+            if isinstance(ticket, ErrorInfo):
+                return error_result(request.target, ticket)
+            try:
+                tools = (await self.tools_for(context.caller, session)).snapshot()
+            except NoSession as refused:
+                return error_result(request.target, refused.info)
+            run = RunState(
+                progress=context.progress, session=session, owner=context.session, tools=tools, ask=context.ask
+            )
+            sessions = self.sessions
+            if sessions is None:
+                return await self._execute(request, run)
+            async with sessions.held(session):
+                return await self._execute(request, run)
+        except Exception:
+            # A bug of ours must still come back as a result, never a traceback; details go to the log only.
+            logger.exception("attp_execute failed inside the server")
+            return error_result(request.target, ErrorInfo(code=ErrorCode.INTERNAL_ERROR, message="the server failed"))
+        finally:
+            if not isinstance(ticket, ErrorInfo):
+                self.admission.leave(ticket)
 
     async def _execute(self, request: ExecuteRequest, run: RunState) -> ExecutionResult:
         prepared = await prepare(request, self.settings, self.registry)
@@ -272,22 +295,33 @@ class Runtime:
         point_to_renamed(result.error, registry.renamed(), job.namespaces)
         if keeping and session is not None:
             kept, hint = await kept_state.after_run(session.kept, done, self.settings.max_state_bytes)
-            self.sessions.keep(session, kept)
+            if kept is not session.kept:
+                session.keep(kept)
             result.hint = joined(result.hint, hint)
         return result
+
+    def implicit_session(self, caller: Caller) -> Session | None:
+        """The implicit session of a handshake-era transport's session, to find its scope (not taken: nothing of it
+        is read or written)."""
+        key = self.sessions.implicit_key(caller) if self.sessions is not None else None
+        return Session(key, caller.principal, "implicit") if key is not None else None
 
     async def tools_for(self, caller: Caller | None, session: Session | None) -> ToolRegistry:
         """The tools working on the caller's folder and memory (`isolation`). Raises `NoSession`."""
         return await self.scopes.tools(self.scopes.scope_for(caller, session))
 
     async def end_idle_sessions(self) -> None:
-        """End the sessions idle past `session_idle_s`: their kept state goes, and their folders if their own."""
-        await self.scopes.end_sessions(self.sessions.expire())
+        """End the sessions idle past `session_idle_s` or older than `session_max_age_s` (theirs and every other
+        replica's: whoever notices first): their kept state goes, and their folders if their own."""
+        if self.sessions is not None:
+            await self.sessions.sweep()
+        if self.store is not None:  # rounds whose relaying replica never came back for the outcome
+            await self.store.rounds.expire(before=time.time() - 2 * self.settings.approval_timeout_s - 120)
 
     async def close(self) -> None:
-        """End every session (the server is stopping)."""
-        with anyio.CancelScope(shield=True):
-            await self.scopes.end_sessions(self.sessions.close_all())
+        """This process is stopping: its connections' sessions end with it."""
+        if self.sessions is not None:
+            await self.sessions.close()
 
 
 def build_registry(settings: Settings) -> ToolRegistry:
@@ -373,15 +407,15 @@ async def open_runtime(
             registry.refresh()
 
     async with (
+        open_store(settings) as store,
         live_tools(registry, changed) as live,
         WorkerPool(size=settings.workers, max_workers=settings.max_workers, memory_mb=settings.memory_mb) as pool,
         anyio.create_task_group() as tasks,
     ):
-        runtime = Runtime(settings, registry, pool)
+        runtime = Runtime(settings, registry, pool, store)
         runtime.tasks = tasks
         runtime.live = live
-        if settings.isolation == "session":
-            await anyio.to_thread.run_sync(runtime.scopes.sweep_stale)
+        await runtime.scopes.sweep_stale(store.handles.present)
         tasks.start_soon(_end_idle_sessions, runtime)
         if reload is not None and settings.config_poll_s > 0:
             runtime.watching = True
@@ -394,9 +428,20 @@ async def open_runtime(
             runtime.tools.close()
 
 
+SWEEP_PERIOD_S = 10.0
+"""How often a server process sweeps the store (expiry, the total state bound, its stdio session's liveness)."""
+
+
 async def _end_idle_sessions(runtime: Runtime) -> None:
-    """Sessions end on time even when no call comes to notice it."""
-    period = min(60.0, runtime.settings.session_idle_s / 2)
+    """Sessions end on time even when no call comes to notice it; leftover folders go too."""
+    period = min(SWEEP_PERIOD_S, runtime.settings.session_idle_s / 2)
+    sweeps = 0
     while True:
         await anyio.sleep(period)
-        await runtime.end_idle_sessions()
+        sweeps += 1
+        try:
+            await runtime.end_idle_sessions()
+            if runtime.store is not None and sweeps % 30 == 0:
+                await runtime.scopes.sweep_stale(runtime.store.handles.present)
+        except Exception as exc:  # the store is down for a while: say so, and try again next time
+            logger.warning("could not sweep the sessions in the store: %s", exc)

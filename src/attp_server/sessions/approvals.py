@@ -8,7 +8,7 @@ gives the call (elicitation; `attp_server.faces.elicitation`), and waits for the
 person's time is not the program's. Accepted, the call runs; declined, dismissed or unanswered,
 it fails with ``APPROVAL_DENIED`` and nothing is done; a client that cannot ask its user gets
 ``APPROVAL_UNAVAILABLE``, unless ``approval_fallback = "allow"``. "Allow this tool for the rest of
-the session" is remembered on the `Session`.
+the session" is remembered on the `Session`, and in the store with it when the call ends.
 
 Nothing here knows MCP: the face turns a `Question` into an elicitation and the reply into an `Answer`.
 """
@@ -109,7 +109,7 @@ class Approvals:
             if waited.cancelled_caught:
                 return self._denied(question, f"nobody answered within approval_timeout_s = {self.timeout_s:g} s")
         if answer is Answer.ALLOW_FOR_SESSION and session is not None:
-            session.approved.add(tool.name)
+            session.allow(tool.name)
         if answer in (Answer.ALLOW, Answer.ALLOW_FOR_SESSION):
             return None
         if answer is Answer.UNAVAILABLE:

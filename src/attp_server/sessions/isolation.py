@@ -3,10 +3,12 @@
 A `Scope` is a folder under `workspace` and a memory database beside `db_path`. ``shared`` is the
 server's own pair. ``tenant`` gives each token holder (`auth_tokens`) ``workspace/tenants/<name>/``
 and ``<db dir>/tenants/<name>/<db file>``, kept across their sessions; the name is the operator's,
-checked by the settings. ``session`` gives each MCP session ``workspace/sessions/<pid>-<digest>/``
-(and the same under the database's folder), where the digest is the session's keyed id, never
-anything the client sent; those are removed when the session ends, and at start-up when the server
-process that made them is gone.
+checked by the settings. ``session`` gives each session (a handle, or a handshake-era transport's
+session) ``workspace/sessions/<key>/`` (and the same under the database's folder), where the key is
+the session's keyed digest (`Session.folder`, equal on every replica that shares `secret_file`),
+never anything the client sent. A session's folders are removed when it ends, by whichever replica
+notices (`end_sessions`, idempotent), and `sweep_stale` removes any whose session the store no
+longer has (a replica that died between the two).
 
 `Scopes` builds each scope's tools once, on first use, from the server's registry: the packs that
 may keep things (built from their `ToolpackContext`, not read-only) are bound to the scope's pair,
@@ -16,11 +18,11 @@ the rest (skills, upstream servers, packs of fixed tools) are shared.
 from __future__ import annotations
 
 import logging
-import os
 import re
 import shutil
+import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,7 +42,11 @@ holds open files, e.g. a memory database connection, so their number is bounded)
 
 SESSIONS_DIR = "sessions"
 TENANTS_DIR = "tenants"
-_SESSION_FOLDER = re.compile(r"(\d+)-[0-9a-f]{16}")
+_SESSION_FOLDER = re.compile(r"[0-9a-f]{32}")
+_OLD_SESSION_FOLDER = re.compile(r"(\d+)-[0-9a-f]{16}")
+"""Folders of earlier versions, named by the process that made them."""
+STALE_AFTER_S = 60.0
+"""A session folder is a leftover only when it is at least this old (its session may be being written)."""
 
 
 @dataclass(frozen=True)
@@ -55,14 +61,15 @@ class Scope:
 
 
 class NoSession(Exception):
-    """``isolation = "session"`` and the request has no MCP session to give a folder to."""
+    """``isolation = "session"`` and the request has no session to give a folder to (a resource read on
+    protocol 2026-07-28, which carries no ``session`` input)."""
 
     info = ErrorInfo(
         code=ErrorCode.FORBIDDEN,
-        message="this server gives each MCP session its own files and memory (isolation = session), and this "
-        "request has no session: it came over Streamable HTTP with protocol 2026-07-28, which has none",
-        solution="Connect with a client that keeps an MCP session (the initialize handshake, protocol 2025-11-25 "
-        "or older; SSE), or ask the operator for isolation = tenant with a token of your own.",
+        message="this server gives each session its own files and memory (isolation = session), and this "
+        "request names no session",
+        solution="Read it through attp_execute with your session handle instead (session = the value an earlier "
+        "reply returned).",
     )
 
 
@@ -94,7 +101,7 @@ class Scopes:
         if self.isolation == "session":
             if session is None:
                 raise NoSession
-            folder = f"{os.getpid()}-{session.id[:16]}"
+            folder = session.folder
             return Scope(
                 f"session {folder}",
                 self.workspace / SESSIONS_DIR / folder,
@@ -130,11 +137,14 @@ class Scopes:
         for built in self._built.values():
             built.refresh()
 
-    async def end_sessions(self, ended: list[Session]) -> None:
-        """Sessions ended: under session isolation their scopes end with them (folders removed)."""
+    def session_scope(self, key: str) -> Scope:
+        return self.scope_for(None, Session(key, "", ""))
+
+    async def end_sessions(self, keys: list[str]) -> None:
+        """Sessions ended (by their keys): under session isolation their scopes end with them (folders removed)."""
         if self.isolation == "session":
-            for session in ended:
-                await self.end(self.scope_for(None, session))
+            for key in keys:
+                await self.end(self.session_scope(key))
 
     async def end(self, scope: Scope) -> None:
         """Forget a scope's tools (their database connections close with them); remove it if temporary."""
@@ -142,19 +152,35 @@ class Scopes:
         if scope.temporary:
             await anyio.to_thread.run_sync(_remove, scope)
 
-    def sweep_stale(self) -> int:
-        """Remove the session folders that server processes no longer running left behind; return how many."""
-        removed = 0
+    def session_folders(self) -> list[str]:
+        """The names of the session folders on disk that are older than `STALE_AFTER_S` (candidates for
+        `sweep_stale`); leftovers of earlier versions whose process is gone are removed here."""
+        names: set[str] = set()
+        cutoff = time.time() - STALE_AFTER_S
         for base in (self.workspace / SESSIONS_DIR, self.db_path.parent / SESSIONS_DIR):
             if not base.is_dir():
                 continue
             for path in base.iterdir():
-                match = _SESSION_FOLDER.fullmatch(path.name)
-                if match is None or process_alive(int(match.group(1))) or path.is_symlink() or not path.is_dir():
+                if path.is_symlink() or not path.is_dir():
                     continue
-                shutil.rmtree(path, ignore_errors=True)
-                removed += 1
-        return removed
+                old = _OLD_SESSION_FOLDER.fullmatch(path.name)
+                if old is not None and not process_alive(int(old.group(1))):
+                    shutil.rmtree(path, ignore_errors=True)
+                elif _SESSION_FOLDER.fullmatch(path.name) and path.stat().st_mtime < cutoff:
+                    names.add(path.name)
+        return sorted(names)
+
+    async def sweep_stale(self, present: Callable[[list[str]], Awaitable[set[str]]]) -> int:
+        """Remove the session folders whose sessions the store no longer has; return how many sessions'."""
+        if self.isolation != "session":
+            return 0
+        names = await anyio.to_thread.run_sync(self.session_folders)
+        if not names:
+            return 0
+        kept = await present(names)
+        gone = [name for name in names if name not in kept]
+        await self.end_sessions(gone)
+        return len(gone)
 
 
 def _remove(scope: Scope) -> None:

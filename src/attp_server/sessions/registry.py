@@ -1,39 +1,81 @@
-"""MCP sessions as the runtime sees them: who is calling, and what the server keeps for them between calls.
+"""Sessions as handles: who is calling, which session a call continues, and its state in the store.
 
-The MCP face names the caller (`Caller`): the transport's session id when the protocol has one (one
-stdio connection, a Streamable HTTP ``Mcp-Session-Id``, an SSE ``session_id``) and the name of the
-token it presented. `Sessions` turns that into a `Session`, found again by a keyed digest of both,
-so the same session id presented with another tenant's token is another session, and nothing the
-client sends is ever used as a name or a path. A session holds the variables its programs keep
-(`attp_server.sessions.kept_state`), the tools the user allowed for the rest of it, and, under
-``isolation = "session"``, the name of its own folder. It ends `session_idle_s` after its last call
-(stdio's single session lasts as long as the connection); `Sessions.expire` returns the sessions
-that ended so their folders can be removed.
+MCP 2026-07-28 has no protocol sessions: state that spans calls travels as a *handle*, an opaque
+string the server mints (`mint`, 192 bits from the OS's CSPRNG) and the model passes back as the
+``session`` input of `attp_execute`. Handshake-era transports still have sessions of their own (a
+stdio connection, a Streamable HTTP ``Mcp-Session-Id``, an SSE ``session_id``): each stands for an
+*implicit* handle, so their clients keep state without passing anything.
+
+Everything a session has lives in the store (`attp_server.store.handles`), keyed by a keyed digest
+of its handle, never the handle itself: its kept variables and functions, its principal (the
+token's name, or `ANONYMOUS`), when it was made and last used, and the tools the user allowed for
+the rest of it. A call takes its session's lease when it starts (`Sessions.open`, waiting while
+another call on the same session runs, on this replica or another), renews it while it runs
+(`Sessions.held`), and writes the state back and gives the lease up when its run ends
+(`Sessions.finish`). A handle another principal presents, an unknown one and an expired one
+(`session_idle_s` unused, or older than `session_max_age_s`) are refused alike with
+``SESSION_NOT_FOUND``: nobody learns whether someone else's handle exists.
+
+Bounds: `max_state_bytes` per session (`kept_state`), `max_sessions_per_principal` (past it the
+principal's session used longest ago ends), `max_total_state_bytes` for all (past it the sessions
+used longest ago lose their kept state, and are told so on their next call: `EVICTED`).
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import os
+import functools
+import json
+import logging
+import re
+import secrets
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
+import anyio
+
+from attp_server.errors import ErrorCode, ErrorInfo, short_repr
 from attp_server.sessions.kept_state import KeptState
+from attp_server.settings import Settings
+from attp_server.store import Store
+from attp_server.store.handles import (
+    KIND_CONNECTION,
+    KIND_HANDLE,
+    KIND_LASTING,
+    LEASE_S,
+    Busy,
+    Expired,
+    Missing,
+    Record,
+)
+
+logger = logging.getLogger(__name__)
 
 STDIO_SESSION = "stdio"
 """The session id of a stdio connection: one process serves one client."""
-
-SESSIONS_AT_FULL_STATE = 64
-"""All sessions together keep at most this many times `max_state_bytes`; past it, the sessions used
-longest ago lose their kept state (and are told so on their next call)."""
+ANONYMOUS = "(anonymous)"
+"""The principal of every caller without a token (stdio, HTTP without auth): not a valid token name."""
+HANDLE = re.compile(r"[A-Za-z0-9_-]{16,128}")
+"""What a handle looks like; anything else is refused before the store is asked."""
+HANDLE_BYTES = 24
+"""Random bytes in a minted handle (192 bits; the contract asks for at least 128)."""
+LARGE_STATE = 64 * 1024
+"""Past this size, state is turned into JSON text and back on a thread, not the event loop."""
 
 EVICTED = (
     "The variables kept from this session's earlier calls were dropped: the server holds a bounded amount of "
     "session state for all its sessions, and this session's was used longest ago."
 )
+RESTARTED = (
+    "This connection's earlier session ended (unused for session_idle_s): the variables kept from its earlier calls "
+    "are gone, and this call started afresh."
+)
+
+
+def mint() -> str:
+    """A new handle: unguessable, URL-safe, 32 characters."""
+    return secrets.token_urlsafe(HANDLE_BYTES)
 
 
 @dataclass(frozen=True)
@@ -41,103 +83,352 @@ class Caller:
     """Who is calling, as the MCP face tells it. None of it is trusted as a name or a path."""
 
     session: str | None = None
-    """The transport's session id; None when the request has no session (2026-07-28 Streamable HTTP, the CLI)."""
+    """The transport's session id (handshake era); None when the request has none (2026-07-28, the CLI)."""
     tenant: str | None = None
     """The name of the token the request carried (a name from `auth_tokens`, or "default" for `auth_token`)."""
     label: str = "-"
     """A short, non-secret label for the log line."""
 
+    @property
+    def principal(self) -> str:
+        """Whose sessions these are: the token's name, or the one anonymous principal."""
+        return self.tenant or ANONYMOUS
+
 
 @dataclass(eq=False)
 class Session:
-    """What the server keeps for one MCP session between its calls."""
+    """One call's view of its session: read when the call starts, written back when its run ends."""
 
-    id: str
-    """A digest of the caller's session id and tenant: safe as a folder name, and not the session id itself."""
-    tenant: str | None
-    lasting: bool = False
-    """Never ends by idleness (stdio: the session is the connection)."""
+    key: str
+    """The store's key: a keyed digest of the handle (or of the transport's session). Safe as a folder name."""
+    principal: str
+    kind: str
+    handle: str | None = None
+    """What the model passes back as ``session`` (for a handshake-era transport's session, a handle derived from
+    it: its client need not pass it, and may)."""
     kept: KeptState | None = None
     """The variables and functions its programs left (`session_state`)."""
     approved: set[str] = field(default_factory=set)
     """Tools the user allowed for the rest of the session (approvals)."""
-    last_used: float = 0.0
-    busy: int = 0
-    """Calls in flight: a busy session never expires."""
+    added: set[str] = field(default_factory=set)
+    """Of those, the ones allowed during this call (written when it ends)."""
+    lease: str | None = None
+    """Set while this call holds the session in the store."""
+    stored: bool = False
+    """The store has a row for it (False: minted by this call and not written yet)."""
+    changed: bool = False
+    """This call's run changed `kept`: written back when the call ends."""
     evicted: bool = False
-    """Its kept state was dropped to make room; its next call is told so."""
+    """Its kept state was dropped to make room; this call is told so."""
+    notice: str | None = None
+    """Something the model should read in this call's hint (`EVICTED`, `RESTARTED`)."""
+    locked: bool = False
+    """This call holds the session's turn on this replica (`Sessions.finish` gives it back)."""
+
+    @property
+    def folder(self) -> str:
+        """The name of its own folder under ``isolation = "session"``: the same on every replica."""
+        return self.key
+
+    def allow(self, tool: str) -> None:
+        """The user allowed `tool` for the rest of the session."""
+        if tool not in self.approved:
+            self.approved.add(tool)
+            self.added.add(tool)
+
+    def keep(self, kept: KeptState | None) -> None:
+        self.kept, self.changed = kept, True
+
+    @property
+    def returned(self) -> str | None:
+        """The handle the result carries: one the store keeps (a new session with nothing to keep has none)."""
+        return self.handle if self.stored else None
+
+
+class SessionRefused(Exception):
+    """The call's session cannot be used; `info` says why and what to do."""
+
+    def __init__(self, info: ErrorInfo) -> None:
+        super().__init__(info.message)
+        self.info = info
+
+
+def not_found(handle: str, settings: Settings) -> ErrorInfo:
+    return ErrorInfo(
+        code=ErrorCode.SESSION_NOT_FOUND,
+        message=f"no session {short_repr(handle, 60)} is open for you on this server: it was unused for "
+        f"session_idle_s = {settings.session_idle_s:g} s or is older than session_max_age_s = "
+        f"{settings.session_max_age_s:g} s, was ended to make room for newer sessions, or was never returned to "
+        "your token. The variables kept in it are gone.",
+        parameter_name="session",
+        solution="Call attp_execute again without session to start a new session, define again in that program "
+        "whatever it needs from earlier calls, and pass the session value its reply returns on later calls.",
+    )
+
+
+def busy(waited: float) -> ErrorInfo:
+    return ErrorInfo(
+        code=ErrorCode.SERVER_BUSY,
+        message=f"another call on this session is still running after {waited:.0f} s of waiting; calls on one "
+        "session run one at a time, so that none loses the variables another keeps",
+        solution="Wait for the other call's reply, then send this one again (or send it without session if it "
+        "does not need the kept variables).",
+    )
 
 
 class Sessions:
-    """Every live session of this server process, by the digest of its caller."""
+    """The sessions of every replica that shares the store, seen from this server process."""
 
-    def __init__(self, idle_s: float, max_total_bytes: int, clock: Callable[[], float] = time.monotonic) -> None:
-        self.idle_s = idle_s
-        self.max_total_bytes = max_total_bytes
+    def __init__(self, settings: Settings, store: Store, clock: Callable[[], float] = time.time) -> None:
+        self.settings = settings
+        self.store = store
         self.clock = clock
-        self._secret = os.urandom(32)
-        self._live: dict[str, Session] = {}
-        self.kept_bytes = 0
-        """Size of every live session's kept state together."""
+        self.instance = secrets.token_hex(8)
+        """This server process, among the replicas: the owner of its stdio connection's implicit session."""
+        self.wait_s = settings.queue_timeout_s + settings.timeout_s
+        self._local: dict[str, _Turns] = {}
+        self.removed_listeners: list[Callable[[list[str]], Awaitable[None]]] = []
+        """Told the keys of sessions that ended (isolation removes their folders)."""
 
-    def __len__(self) -> int:
-        return len(self._live)
+    @property
+    def idle_s(self) -> float:
+        return self.settings.session_idle_s
 
-    def digest(self, caller: Caller) -> str | None:
-        """The session's id: a keyed digest (the key never leaves this process), so it cannot be guessed."""
+    def key_of(self, handle: str) -> str:
+        return self.store.secret.digest("handle", handle)
+
+    def implicit_handle(self, caller: Caller) -> str | None:
+        """The handle a handshake-era transport's session stands for (None: it has none). A keyed digest of the
+        transport's session id, its principal and this process: nobody can derive it without the secret."""
         if caller.session is None:
             return None
-        text = f"{caller.tenant or ''}\0{caller.session}".encode("utf-8", "replace")
-        return hmac.new(self._secret, text, hashlib.sha256).hexdigest()[:32]
+        return self.store.secret.digest("implicit", f"{caller.principal}\0{self.instance}\0{caller.session}")
 
-    def open(self, caller: Caller) -> Session | None:
-        """The caller's session, created on its first call; None for a request without a session."""
-        key = self.digest(caller)
-        if key is None:
-            return None
-        session = self._live.get(key)
-        if session is None:
-            session = Session(id=key, tenant=caller.tenant, lasting=caller.session == STDIO_SESSION)
-            self._live[key] = session
-        session.last_used = self.clock()
+    def implicit_key(self, caller: Caller) -> str | None:
+        handle = self.implicit_handle(caller)
+        return self.key_of(handle) if handle is not None else None
+
+    async def open(self, caller: Caller, handle: str | None) -> Session:
+        """The session a call continues (`handle`, or its transport's), taken for this call; or a new one.
+
+        A new session is minted, not stored: it is written when the call ends, if there is anything to keep
+        (under ``isolation = "session"`` at once, since its folder needs an owner).
+
+        Raises:
+            SessionRefused: ``SESSION_NOT_FOUND`` (not this principal's, unknown, expired), or ``SERVER_BUSY``
+                (another call on it ran past the wait).
+        """
+        principal = caller.principal
+        if handle is not None:
+            if not HANDLE.fullmatch(handle):
+                raise SessionRefused(not_found(handle, self.settings))
+            return await self._take(self.key_of(handle), principal, handle, None)
+        implicit = self.implicit_handle(caller)
+        if implicit is not None:
+            kind = KIND_LASTING if caller.session == STDIO_SESSION else KIND_CONNECTION
+            return await self._take(self.key_of(implicit), principal, implicit, kind)
+        handle = mint()
+        session = Session(self.key_of(handle), principal, KIND_HANDLE, handle)
+        if self.settings.isolation == "session":
+            session.lease = secrets.token_hex(8)
+            turns = self._turns(session.key)
+            await turns.lock.acquire()
+            try:
+                await self.store.handles.create(
+                    session.key, principal, kind=KIND_HANDLE, now=self.clock(), lease=session.lease
+                )
+            except BaseException:
+                self._release(session.key, turns)
+                raise
+            session.stored = session.locked = True
+            await self._within_cap(principal)
         return session
 
-    @contextmanager
-    def using(self, session: Session | None) -> Iterator[None]:
-        """Mark a call in flight on `session` (it cannot expire meanwhile)."""
-        if session is None:
-            yield
-            return
-        session.busy += 1
+    async def _take(self, key: str, principal: str, handle: str | None, create: str | None) -> Session:
+        turns = self._turns(key)
+        started = time.monotonic()
+        with anyio.move_on_after(self.wait_s) as waited:
+            await turns.lock.acquire()  # calls on this replica queue here, without asking the store
+        if waited.cancelled_caught:
+            self._release(key, turns, held=False)
+            raise SessionRefused(busy(time.monotonic() - started))
         try:
+            session = await self._claim(key, principal, handle, create, started)
+        except BaseException:
+            self._release(key, turns)
+            raise
+        session.locked = True
+        return session
+
+    async def _claim(self, key: str, principal: str, handle: str | None, create: str | None, started: float) -> Session:
+        delay, notice = 0.02, None
+        while True:
+            lease = secrets.token_hex(8)
+            got = await self.store.handles.claim(
+                key, principal, lease, now=self.clock(), idle_s=self.idle_s,
+                max_age_s=self.settings.session_max_age_s, create=create, instance=self.instance,
+                approvals=self.settings.approval != "never",
+            )  # fmt: skip
+            if isinstance(got, Record):
+                session = Session(key, principal, got.kind, handle, approved=set(got.approved), lease=lease)
+                session.stored, session.evicted = True, got.evicted
+                session.notice = EVICTED if got.evicted else notice
+                if got.state is not None:
+                    session.kept = await _decode(got.state, got.state_bytes)
+                return session
+            if isinstance(got, Busy):  # another replica's call holds it: ask again shortly
+                if time.monotonic() - started + delay > self.wait_s:
+                    raise SessionRefused(busy(time.monotonic() - started))
+                await anyio.sleep(delay)
+                delay = min(delay * 2, 0.25)
+                continue
+            if isinstance(got, Expired):
+                await self.removed([key])
+                if create is not None and notice is None:  # a transport session outlived its state: start afresh
+                    notice = RESTARTED
+                    continue
+            assert isinstance(got, Missing | Expired)
+            raise SessionRefused(not_found(handle or "?", self.settings))
+
+    @asynccontextmanager
+    async def held(self, session: Session | None) -> AsyncIterator[None]:
+        """Keep the session's lease while the block runs (renewed every `LEASE_S` / 3)."""
+        if session is None or session.lease is None:
             yield
-        finally:
-            session.busy -= 1
-            session.last_used = self.clock()
-
-    def keep(self, session: Session, kept: KeptState | None) -> None:
-        """Set the session's kept state; past `max_total_bytes` in all, the least recently used lose theirs."""
-        self.kept_bytes += (kept.size if kept else 0) - (session.kept.size if session.kept else 0)
-        session.kept = kept
-        if self.kept_bytes <= self.max_total_bytes:
             return
-        for other in sorted(self._live.values(), key=lambda s: s.last_used):
-            if other is not session and other.kept is not None and not other.busy:
-                self.kept_bytes -= other.kept.size
-                other.kept, other.evicted = None, True
-                if self.kept_bytes <= self.max_total_bytes:
+        async with anyio.create_task_group() as renewing:
+            renewing.start_soon(self._renew, session)
+            try:
+                yield
+            finally:
+                renewing.cancel_scope.cancel()
+
+    async def _renew(self, session: Session) -> None:
+        assert session.lease is not None
+        while True:
+            await anyio.sleep(LEASE_S / 3)
+            try:
+                if not await self.store.handles.renew(session.key, session.lease, now=self.clock()):
+                    logger.warning("a session's lease ran out while its call was running; its state will not be saved")
                     return
+            except Exception as exc:
+                logger.warning("could not renew a session's lease: %s", exc)
 
-    def expire(self) -> list[Session]:
-        """Forget every session idle for `idle_s` (none in flight, not lasting); return them."""
-        cutoff = self.clock() - self.idle_s
-        ended = [s for s in self._live.values() if not s.lasting and not s.busy and s.last_used <= cutoff]
-        for session in ended:
-            self.keep(session, None)
-            del self._live[session.id]
-        return ended
+    async def finish(self, session: Session | None) -> None:
+        """The call ended: write what changed and give the session back. Never raises for the store's sake: a
+        result already made is not lost because its state could not be written (that is logged)."""
+        if session is None:
+            return
+        with anyio.CancelScope(shield=True):
+            try:
+                await self._write(session)
+            except Exception:
+                logger.exception("could not write a session's state to the store")
+            finally:
+                if session.locked:
+                    self._release(session.key, self._local.get(session.key))
+                session.lease, session.locked = None, False
 
-    def close_all(self) -> list[Session]:
-        """Forget every session (the server is stopping); return them."""
-        ended, self._live, self.kept_bytes = list(self._live.values()), {}, 0
-        return ended
+    async def _write(self, session: Session) -> None:
+        now = self.clock()
+        text, size = None, 0
+        if session.changed and session.kept is not None:
+            text, size = await _encode(session.kept), session.kept.size
+        if session.lease is not None:
+            written = await self.store.handles.finish(
+                session.key, session.lease, now=now, state=text, state_bytes=size,
+                write_state=session.changed, approved=session.added,
+            )  # fmt: skip
+            if not written:
+                logger.warning("a session's lease was lost before its call ended; the call's state was not saved")
+            return
+        if session.kind == KIND_HANDLE and not session.stored and (text is not None or session.added):
+            await self.store.handles.create(
+                session.key, session.principal, kind=KIND_HANDLE, now=now, state=text, state_bytes=size,
+                approved=session.added,
+            )  # fmt: skip
+            session.stored = True
+            await self._within_cap(session.principal)
+
+    async def _within_cap(self, principal: str) -> None:
+        ended = await self.store.handles.over_cap(principal, self.settings.max_sessions_per_principal, now=self.clock())
+        await self.removed(ended)
+
+    # ---------------------------------------------------------------- ending sessions
+
+    async def removed(self, keys: list[str]) -> None:
+        """Sessions ended (their rows are gone): tell the listeners (isolation removes their folders)."""
+        if not keys:
+            return
+        for listener in self.removed_listeners:
+            await listener(keys)
+
+    async def sweep(self) -> None:
+        """What any replica does now and then: expire idle and old sessions, keep the total state within bounds,
+        and keep this process's stdio session alive."""
+        now = self.clock()
+        handles = self.store.handles
+        await handles.touch_instance(self.instance, now=now)
+        ended = await handles.expire(now=now, idle_s=self.idle_s, max_age_s=self.settings.session_max_age_s)
+        await self.removed(ended)
+        await handles.trim_state(self.settings.max_total_state_bytes, now=now)
+
+    async def close(self) -> None:
+        """This process is stopping: its connections' implicit sessions end with it."""
+        with anyio.CancelScope(shield=True):
+            try:
+                await self.removed(await self.store.handles.end_instance(self.instance))
+            except Exception as exc:
+                logger.warning("could not end this process's sessions in the store: %s", exc)
+
+    # ---------------------------------------------------------------- one call at a time, on this replica
+
+    def _turns(self, key: str) -> _Turns:
+        turns = self._local.get(key)
+        if turns is None:
+            turns = self._local[key] = _Turns()
+        turns.users += 1
+        return turns
+
+    def _release(self, key: str, turns: _Turns | None, *, held: bool = True) -> None:
+        if turns is None:
+            return
+        if held:
+            turns.lock.release()
+        turns.users -= 1
+        if turns.users == 0:
+            self._local.pop(key, None)
+
+
+@dataclass(eq=False)
+class _Turns:
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+    users: int = 0
+
+
+def _dumps(kept: KeptState) -> str:
+    return json.dumps(kept.message(), ensure_ascii=False, separators=(",", ":"))
+
+
+def _loads(text: str, size: int) -> KeptState | None:
+    data = json.loads(text)
+    values, functions = data.get("values"), data.get("functions")
+    if not isinstance(values, dict) or not isinstance(functions, dict):
+        return None
+    return KeptState(values=values, functions=functions, size=size)
+
+
+async def _encode(kept: KeptState) -> str:
+    if kept.size > LARGE_STATE:
+        return await anyio.to_thread.run_sync(_dumps, kept)
+    return _dumps(kept)
+
+
+async def _decode(text: str, size: int) -> KeptState | None:
+    try:
+        if len(text) > LARGE_STATE:
+            return await anyio.to_thread.run_sync(functools.partial(_loads, text, size))
+        return _loads(text, size)
+    except (ValueError, AttributeError):
+        logger.warning("a session's stored state could not be read; the session starts without it")
+        return None

@@ -1,0 +1,185 @@
+"""Sessions as handles, through a real `attp serve` and the SDK's own client, on both protocol eras.
+
+The default client speaks 2026-07-28 (no protocol session): state comes back as a `session` handle
+the model passes back. ``mode="legacy"`` speaks the handshake protocol: its transport session stands
+for a handle of its own, so it keeps state without passing anything, and may pass a handle too.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from harness import SERVE_FLAGS, Served, serving_http
+from harness import execute as run
+from mcp import Client
+
+pytestmark = pytest.mark.anyio
+
+ERAS = [pytest.param({}, id="2026-07-28"), pytest.param({"mode": "legacy"}, id="legacy")]
+TOKENS = {"alice": "alice-token-" + "a" * 20, "bob": "bob-token-" + "b" * 20}
+
+
+def flags(data: Path, *more: str) -> list[str]:
+    return [*SERVE_FLAGS, "--db-path", str(data / "memory.sqlite3"), *more]
+
+
+@pytest.fixture(scope="module")
+def http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    root = tmp_path_factory.mktemp("handles")
+    with serving_http(root / "ws", *flags(root / "data")) as served:
+        yield served
+
+
+async def text_of(client: Client, **arguments: Any) -> tuple[dict[str, Any], str]:
+    result = await client.call_tool("attp_execute", arguments)
+    assert result.structured_content is not None
+    block = result.content[0]
+    assert block.type == "text"
+    return dict(result.structured_content), block.text
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_handle_is_minted_passed_back_and_keeps_state(http: Served, era: dict[str, Any]) -> None:
+    async with http.client(**era) as client:
+        tools = await client.list_tools()
+        schema = tools.tools[0].input_schema["properties"]["session"]
+        assert schema["type"] == "string" and schema["x-mcp-header"] == "Session"
+        first, text = await text_of(client, code="x = 41\ndef answer():\n    return x + 1")
+        handle = first["session"]
+        assert isinstance(handle, str) and len(handle) >= 22, first
+        assert json.loads(text)["session"] == handle  # the lean text carries it too
+        again = await run(client, "__result__ = answer()", session=handle)
+        assert (again["result"], again["session"]) == (42, handle)
+    async with http.client(**era) as other_connection:  # a handle outlives the connection that got it
+        assert (await run(other_connection, "__result__ = x", session=handle))["result"] == 41
+
+
+async def test_a_call_without_the_handle_starts_afresh_and_is_told_how_to_continue(http: Served) -> None:
+    async with http.client() as client:
+        first = await run(client, "y = 1")
+        assert first["session"] is not None
+        lost = await run(client, "__result__ = y + 1")
+        assert lost["error"]["code"] == "NAME_NOT_FOUND"
+        assert "session" in lost["hint"] and "earlier call" in lost["hint"], lost["hint"]
+        plain = await run(client, "__result__ = 2 + 2")  # nothing to keep: no handle, nothing stored
+        assert (plain["result"], plain["session"]) == (4, None)
+
+
+async def test_the_legacy_transport_session_keeps_state_without_passing_anything(http: Served) -> None:
+    async with http.client(mode="legacy") as client:
+        first = await run(client, "z = 5")
+        assert (await run(client, "__result__ = z * 2"))["result"] == 10
+        assert (await run(client, "__result__ = z", session=first["session"]))["result"] == 5
+    async with http.client() as modern:  # the handle it returned works on the other era as well
+        assert (await run(modern, "__result__ = z", session=first["session"]))["result"] == 5
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_unknown_guessed_and_malformed_handles_are_refused(http: Served, era: dict[str, Any]) -> None:
+    async with http.client(**era) as client:
+        for handle in ("A" * 32, uuid.uuid4().hex, "not a handle!", "x"):
+            refused = await run(client, "__result__ = 1", session=handle)
+            assert refused["status"] == "error" and refused["error"]["code"] == "SESSION_NOT_FOUND", refused
+            assert "without session" in refused["error"]["solution"]
+            assert refused["session"] is None
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_reset_clears_the_handles_state_and_keeps_the_handle(http: Served, era: dict[str, Any]) -> None:
+    async with http.client(**era) as client:
+        handle = (await run(client, "w = 'kept'"))["session"]
+        cleared = await run(client, "__result__ = w", session=handle, reset=True)
+        assert cleared["error"]["code"] == "NAME_NOT_FOUND"
+        assert (await run(client, "w = 'new'", session=handle, reset=True))["session"] == handle
+        assert (await run(client, "__result__ = w", session=handle))["result"] == "new"
+
+
+async def test_a_header_that_disagrees_with_the_body_is_rejected(http: Served) -> None:
+    """A 2026-07-28 client mirrors session into Mcp-Param-Session; a request whose two differ gets 400."""
+    async with http.client() as client:
+        handle = (await run(client, "v = 1"))["session"]
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "attp_execute", "arguments": {"code": "__result__ = v", "session": handle},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientCapabilities": {}}}}  # fmt: skip
+    headers = {"accept": "application/json, text/event-stream", "mcp-protocol-version": "2026-07-28",
+               "mcp-method": "tools/call", "mcp-name": "attp_execute"}  # fmt: skip
+    other = "B" * 32
+    refused = httpx.post(f"{http.url}/mcp", json=call, headers={**headers, "mcp-param-session": other})
+    assert refused.status_code == 400, refused.text
+    agreed = httpx.post(f"{http.url}/mcp", json=call, headers={**headers, "mcp-param-session": handle})
+    assert agreed.status_code == 200 and '\\"result\\":1' in agreed.text.replace(" ", ""), agreed.text
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_two_calls_on_one_handle_at_once_lose_nothing(http: Served, era: dict[str, Any]) -> None:
+    """Calls on one session run one at a time: each appends after the slow tool call, none is lost."""
+    async with http.client(**era) as client:
+        handle = (await run(client, "items = []"))["session"]
+
+        async def append(n: int) -> None:
+            code = f"slow_echo('x', delay=0.2)\nitems = items + [{n}]"
+            assert (await run(client, code, session=handle))["status"] == "ok"
+
+        async with anyio.create_task_group() as calls:
+            for n in range(5):
+                calls.start_soon(append, n)
+        kept = await run(client, "__result__ = sorted(items)", session=handle)
+        assert kept["result"] == [0, 1, 2, 3, 4]
+
+
+async def test_another_tokens_handle_is_refused_and_left_as_it_was(tmp_path: Path) -> None:
+    env = {"ATTP_AUTH_TOKENS": json.dumps(TOKENS)}
+    with serving_http(tmp_path / "ws", *flags(tmp_path / "data"), env=env) as served:
+        alice = {"Authorization": f"Bearer {TOKENS['alice']}"}
+        bob = {"Authorization": f"Bearer {TOKENS['bob']}"}
+        async with served.client(headers=alice) as client:
+            handle = (await run(client, "secret = 'alice only'"))["session"]
+        for era in ({}, {"mode": "legacy"}):
+            async with served.client(headers=bob, **era) as client:
+                for code in ("__result__ = secret", "secret = 'overwritten'"):
+                    refused = await run(client, code, session=handle)
+                    assert refused["error"]["code"] == "SESSION_NOT_FOUND", refused
+                    assert "alice" not in json.dumps(refused)
+                assert (await run(client, "__result__ = secret", session=handle, reset=True))["error"]["code"] == (
+                    "SESSION_NOT_FOUND"
+                )
+        async with served.client(headers=alice) as client:
+            assert (await run(client, "__result__ = secret", session=handle))["result"] == "alice only"
+
+
+async def test_state_outlives_a_restart_with_the_embedded_store(tmp_path: Path) -> None:
+    with serving_http(tmp_path / "ws", *flags(tmp_path / "data")) as served:
+        async with served.client() as client:
+            handle = (await run(client, "notes = ['before the restart']\ndef more():\n    return notes + ['after']"))[
+                "session"
+            ]
+    assert (tmp_path / "data" / "state.sqlite3").is_file() and (tmp_path / "data" / "secret.key").is_file()
+    with serving_http(tmp_path / "ws", *flags(tmp_path / "data")) as served:
+        async with served.client() as client:
+            assert (await run(client, "__result__ = more()", session=handle))["result"] == [
+                "before the restart",
+                "after",
+            ]
+
+
+async def test_isolation_session_gives_each_handle_its_own_folder_on_2026_07_28(tmp_path: Path) -> None:
+    with serving_http(tmp_path / "ws", *flags(tmp_path / "data", "--isolation", "session")) as served:
+        async with served.client() as client:
+            one = await run(client, "write_file('same.txt', 'one')\n__result__ = read_file('same.txt')")
+            two = await run(client, "write_file('same.txt', 'two')\n__result__ = read_file('same.txt')")
+            assert one["status"] == two["status"] == "ok", (one, two)
+            assert one["session"] != two["session"] and None not in (one["session"], two["session"])
+            again = await run(client, "__result__ = read_file('same.txt')", session=one["session"])
+            assert again["result"] == "one"
+            assert (await run(client, "__result__ = read_file('same.txt')", session=two["session"]))["result"] == "two"
+        folders = sorted(p.name for p in (tmp_path / "ws" / "sessions").iterdir())
+        assert len(folders) == 2 and one["session"] not in folders  # named by a keyed digest, not the handle
+        assert not (tmp_path / "ws" / "same.txt").exists()
