@@ -221,6 +221,11 @@ class LiveTools(Protocol):
 
     async def serve(self, changed: Callable[[], Awaitable[None]], *, task_status: TaskStatus[None]) -> None: ...
 
+    def wake(self) -> None:
+        """A program asked for these tools while they are unavailable (and was refused before it ran): try to
+        connect again now, if the backoff allows, so that the next call finds them."""
+        ...
+
 
 @dataclass(frozen=True)
 class Toolpack:

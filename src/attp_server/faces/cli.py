@@ -18,6 +18,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import anyio
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 from attp_server import __version__
 from attp_server.errors import AttpError, ErrorCode, ErrorInfo
@@ -37,6 +40,8 @@ from attp_server.run.runtime import ExecuteRequest, Runtime, build_registry, ope
 from attp_server.run.tam import TamError, looks_like_tam, translate_tam
 from attp_server.settings import DEFAULT_CONFIG_FILE, Settings, load_settings
 from attp_server.toolpack import ToolRegistry
+from attp_server.toolpacks.mcp.oauth import Vault
+from attp_server.toolpacks.mcp.oauth import login as oauth_login
 
 logger = logging.getLogger("attp_server")
 
@@ -157,6 +162,16 @@ def build_parser() -> argparse.ArgumentParser:
     config.add_argument("--port", type=int, help="HTTP port the server will use (n8n)")
     _settings_flags(config)
 
+    login = commands.add_parser(
+        "login", help="connect an upstream MCP server that needs OAuth (prints the URL to open, keeps the tokens)"
+    )
+    login.add_argument("name", help="the server's name in [mcp_servers] or the --mcp-config file")
+    login.add_argument(
+        "--callback-port", type=int, default=0, help="loopback port for the browser's redirect (default: any free)"
+    )
+    login.add_argument("--wait-s", type=float, default=300.0, help="how long to wait for the browser (default 300)")
+    _settings_flags(login)
+
     bundle = commands.add_parser(
         "bundle", help="write an MCP Bundle (.mcpb) that Claude Desktop installs with one click"
     )
@@ -251,6 +266,8 @@ def main(argv: list[str] | None = None) -> int:
             return _check(settings, args)
         if args.command == "config":
             return _config(settings, args)
+        if args.command == "login":
+            return _login(settings, args)
         if args.command == "prompt":
             print(Catalog(_registry(settings), settings).prompt(args.language))
             return EXIT_OK
@@ -488,6 +505,56 @@ def _manifest(args: argparse.Namespace) -> int:
     args.path.write_text(render_manifest(manifest), encoding="utf-8")
     print(f"wrote {args.path}")
     return EXIT_OK
+
+
+def _login(settings: Settings, args: argparse.Namespace) -> int:
+    """``attp login NAME``: the OAuth authorization code flow with PKCE for one remote server; the tokens go to
+    the server's store (sealed), never to stdout or the log."""
+    servers = settings.upstream_servers
+    config = servers.get(args.name)
+    if config is None:
+        known = ", ".join(sorted(servers)) or "none (give --config or --mcp-config as for attp serve)"
+        print(f"attp: no upstream server named {args.name!r}; configured: {known}", file=sys.stderr)
+        return EXIT_USAGE
+    if config.url is None or config.transport != "streamable-http":
+        print(
+            f"attp: {args.name!r} is {config.describe()}; OAuth login is for a remote Streamable HTTP server (url)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    url = str(config.url)
+    # The SDK logs the flow's failure with a traceback; the one line below says it (unless --log-level DEBUG).
+    if settings.log_level != "DEBUG":
+        logging.getLogger("mcp.client.auth").setLevel(logging.CRITICAL)
+
+    async def connect(auth: Any) -> int:
+        http = create_mcp_http_client(auth=auth)
+        async with http, Client(streamable_http_client(url, http_client=http)) as client:
+            return len((await client.list_tools()).tools)
+
+    async def run() -> int:
+        return await oauth_login(
+            args.name, url, Vault(settings), connect, port=args.callback_port, timeout_s=args.wait_s, say=_say
+        )
+
+    try:
+        tools = anyio.run(run)
+    except Exception as exc:  # the flow's own errors, the server's, the network's: one line each, no traceback
+        cause: BaseException = exc
+        while isinstance(cause, BaseExceptionGroup) and cause.exceptions:
+            cause = cause.exceptions[0]
+        reason = str(cause) or type(cause).__name__
+        if isinstance(cause, TimeoutError):
+            reason = f"no redirect came back within {args.wait_s:g} s (--wait-s)"
+        print(f"attp: login to {args.name!r} failed: {reason}", file=sys.stderr)
+        return EXIT_FAILED
+    _say(f"Logged in to {args.name!r}: {tools} tools. The tokens are kept in the server's store (encrypted) and")
+    _say("refreshed before they expire; attp serve uses them from its next connection to this server.")
+    return EXIT_OK
+
+
+def _say(text: str) -> None:
+    print(text, flush=True)
 
 
 def _bundle(args: argparse.Namespace) -> int:

@@ -293,6 +293,11 @@ class Runtime:
                 del self._running[generation]
         result = from_worker(done, run, prepared.target, self.settings.max_output_bytes)
         point_to_renamed(result.error, registry.renamed(), job.namespaces)
+        if result.error is not None and result.error.code == ErrorCode.UPSTREAM_UNAVAILABLE:
+            # Refused before it ran (the check knows the server is down), so no call asked for the server: ask now.
+            pack = registry.packs.get((result.error.tool_name or "").partition(".")[0])
+            if pack is not None and pack.live is not None:
+                pack.live.wake()
         if keeping and session is not None:
             kept, hint = await kept_state.after_run(session.kept, done, self.settings.max_state_bytes)
             if kept is not session.kept:

@@ -18,6 +18,7 @@ from typing import Any
 
 from attp_server.mcp_config import default_environment
 from attp_server.toolpack import RESERVED_NAMES, Toolpack, ToolpackFactory
+from attp_server.toolpacks.mcp.oauth import Vault
 from attp_server.toolpacks.mcp.upstream import Upstream
 
 logger = logging.getLogger(__name__)
@@ -42,6 +43,7 @@ def updated_toolpacks(settings: Any, current: Sequence[Toolpack], taken: frozens
     packs = []
     workspace = settings.workspace.resolve()
     environ = default_environment()
+    vault = Vault(settings) if any(config.url is not None for config in wanted.values()) else None
     for name, config in wanted.items():
         old = serving.get(name)
         if old is not None and isinstance(old.live, Upstream) and old.live.config == config:
@@ -64,6 +66,7 @@ def updated_toolpacks(settings: Any, current: Sequence[Toolpack], taken: frozens
             environ=environ,
             config_name=name,
             passthrough=tuple(settings.env_passthrough),
+            vault=vault,
         )
         description = f"Tools of the MCP server {name!r} ({config.describe()})."
         if pack_name != name:

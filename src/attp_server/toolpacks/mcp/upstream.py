@@ -35,6 +35,7 @@ import httpx2
 import mcp_types as types
 from anyio.abc import TaskStatus
 from mcp import Client
+from mcp.client.auth import OAuthFlowError
 from mcp.client.sse import sse_client
 from mcp.client.stdio import DEFAULT_INHERITED_ENV_VARS, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
@@ -47,6 +48,8 @@ from attp_server import __version__
 from attp_server.mcp_config import ExpansionError, McpServer, expand
 from attp_server.toolpack import Tool, ToolError, ToolMarks, current_call, make_tool
 from attp_server.toolpacks.mcp.content import media_saver, result_data
+from attp_server.toolpacks.mcp.oauth import LoginNeeded, Provider, Vault, has_tokens
+from attp_server.toolpacks.mcp.oauth import provider as oauth_provider
 from attp_server.toolpacks.mcp.schema import ToolShape, identifier, shape_of
 
 logger = logging.getLogger(__name__)
@@ -84,8 +87,14 @@ class Upstream:
         environ: Mapping[str, str],
         config_name: str | None = None,
         passthrough: tuple[str, ...] = (),
+        vault: Vault | None = None,
     ) -> None:
         self.pack = pack
+        self.vault = vault
+        """Where the OAuth tokens of a remote server are kept (`attp login NAME`); None: no OAuth."""
+        self._auth: Provider | None = None
+        self._challenge: str | None = None
+        """The WWW-Authenticate of the last 401 the server answered (a remote server); None: no 401."""
         self.passthrough = passthrough
         """Names (or globs) of `environ`'s variables a stdio server gets besides the SDK's short default list."""
         self.config = config
@@ -127,6 +136,12 @@ class Upstream:
             "connects": self.connects,
             "failures": self.failures,
         }
+
+    def wake(self) -> None:
+        if self._client is not None or self._request is not None or time.monotonic() < self._retry_at:
+            return
+        self._request = anyio.Event()
+        self._wanted.set()
 
     async def serve(self, changed: Changed, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Keep the server connected until cancelled (see the module docstring)."""
@@ -230,6 +245,12 @@ class Upstream:
             return f"{self.config.describe()}: {ended}; it is started again on the next call"
         if isinstance(cause, ExpansionError):
             return f"{cause}. Fix: set the variable, then restart attp-server."
+        if self._needs_login(cause):
+            return (
+                f"{self.config.describe()}: it needs an OAuth login (it answered 401 with OAuth metadata). Fix: run "
+                f"`attp login {self.config_name}` once (with the same --config / --mcp-config); the tokens are kept in "
+                "the server's store and refreshed; it is retried on the next call."
+            )
         reason = _reason(cause)
         if self.config.command is not None:
             if isinstance(cause, FileNotFoundError | PermissionError):
@@ -242,7 +263,10 @@ class Upstream:
                         "(add the ones it needs to env_passthrough, or to its env)"
                     )
             return f"{self.config.describe()}: {reason}. Fix: {fix}; it is retried on the next call."
-        if isinstance(cause, httpx2.HTTPStatusError) and cause.response.status_code in (401, 403):
+        if self._challenge is not None or (
+            isinstance(cause, httpx2.HTTPStatusError) and cause.response.status_code in (401, 403)
+        ):
+            reason = f"it refused the credentials (HTTP 401: {self._challenge or 'unauthorized'})"[:300]
             fix = f"check the credentials in {where}.headers"
         else:
             fix = f"check that the server is running and that {where}.url is right"
@@ -283,8 +307,39 @@ class Upstream:
         ]
         return sorted(withheld, key=lambda name: (not _NETWORK.search(name), name))[:20]  # proxies, CAs first
 
+    def _needs_login(self, cause: BaseException) -> bool:
+        """Whether the server wants an OAuth login: the provider found it needs a person, or the server answered
+        401 with a Bearer challenge and we have no tokens and no Authorization header to send."""
+        if isinstance(cause, LoginNeeded):
+            return True
+        if isinstance(cause, OAuthFlowError) and isinstance(cause.__context__, LoginNeeded):
+            return True
+        if self.vault is None or self._challenge is None or self._auth is not None:
+            return False
+        configured = any(name.lower() == "authorization" for name in self.config.headers)
+        return not configured and self._challenge.lower().startswith("bearer")
+
+    async def _note_challenge(self, response: httpx2.Response) -> None:
+        """An httpx response hook: remember a 401's challenge (the SDK's transport keeps only 'an error')."""
+        if response.status_code == 401:
+            self._challenge = response.headers.get("www-authenticate", "")
+
+    async def _oauth(self) -> Provider | None:
+        """The OAuth provider for a remote Streamable HTTP server given no Authorization header, once it has
+        tokens (`attp login`); None otherwise (a 401 then says to log in)."""
+        config = self.config
+        if self.vault is None or config.url is None or config.transport != "streamable-http":
+            return None
+        if any(name.lower() == "authorization" for name in config.headers):
+            return None
+        if not await has_tokens(self.config_name, str(config.url), self.vault):
+            return None
+        return oauth_provider(self.config_name, str(config.url), self.vault)
+
     @asynccontextmanager
     async def _connect(self) -> AsyncIterator[Client]:
+        self._auth = await self._oauth()
+        self._challenge = None
         transport = self._transport()
         client = Client(
             transport,
@@ -320,7 +375,7 @@ class Upstream:
         url = str(config.url)
         if config.transport == "sse":
             return sse_client(url, headers=headers or None)
-        return _streamable(url, headers)
+        return _streamable(url, headers, self._auth, self._note_challenge)
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
@@ -423,11 +478,18 @@ class Upstream:
             result,
             unwrap=shape.unwrap_result,
             max_bytes=self.config.max_result_bytes,
-            secrets=self._secrets,
+            secrets=[*self._secrets, *self._tokens()],
             save=save,
         )
         # Up to max_result_bytes of JSON to parse, walk and measure: off the event loop every session shares.
         return await anyio.to_thread.run_sync(convert)
+
+    def _tokens(self) -> list[str]:
+        """The OAuth tokens in use (blanked out of results like any credential)."""
+        tokens = self._auth.context.current_tokens if self._auth is not None else None
+        if tokens is None:
+            return []
+        return [t for t in (tokens.access_token, tokens.refresh_token) if t and len(t) >= MIN_SECRET_CHARS]
 
     async def _ready(self, remaining: float | None) -> Client:
         """The connected client, connecting again first when the server is down and the backoff allows."""
@@ -504,8 +566,15 @@ def _secret_values(values: Mapping[str, str], *, every: bool = False) -> list[st
 
 
 @asynccontextmanager
-async def _streamable(url: str, headers: Mapping[str, str]) -> AsyncIterator[Any]:
-    http = create_mcp_http_client(headers=dict(headers) or None)
+async def _streamable(
+    url: str,
+    headers: Mapping[str, str],
+    auth: httpx2.Auth | None = None,
+    on_response: Callable[[httpx2.Response], Awaitable[None]] | None = None,
+) -> AsyncIterator[Any]:
+    http = create_mcp_http_client(headers=dict(headers) or None, auth=auth)
+    if on_response is not None:
+        http.event_hooks = {"request": [], "response": [on_response]}
     async with http, streamable_http_client(url, http_client=http) as streams:
         yield streams
 
