@@ -145,6 +145,10 @@ class Runtime:
                 return
             added = [pack for pack in wanted if not any(pack is old for old in current)]
             removed = [pack for pack in current if not any(pack is new for new in wanted)]
+            ignored = _other_changes(self.settings, settings)
+            if ignored:
+                logger.warning("configuration edited: %s changed; only the upstream servers apply while serving, the "
+                               "rest at the next start", ", ".join(ignored))  # fmt: skip
             if not added and not removed:
                 logger.info("configuration read again: the upstream servers are as they were")
                 return
@@ -435,6 +439,19 @@ async def open_runtime(
 
 SWEEP_PERIOD_S = 10.0
 """How often a server process sweeps the store (expiry, the total state bound, its stdio session's liveness)."""
+
+
+LIVE_SETTINGS = frozenset({"mcp_servers", "mcp_config"})
+"""What an edit of the configuration changes while serving (`Runtime.reload`)."""
+
+
+def _other_changes(before: Settings, after: Settings) -> list[str]:
+    """The settings an edit changed besides the upstream servers (names only, never values)."""
+    return [
+        name
+        for name in Settings.model_fields
+        if name not in LIVE_SETTINGS and getattr(before, name) != getattr(after, name)
+    ]
 
 
 async def _end_idle_sessions(runtime: Runtime) -> None:

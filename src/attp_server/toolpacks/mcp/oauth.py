@@ -37,7 +37,7 @@ from mcp.client.auth import OAuthClientProvider, OAuthFlowError
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
 from attp_server.settings import Settings
-from attp_server.store import Store, open_store
+from attp_server.store import STATE_FILE_NAME, Store, data_folder, open_store
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +74,9 @@ class Vault:
 
     async def load(self, server: str) -> dict[str, Any] | None:
         """The record of `server` (its name and URL), or None. A record that does not unseal (another secret)
-        is treated as none, with a warning naming the server."""
+        is treated as none, with a warning. Without a store yet (no SQLite file), None: nothing is created."""
+        if self.settings.database_url is None and not (data_folder(self.settings) / STATE_FILE_NAME).exists():
+            return None
         async with self._store() as store:
             key = store.secret.digest("oauth-server", server)
             rows = await store.backend.execute("SELECT sealed FROM attp_oauth WHERE server = ?", key)
