@@ -89,8 +89,8 @@ def claude_config(
         )
     command, *prefix = server_command()
     args = [*prefix, "serve", "--workspace", str(settings.workspace.resolve())]
-    if "memory" in settings.toolpacks:
-        args += ["--db-path", str(settings.db_path.resolve())]
+    # Always: its folder is the data folder (the store's state and secret), which must not land in Claude's cwd.
+    args += ["--db-path", str(settings.db_path.resolve())]
     config = config if config is not None else (DEFAULT_CONFIG_FILE if DEFAULT_CONFIG_FILE.exists() else None)
     if config is not None:
         args += ["--config", str(config.resolve())]
