@@ -6,6 +6,7 @@ SDK client."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -46,10 +47,10 @@ def make_bundle(tmp_path: Path) -> tuple[Path, Path]:
     return bundle, unpacked
 
 
-def claude_desktop_command(unpacked: Path, choices: dict[str, Any]) -> dict[str, Any]:
+def claude_desktop_command(unpacked: Path, choices: dict[str, Any], home: Path) -> dict[str, Any]:
     done = subprocess.run(
         ["node", str(CLIENTS / "mcpb_config.mjs"), str(unpacked), json.dumps(choices)],
-        capture_output=True, text=True, timeout=60, check=False,
+        capture_output=True, text=True, timeout=60, check=False, env={**os.environ, "HOME": str(home)},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     return dict(json.loads(done.stdout))
@@ -92,12 +93,17 @@ async def test_the_installed_bundle_serves_with_the_users_choices(tmp_path: Path
     workspace.mkdir()
     upstream = tmp_path / "upstream.json"
     upstream.write_text(json.dumps({"mcpServers": {"time": time_stdio()}}))
+    home = tmp_path / "home"
+    home.mkdir()
+    started_in = tmp_path / "claude"
+    started_in.mkdir()
     for approval in ("never", "always"):
         config = claude_desktop_command(
-            unpacked, {"workspace": str(workspace), "upstream_servers": str(upstream), "approval": approval}
+            unpacked, {"workspace": str(workspace), "upstream_servers": str(upstream), "approval": approval}, home
         )
+        assert config["env"]["ATTP_DB_PATH"] == str(home / ".attp-server" / "memory.sqlite3")
         params = StdioServerParameters(
-            command=config["command"], args=config["args"], env=config["env"], cwd=str(tmp_path)
+            command=config["command"], args=config["args"], env=config["env"], cwd=str(started_in)
         )
         async with Client(params, mode=mode) as client:
             [tool] = (await client.list_tools()).tools
@@ -113,3 +119,6 @@ async def test_the_installed_bundle_serves_with_the_users_choices(tmp_path: Path
         else:  # the user chose to be asked; this client cannot answer, so nothing is written
             assert data["error"]["code"].startswith("APPROVAL"), data
             assert not (workspace / "always.txt").exists()
+    assert (home / ".attp-server" / "secret.key").is_file()  # the server's data in the user's folder,
+    assert os.listdir(started_in) == []  # not where Claude Desktop started it
+    assert sorted(os.listdir(workspace)) == ["never.txt"]  # nor in the workspace the programs see

@@ -6,7 +6,8 @@ script (an absolute path, as `attp config claude` prints), started over stdio as
 user chooses, in Claude Desktop's install dialog (``user_config``), the workspace folder, the upstream
 servers file (a Claude-format JSON ``{"mcpServers": ...}``, optional) and the approval mode; Claude
 Desktop fills them into the server's environment (``ATTP_WORKSPACE``, ``ATTP_MCP_CONFIG``,
-``ATTP_APPROVAL``), where the settings read them as they read any ``ATTP_*`` variable.
+``ATTP_APPROVAL``), where the settings read them as they read any ``ATTP_*`` variable. The server's own data
+(memory, the sessions' store, its secret) goes to ``~/.attp-server/``, outside the workspace the programs see.
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ def bundle_manifest(name: str = "attp-server") -> dict[str, Any]:
                     "ATTP_WORKSPACE": "${user_config.workspace}",
                     "ATTP_MCP_CONFIG": "${user_config.upstream_servers}",
                     "ATTP_APPROVAL": "${user_config.approval}",
+                    # The data folder (memory, the store, the secret): the user's, not Claude's cwd or the workspace.
+                    "ATTP_DB_PATH": "${HOME}/.attp-server/memory.sqlite3",
                 },
             },
         },
