@@ -21,6 +21,8 @@ Sections (each figure a median over many runs; each ratio two medians measured i
 - Sessions: W1 without a session, keeping its own variables, and with about 1 MiB kept.
 - Store: W1 continuing a session handle kept in SQLite and in PostgreSQL on loopback, against no state
   (``bench/store.py``).
+- Replicas: W1 throughput of 16 clients through HAProxy in front of 1 and of 3 replicas sharing a
+  PostgreSQL store (``bench/replicas.py``; needs Debian's postgresql and haproxy, as the tests do).
 - Reliability: a normal client's W1 latency (p50, p99) and errors while hostile clients send issue
   12's programs and runaways; the server's threads, and how soon it is idle afterwards (``bench/load.py``).
 
@@ -41,13 +43,17 @@ from bench.evaluation import evaluation
 from bench.gateway import gateway
 from bench.load import load
 from bench.memory_search import memory
+from bench.replicas import replicas
 from bench.report import Report
 from bench.sessions import sessions
 from bench.store import store
 from bench.transport import transport
 
 RESULTS = Path(__file__).parent / "results.json"
-SECTIONS = ("evaluation", "callheavy", "transport", "containment", "memory", "load", "gateway", "sessions", "store")
+SECTIONS = (
+    "evaluation", "callheavy", "transport", "containment", "memory", "load", "gateway", "sessions", "store",
+    "replicas",
+)  # fmt: skip
 
 
 async def measure(quick: bool, only: list[str]) -> Report:
@@ -70,6 +76,8 @@ async def measure(quick: bool, only: list[str]) -> Report:
         await sessions(report, quick)
     if "store" in only:
         await store(report, quick)
+    if "replicas" in only:
+        await replicas(report, quick)
     return report
 
 

@@ -4,7 +4,10 @@ W1 through the runtime, round-robin, three ways: with no state at all (no sessio
 one session handle whose state is the embedded SQLite store (its lease taken, its state read, and
 W1's variables written back, every call); and the same on PostgreSQL over loopback (a server started
 for the bench from Debian's binaries, as the tests do; skipped when they are not installed). The
-deltas are each median minus the floor's.
+deltas are each median minus the floor's: they hold the store's work and the keeping of W1's
+variables (the worker collecting them, the server re-checking them). The store's part alone is the
+``*_ops_ms`` rows: one call's store operations (take the session, read its state, write W1's state
+back and give it up), timed on their own in the same run.
 """
 
 from __future__ import annotations
@@ -43,6 +46,19 @@ def _postgres() -> Iterator[str | None]:
         yield url
 
 
+def _ops(runtime: Runtime, handle: str) -> Call:
+    """What the store does for one call on `handle`, without the run between."""
+    sessions = runtime.sessions
+    assert sessions is not None
+
+    async def call() -> None:
+        session = await sessions.open(Caller(), handle)
+        session.keep(session.kept)
+        await sessions.finish(session)
+
+    return call
+
+
 def _call(runtime: Runtime, handle: str | None) -> Call:
     context = CallContext(caller=Caller() if handle is not None else None)
     request = ExecuteRequest(code=W1, session=handle)
@@ -78,10 +94,13 @@ async def store(report: Report, quick: bool) -> None:
                 runtime = await runtimes.enter_async_context(open_runtime(settings, registry=registry))
                 if not calls:
                     calls["none"] = _call(runtime, None)
-                calls[kind] = _call(runtime, await _handle(runtime))
+                handle = await _handle(runtime)
+                calls[kind] = _call(runtime, handle)
+                calls[f"{kind}_ops"] = _ops(runtime, handle)
             samples = await interleaved(calls, QUICK_REPEATS if quick else REPEATS, warmup=0 if quick else 5)
     floor = median_ms(samples["none"])
     report.add(SECTION, "store.w1_no_state_ms", floor, "ms")
     for kind in kinds:
         report.add(SECTION, f"store.w1_{kind}_ms", median_ms(samples[kind]), "ms")
         report.add(SECTION, f"store.{kind}_delta_ms", round(median_ms(samples[kind]) - floor, 3), "ms")
+        report.add(SECTION, f"store.{kind}_ops_ms", median_ms(samples[f"{kind}_ops"]), "ms")

@@ -13,6 +13,7 @@ sys.path.insert(0, str(Path(__file__).parent / "support"))
 
 from harness import SERVE_FLAGS, Served, free_port, running, server_env, stop_process, wait_for_health
 from mcp.client.stdio import StdioServerParameters
+from postgres import Postgres, running_postgres
 
 from attp_server.run.runtime import Runtime
 
@@ -33,6 +34,13 @@ def workspace(tmp_path: Path) -> Path:
 async def runtime(workspace: Path) -> AsyncIterator[Runtime]:
     async with running(workspace) as rt:
         yield rt
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Postgres]:
+    """A real PostgreSQL server (Debian's binaries, a fresh cluster in a temporary folder) for the whole run."""
+    with running_postgres() as server:
+        yield server
 
 
 @pytest.fixture(scope="module")

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import anyio
+import pytest
 from harness import run_quick_bench
 
 from bench.breakdown import breakdown
@@ -25,10 +26,12 @@ REQUIRED = [
     "sessions.w1_without_session_ms", "sessions.w1_keeping_its_variables_ms", "sessions.1mib_vs_none",
     "load.normal_p50_ms", "load.normal_p99_ms", "load.normal_errors", "load.idle_after_s", "load.cpu_2s_after_pct",
     "load.server_threads_max",
+    "replicas.1_replica_throughput", "replicas.3_replicas_throughput", "replicas.3_vs_1",
 ]  # fmt: skip
 """Figures every run has; smolagents, Monty and Starlark rows appear only where those are installed."""
 
 
+@pytest.mark.timeout(400)  # every section at tiny sizes, but each starts real servers (replicas: PostgreSQL, HAProxy)
 def test_bench_quick_run_prints_and_writes_every_figure(tmp_path: Path) -> None:
     stdout, data = run_quick_bench("bench", tmp_path / "results.json")
     assert data["quick"] is True

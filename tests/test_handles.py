@@ -183,3 +183,22 @@ async def test_isolation_session_gives_each_handle_its_own_folder_on_2026_07_28(
         folders = sorted(p.name for p in (tmp_path / "ws" / "sessions").iterdir())
         assert len(folders) == 2 and one["session"] not in folders  # named by a keyed digest, not the handle
         assert not (tmp_path / "ws" / "same.txt").exists()
+
+
+async def test_on_2026_07_28_mcp_session_id_means_nothing(http: Served) -> None:
+    """Two 2026-07-28 requests with the same Mcp-Session-Id and no session share nothing."""
+
+    def call(code: str) -> dict[str, Any]:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "attp_execute", "arguments": {"code": code},
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientCapabilities": {}}}}  # fmt: skip
+        headers = {"accept": "application/json, text/event-stream", "mcp-protocol-version": "2026-07-28",
+                   "mcp-method": "tools/call", "mcp-name": "attp_execute", "mcp-session-id": "same-for-both"}  # fmt: skip
+        response = httpx.post(f"{http.url}/mcp", json=body, headers=headers)
+        assert response.status_code == 200, response.text
+        line = next(line for line in response.text.splitlines() if line.startswith(("data:", "{")))
+        return dict(json.loads(line.removeprefix("data:"))["result"]["structuredContent"])
+
+    assert call("shared = 1")["session"] is not None
+    assert call("__result__ = shared")["error"]["code"] == "NAME_NOT_FOUND"

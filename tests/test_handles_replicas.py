@@ -1,32 +1,44 @@
-"""Two `attp serve` processes sharing one store (an SQLite file), one secret and one workspace: replicas on one
-machine. A 2026-07-28 client whose requests alternate between them, as behind a round-robin proxy, keeps its
-state through its handle, and answers on one replica an approval the other asked for. (PostgreSQL and HAProxy in
-front of three replicas: tests/test_replicas.py.)
+"""Two `attp serve` processes sharing one store (an SQLite file, or a real PostgreSQL server), one secret and one
+workspace: replicas. A 2026-07-28 client whose requests alternate between them, as behind a round-robin proxy,
+keeps its state through its handle, and answers on one replica an approval the other asked for. (HAProxy in front
+of three replicas: tests/test_replicas.py.)
 """
 
 from __future__ import annotations
 
 import itertools
+import os
+import signal
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import ExitStack, asynccontextmanager
+from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx2
 import pytest
-from harness import SERVE_FLAGS, Served, serving_http
+from harness import SERVE_FLAGS, Served, running, serving_http
 from harness import execute as run
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import ElicitRequestParams, ElicitResult
+from postgres import fresh_database, running_postgres
+
+from attp_server.run.runtime import CallContext, ExecuteRequest
+from attp_server.sessions.registry import Caller
 
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture(scope="module")
-def replicas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Served]]:
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def replicas(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Served]]:
     root = tmp_path_factory.mktemp("replicas")
     flags = [*SERVE_FLAGS, "--db-path", str(root / "data" / "memory.sqlite3"), "--approval", "destructive"]
     with ExitStack() as stack:
+        if request.param == "postgresql":
+            server = stack.enter_context(running_postgres())
+            flags += ["--database-url", stack.enter_context(fresh_database(server))]
         yield [stack.enter_context(serving_http(root / "ws", *flags)) for _ in range(2)]
 
 
@@ -74,3 +86,47 @@ async def test_an_approval_asked_by_one_replica_is_answered_on_the_other(replica
     calls = [(port, b"requestState" in body) for port, body in seen if b'"tools/call"' in body]
     assert len(calls) == 2 and calls[0][1] is False and calls[1][1] is True, calls
     assert calls[0][0] != calls[1][0]  # asked by one replica, answered on the other
+
+
+async def test_a_store_that_goes_away_is_a_clear_refusal_not_a_traceback(tmp_path: Path) -> None:
+    with running_postgres() as server:  # a server of its own: this test stops it
+        workspace = tmp_path / "ws"
+        workspace.mkdir()
+        async with running(workspace, database_url=server.url()) as runtime:
+            context = CallContext(caller=Caller())
+            handle = (await runtime.execute(ExecuteRequest(code="kept = 1"), context)).session
+            server.process.send_signal(signal.SIGINT)  # fast shutdown: its clients are cut off
+            server.process.wait(timeout=60)
+            refused = await runtime.execute(ExecuteRequest(code="__result__ = kept", session=handle), context)
+            assert refused.error is not None and refused.error.code == "SERVER_BUSY", refused
+            assert "session store" in refused.error.message
+
+
+async def test_a_replica_killed_mid_run_loses_that_run_only(tmp_path: Path) -> None:
+    """The killed run's changes are not written; its lease runs out and the other replica serves the handle."""
+    flags = [*SERVE_FLAGS, "--timeout-s", "30", "--db-path", str(tmp_path / "data" / "memory.sqlite3")]
+    with serving_http(tmp_path / "ws", *flags) as doomed, serving_http(tmp_path / "ws", *flags) as survivor:
+        async with doomed.client() as client:
+            handle = (await run(client, "kept = ['before']"))["session"]
+        outcome: list[str] = []
+
+        async def killed_run() -> None:
+            try:
+                with anyio.move_on_after(30):
+                    async with doomed.client() as client:
+                        await run(client, "kept = kept + ['lost']\nslow_echo('x', delay=20)", session=handle)
+                    outcome.append("answered")
+            except Exception:  # the connection broke, however the client words it
+                outcome.append("failed")
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(killed_run)
+            await anyio.sleep(3)  # the run holds the handle now
+            assert doomed.process is not None
+            os.killpg(doomed.process.pid, signal.SIGKILL)
+        assert outcome == ["failed"]  # the call in flight on the killed replica fails
+        started = time.monotonic()
+        async with survivor.client() as client:
+            after = await run(client, "kept = kept + ['after']\n__result__ = kept", session=handle)
+        assert after["result"] == ["before", "after"], after
+        assert time.monotonic() - started < 25  # within the lease's life, not the killed run's timeout

@@ -11,7 +11,7 @@ import pytest
 from attp_server.errors import ErrorInfo
 from attp_server.model.results import CallRecord, ExecutionResult, call_summary, render, structured
 
-SPEC_FIELDS = {"status", "target", "result", "stdout", "truncated", "hint", "calls", "error", "elapsed_ms"}
+SPEC_FIELDS = {"status", "target", "result", "stdout", "truncated", "hint", "calls", "error", "elapsed_ms", "session"}
 SPEC_ERROR_FIELDS = {
     "code", "message", "line", "column", "source_line", "tool_name", "parameter_name", "received", "expected",
     "suggested_value", "solution",

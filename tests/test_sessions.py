@@ -375,3 +375,40 @@ async def test_past_the_servers_total_the_least_recently_used_session_loses_its_
         assert oldest["error"]["code"] == "NAME_NOT_FOUND"
         assert oldest["hint"].startswith("The variables kept from this session's earlier calls were dropped")
         assert (await run(runtime, "__result__ = len(blob)", session="C"))["result"] == 1000
+
+
+# ---------------------------------------------------------------- handles: bounds and expiry
+
+
+async def test_past_the_cap_a_principals_oldest_handle_ends_and_its_next_call_is_told(workspace: Path) -> None:
+    async with running(workspace, max_sessions_per_principal=2) as runtime:
+        context = CallContext(caller=Caller(tenant="alice"))
+        handles = []
+        for n in range(3):
+            result = await runtime.execute(ExecuteRequest(code=f"n = {n}"), context)
+            handles.append(result.session)
+        oldest = await runtime.execute(ExecuteRequest(code="__result__ = n", session=handles[0]), context)
+        assert oldest.error is not None and oldest.error.code == "SESSION_NOT_FOUND"
+        assert "make room" in oldest.error.message
+        newest = await runtime.execute(ExecuteRequest(code="__result__ = n", session=handles[2]), context)
+        assert newest.result == 2
+        bob = CallContext(caller=Caller(tenant="bob"))  # another principal's cap is its own
+        assert (await runtime.execute(ExecuteRequest(code="n = 9"), bob)).session is not None
+        assert (await runtime.execute(ExecuteRequest(code="__result__ = n", session=handles[1]), context)).result == 1
+
+
+async def test_an_expired_handle_is_refused_and_its_folder_removed_by_the_sweep(workspace: Path) -> None:
+    async with running(workspace, isolation="session") as runtime:
+        assert runtime.sessions is not None
+        context = CallContext(caller=Caller())
+        made = await runtime.execute(ExecuteRequest(code="write_file('mine.txt', 'x')\nkeep = 1"), context)
+        assert made.status == "ok" and made.session is not None, made
+        folders = list((workspace / "sessions").iterdir())
+        assert len(folders) == 1 and (folders[0] / "mine.txt").is_file()
+        later = runtime.sessions.clock() + runtime.settings.session_idle_s + 1
+        runtime.sessions.clock = lambda: later
+        await runtime.end_idle_sessions()  # any replica's sweep
+        await runtime.end_idle_sessions()  # twice: nothing left to do, no error
+        assert not folders[0].exists()
+        gone = await runtime.execute(ExecuteRequest(code="__result__ = keep", session=made.session), context)
+        assert gone.error is not None and gone.error.code == "SESSION_NOT_FOUND"

@@ -41,7 +41,16 @@ async def test_lists_exactly_attp_execute_with_catalog(served: Served) -> None:
     assert [t.name for t in tools] == ["attp_execute"]
     tool = tools[0]
     assert tool.output_schema is not None and "status" in tool.output_schema["properties"]
-    assert set(tool.input_schema["properties"]) == {"code", "envelope", "target", "thought", "engine", "reset"}
+    assert set(tool.input_schema["properties"]) == {
+        "code",
+        "envelope",
+        "target",
+        "thought",
+        "engine",
+        "reset",
+        "session",
+    }
+    assert tool.input_schema["properties"]["session"]["x-mcp-header"] == "Session"
     description = tool.description or ""
     for signature in (
         "read_file(path, max_lines=1000, offset=0) -> str — Read a UTF-8 text file",

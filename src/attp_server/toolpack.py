@@ -113,6 +113,11 @@ class ToolpackContext:
     """The skills library directories (the `skills_dirs` setting), for packs that serve skills."""
     db_path: Path | None = None
     """The `db_path` setting (absolute), for packs that keep state in a database (memory)."""
+    database_url: str | None = None
+    """The `database_url` setting when it names a PostgreSQL server shared by replicas, else None: such a pack
+    keeps its state there, apart for each `scope`, instead of in `db_path`."""
+    scope: str = "shared"
+    """Whose state this build works on: "shared", or the isolation scope's name (a tenant's, a session's)."""
 
 
 @dataclass(frozen=True)
@@ -256,6 +261,10 @@ class Toolpack:
     origin: str | None = None
     """The name the user gave it where that is not `name` (an upstream server named ``memory`` is the pack
     ``memory_mcp``): errors that use the old name point to the new one."""
+    forget: Callable[[ToolpackContext], None] | None = None
+    """Remove what the pack keeps for the context's scope outside its folders (rows in the shared
+    database): a session's scope ended (``isolation = "session"``). What is in the scope's folders goes
+    with them."""
 
     def default_marks(self) -> ToolMarks:
         if self.read_only:
@@ -455,6 +464,8 @@ class ToolRegistry:
         skills_dirs: Sequence[Path] = (),
         db_path: Path | None = None,
         *,
+        database_url: str | None = None,
+        scope: str = "shared",
         reuse: Mapping[str, list[ToolFunction]] | None = None,
     ) -> None:
         self.packs: dict[str, Toolpack] = {}
@@ -462,6 +473,8 @@ class ToolRegistry:
         self.aliases: dict[str, str] = {}
         self.skills_dirs = tuple(skills_dirs)
         self.db_path = db_path
+        self.database_url = database_url
+        self.scope = scope
         self.options = options
         self._built: dict[str, list[ToolFunction]] = {}
         self._fixed: dict[str, list[Tool]] = {}
@@ -469,7 +482,7 @@ class ToolRegistry:
             self._add_pack(pack, workspace, options.get(pack.name, {}), reuse.get(pack.name) if reuse else None)
         self.refresh()
 
-    def rebuilt(self, workspace: Path, db_path: Path) -> ToolRegistry:
+    def rebuilt(self, workspace: Path, db_path: Path, scope: str = "shared") -> ToolRegistry:
         """The same packs, those that may keep things (built, not read-only) bound to another folder and database.
 
         Isolation (``isolation = "session"`` / ``"tenant"``) gives each scope its own registry this way;
@@ -477,8 +490,31 @@ class ToolRegistry:
         """
         reuse = {name: self._built[name] for name, pack in self.packs.items() if name in self._built and pack.read_only}
         return ToolRegistry(
-            list(self.packs.values()), workspace, self.options, self.skills_dirs, db_path=db_path, reuse=reuse
+            list(self.packs.values()),
+            workspace,
+            self.options,
+            self.skills_dirs,
+            db_path=db_path,
+            database_url=self.database_url,
+            scope=scope,
+            reuse=reuse,
         )
+
+    def forget_scope(self, workspace: Path, db_path: Path, scope: str) -> None:
+        """A scope ended for good: each pack with a `Toolpack.forget` removes what it kept for it (in a thread)."""
+        for pack in self.packs.values():
+            if pack.forget is None:
+                continue
+            options = pack.options.model_validate(dict(self.options.get(pack.name, {}))) if pack.options else None
+            context = ToolpackContext(
+                workspace=workspace,
+                options=options,
+                skills_dirs=self.skills_dirs,
+                db_path=db_path,
+                database_url=self.database_url,
+                scope=scope,
+            )
+            pack.forget(context)
 
     def _add_pack(
         self,
@@ -505,7 +541,12 @@ class ToolRegistry:
         functions = list(pack.tools)
         if pack.build is not None:
             context = ToolpackContext(
-                workspace=workspace, options=options, skills_dirs=self.skills_dirs, db_path=self.db_path
+                workspace=workspace,
+                options=options,
+                skills_dirs=self.skills_dirs,
+                db_path=self.db_path,
+                database_url=self.database_url,
+                scope=self.scope,
             )
             self._built[pack.name] = built if built is not None else list(pack.build(context))
             functions.extend(self._built[pack.name])

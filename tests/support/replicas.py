@@ -33,9 +33,12 @@ from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TI
 
 ROOT = Path(__file__).resolve().parents[2]
 HAPROXY_CFG = ROOT / "deploy" / "haproxy.cfg"
+NGINX_CONF = ROOT / "deploy" / "nginx.conf"
 REPLICA_HEADER = "x-attp-replica"
 _SERVER_LINE = re.compile(r"^(\s*)server\s+\S+\s+\S+.*$")
 _BIND_LINE = re.compile(r"^(\s*)bind\s+\S+.*$")
+_NGINX_SERVER = re.compile(r"^(\s*)server\s+[0-9.]+:\d+(.*)$")
+_NGINX_LISTEN = re.compile(r"^(\s*)listen\s+\S+;$")
 
 
 def haproxy_binary() -> str:
@@ -55,6 +58,10 @@ def haproxy_config(template: str, bind: str, servers: list[tuple[str, str]], sta
             if out and out[-1].lstrip().startswith("server "):
                 continue  # the backend's servers were written at its first server line
             out.extend(f"{match.group(1)}server {name} {address}" for name, address in servers)
+        elif line.strip() == "option dontlognull":
+            continue  # log every connection, even one that never sent a request
+        elif line.strip().startswith("log stdout"):
+            out.append(line.replace(" notice", " info"))  # one line per request in the test's haproxy.log
         else:
             out.append(line)
             if line.strip() == "global":
@@ -156,19 +163,25 @@ class Cluster:
 
     def client(self, **kwargs: Any) -> Client:
         """An SDK client (default mode: 2026-07-28) through the proxy that records who answered each request."""
-        return Client(self._streams(), **kwargs)
+        return recording_client(self.url, self.served_by, **kwargs)
 
-    @asynccontextmanager
-    async def _streams(self) -> AsyncIterator[Any]:
-        async def record(response: httpx2.Response) -> None:
-            self.served_by.append(response.headers.get(REPLICA_HEADER, "?"))
 
-        http = httpx2.AsyncClient(
-            timeout=httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
-            event_hooks={"response": [record]},
-        )
-        async with http, streamable_http_client(self.url + "/mcp", http_client=http) as streams:
-            yield streams
+def recording_client(url: str, served_by: list[str], **kwargs: Any) -> Client:
+    """An SDK client of `url`/mcp that appends the X-Attp-Replica header of every response to `served_by`."""
+    return Client(_recording_streams(url + "/mcp", served_by), **kwargs)
+
+
+@asynccontextmanager
+async def _recording_streams(url: str, served_by: list[str]) -> AsyncIterator[Any]:
+    async def record(response: httpx2.Response) -> None:
+        served_by.append(response.headers.get(REPLICA_HEADER, "?"))
+
+    http = httpx2.AsyncClient(
+        timeout=httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
+        event_hooks={"response": [record]},
+    )
+    async with http, streamable_http_client(url, http_client=http) as streams:
+        yield streams
 
 
 @contextmanager
@@ -212,3 +225,60 @@ def running_cluster(
             haproxy.wait(timeout=10)
         for replica in members:
             replica.stop()
+
+
+def nginx_config(template: str, listen: str, servers: list[str], folder: Path) -> str:
+    """deploy/nginx.conf with this test's listening address, replicas, and its pid and temporary files in `folder`."""
+    out: list[str] = []
+    for line in template.splitlines():
+        if (match := _NGINX_LISTEN.match(line)) is not None:
+            out.append(f"{match.group(1)}listen {listen};")
+        elif (match := _NGINX_SERVER.match(line)) is not None:
+            if out and _NGINX_SERVER.match(out[-1]):
+                continue
+            out.extend(f"{match.group(1)}server {address}{match.group(2)}" for address in servers)
+        else:
+            out.append(line.replace("/tmp/attp-nginx", str(folder / "nginx")))
+            if line.startswith("worker_processes"):
+                out.append("user root;  # the test's temporary folders are root's")
+    return "\n".join(out) + "\n"
+
+
+@contextmanager
+def running_nginx(folder: Path, replicas: list[Replica]) -> Iterator[str]:
+    """Debian's nginx with deploy/nginx.conf in front of `replicas` on a free port; its base URL."""
+    binary = shutil.which("nginx") or "/usr/sbin/nginx"
+    if not Path(binary).exists():
+        raise RuntimeError("nginx was not found; install Debian's `nginx` package (.ci/run does)")
+    folder.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    config = folder / "nginx.conf"
+    servers = [f"127.0.0.1:{r.port}" for r in replicas]
+    config.write_text(nginx_config(NGINX_CONF.read_text(), f"127.0.0.1:{port}", servers, folder))
+    with (folder / "nginx.log").open("ab") as log:
+        process = subprocess.Popen(
+            [binary, "-c", str(config), "-g", "daemon off;"], stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"nginx exited: {(folder / 'nginx.log').read_text()}")
+            try:
+                if httpx.get(url + "/healthz", timeout=1.0).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"nginx did not answer: {(folder / 'nginx.log').read_text()}")
+            time.sleep(0.05)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()

@@ -1,12 +1,19 @@
 """The memory toolpack, called directly: the tree, Memci's permission table, search, the view,
-storage (WAL, migrations, one transaction per call, thread and process concurrency)."""
+storage (WAL, migrations, one transaction per call, thread and process concurrency).
+
+The tests of the tree, permissions, search and concurrency run on both databases: the SQLite file
+(`db_path`) and a real PostgreSQL server (`database_url`, each test in a scope of its own); the
+tests of SQLite's file handling (WAL, migrations, locks) run on SQLite.
+"""
 
 from __future__ import annotations
 
 import json
 import sqlite3
 import threading
+import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +28,57 @@ from attp_server.toolpacks.memory.search import terms_of
 # --------------------------------------------------------------------------------------- helpers
 
 
+@dataclass(frozen=True)
+class Place:
+    """Where a test's memory lives: a SQLite file, or a scope in a PostgreSQL database."""
+
+    db_path: Path
+    url: str | None = None
+    scope: str = "shared"
+
+    def registry(self, workspace: Path, options: dict[str, Any]) -> ToolRegistry:
+        return ToolRegistry(
+            [toolpack], workspace, {"memory": options}, db_path=self.db_path, database_url=self.url, scope=self.scope
+        )
+
+    def query(self, table: str, where: str = "") -> list[dict[str, Any]]:
+        """Every row of `table` (pages or segments) of this place, as dicts without the scope column."""
+        if self.url is None:
+            with closing(self.db_path) as conn:
+                conn.row_factory = sqlite3.Row
+                return [dict(r) for r in conn.execute(f"SELECT * FROM {table} {where} ORDER BY id")]
+        import psycopg
+        from psycopg.rows import dict_row
+
+        with psycopg.connect(self.url, row_factory=dict_row) as conn:
+            rows = conn.execute(
+                f"SELECT * FROM memory_{table} WHERE scope = %s {where.replace('WHERE', 'AND')} ORDER BY id",
+                (self.scope,),
+            ).fetchall()
+        return [{k: v for k, v in row.items() if k != "scope"} for row in rows]
+
+    def hide(self, index: str) -> None:
+        """Hide a page behind the pack's back."""
+        if self.url is None:
+            with closing(self.db_path) as conn, conn:
+                conn.execute("UPDATE pages SET visibility = 'hidden' WHERE page_index = ?", (index,))
+            return
+        import psycopg
+
+        with psycopg.connect(self.url) as conn:
+            conn.execute(
+                "UPDATE memory_pages SET visibility = 'hidden' WHERE scope = %s AND page_index = %s",
+                (self.scope, index),
+            )
+
+
 class Memory:
     """The pack's tools as methods, called the way the runtime calls them: validate, then call."""
 
-    def __init__(self, registry: ToolRegistry, db_path: Path) -> None:
+    def __init__(self, registry: ToolRegistry, place: Place) -> None:
         self.registry = registry
-        self.db_path = db_path
+        self.place = place
+        self.db_path = place.db_path
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
         tool = self.registry.resolve(name)
@@ -42,10 +94,8 @@ class Memory:
 
     def rows(self) -> list[tuple[Any, ...]]:
         """Every stored row, for checking that a refused call changed nothing."""
-        with closing(self.db_path) as conn:
-            pages = conn.execute("SELECT * FROM pages ORDER BY id").fetchall()
-            segments = conn.execute("SELECT * FROM segments ORDER BY id").fetchall()
-        return [tuple(r) for r in pages + segments]
+        rows = self.place.query("pages") + self.place.query("segments")
+        return [tuple(r.values()) for r in rows]
 
 
 class closing:
@@ -59,12 +109,27 @@ class closing:
         self.conn.close()
 
 
-def open_memory(tmp_path: Path, segments: list[dict[str, Any]] | None = None, **options: Any) -> Memory:
-    db_path = tmp_path / "state" / "memory.sqlite3"
+def open_memory(where: Path | Place, segments: list[dict[str, Any]] | None = None, **options: Any) -> Memory:
+    """The pack on `where`: a Place, or a test's tmp_path (a SQLite file in it)."""
+    place = where if isinstance(where, Place) else Place(where / "state" / "memory.sqlite3")
     if segments is not None:
         options["segments"] = segments
-    registry = ToolRegistry([toolpack], tmp_path / "ws", {"memory": options}, db_path=db_path)
-    return Memory(registry, db_path)
+    return Memory(place.registry(place.db_path.parent.parent / "ws", options), place)
+
+
+@pytest.fixture(scope="session")
+def memory_database(postgres: Any) -> str:
+    """One database on the test PostgreSQL server for this module's tests (each has its own scope in it)."""
+    return str(postgres.create_database("memory_" + uuid.uuid4().hex[:8]))
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def place(request: pytest.FixtureRequest, tmp_path: Path) -> Place:
+    """Where a test's memory lives, once on each database."""
+    db_path = tmp_path / "state" / "memory.sqlite3"
+    if request.param == "sqlite":
+        return Place(db_path)
+    return Place(db_path, request.getfixturevalue("memory_database"), f"test {uuid.uuid4().hex}")
 
 
 def raises_code(code: str, call: Callable[..., Any], *args: Any, **kwargs: Any) -> ToolError:
@@ -74,14 +139,16 @@ def raises_code(code: str, call: Callable[..., Any], *args: Any, **kwargs: Any) 
     return info.value
 
 
-def assert_consistent(db_path: Path) -> None:
+def assert_consistent(where: Path | Memory) -> None:
     """The tree invariants, checked on the raw tables (independently of the pack's own queries)."""
-    with closing(db_path) as conn:
-        conn.row_factory = sqlite3.Row
-        pages = {r["page_index"]: r for r in conn.execute("SELECT * FROM pages")}
-        segments = [r["id"] for r in conn.execute("SELECT id FROM segments")]
-        next_page = dict(conn.execute("SELECT id, next_page FROM segments").fetchall())
-        conn.execute("INSERT INTO page_fts(page_fts, rank) VALUES ('integrity-check', 1)")
+    place = where.place if isinstance(where, Memory) else Place(where)
+    pages = {r["page_index"]: r for r in place.query("pages")}
+    stored = place.query("segments")
+    segments = [r["id"] for r in stored]
+    next_page = {r["id"]: r["next_page"] for r in stored}
+    if place.url is None:
+        with closing(place.db_path) as conn:
+            conn.execute("INSERT INTO page_fts(page_fts, rank) VALUES ('integrity-check', 1)")
     for segment in segments:
         root = pages[f"{segment}-0"]
         assert (root["parent"], root["kind"], root["segment_id"]) == (None, "contents", segment)
@@ -137,15 +204,15 @@ TEST_SEGMENTS: list[dict[str, Any]] = [
 
 
 @pytest.fixture
-def mem(tmp_path: Path) -> Memory:
-    return open_memory(tmp_path)
+def mem(place: Place) -> Memory:
+    return open_memory(place)
 
 
 @pytest.fixture
-def perm(tmp_path: Path) -> Memory:
+def perm(place: Place) -> Memory:
     """sys (read_only system: sys-1 detail, sys-2 contents), usr (read_write: usr-1 detail, usr-2 contents),
     sec (system_managed: sec-1 detail, sec-2 contents), ops (read_write system), ref (read_only custom)."""
-    memory = open_memory(tmp_path, TEST_SEGMENTS)
+    memory = open_memory(place, TEST_SEGMENTS)
     assert memory.create_detail_page("Note", "a note", "text", "usr-0") == "usr-1"
     assert memory.create_contents_page("Folder", "a folder", "usr-0") == "usr-2"
     return memory
@@ -204,10 +271,11 @@ def test_first_start_creates_the_default_segments_in_a_wal_database(mem: Memory)
         },
     ]
     assert mem.get_segment("usr")["root_index"] == "usr-0"
-    with closing(mem.db_path) as conn:
-        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
-    assert_consistent(mem.db_path)
+    if mem.place.url is None:
+        with closing(mem.db_path) as conn:
+            assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+            assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert_consistent(mem)
 
 
 # ------------------------------------------------------------------------------------ the tree
@@ -244,7 +312,7 @@ def test_pages_are_numbered_per_segment_ordered_and_linked(mem: Memory) -> None:
     assert [a["index"] for a in mem.get_ancestors(first)] == [folder, "usr-0"]
     assert mem.get_ancestors("usr-0") == []
     assert mem.get_page("usr-0")["child_count"] == 1
-    assert_consistent(mem.db_path)
+    assert_consistent(mem)
 
 
 def test_move_page_reparents_reorders_and_keeps_positions_dense(mem: Memory) -> None:
@@ -259,7 +327,7 @@ def test_move_page_reparents_reorders_and_keeps_positions_dense(mem: Memory) -> 
     assert mem.get_parent(a)["index"] == folder
     error = raises_code("INVALID_ARGUMENT", mem.move_page, c, folder, position=3)
     assert (error.parameter_name, error.suggested_value) == ("position", "2")
-    assert_consistent(mem.db_path)
+    assert_consistent(mem)
 
 
 @pytest.mark.parametrize(
@@ -275,10 +343,10 @@ def test_move_page_reparents_reorders_and_keeps_positions_dense(mem: Memory) -> 
     ],
 )
 def test_invalid_moves_are_refused_and_change_nothing(
-    tmp_path: Path, source: str, target: str, code: str, parameter: str
+    place: Place, source: str, target: str, code: str, parameter: str
 ) -> None:
     segments = [{"id": "usr", "name": "User", "type": "user"}, {"id": "prj", "name": "Projects"}]
-    mem = open_memory(tmp_path, segments)
+    mem = open_memory(place, segments)
     mem.create_contents_page("A", "", "usr-0")  # usr-1
     mem.create_contents_page("B", "", "usr-1")  # usr-2
     mem.create_contents_page("C", "", "usr-2")  # usr-3
@@ -295,7 +363,7 @@ def test_create_contents_page_moves_the_given_children_in_order(mem: Memory) -> 
     assert mem.get_page(group)["children"] == [c, a]
     assert mem.get_page("usr-0")["children"] == [b, group]
     assert mem.create_contents_page("Empty", "", group, []) == "usr-5"
-    assert_consistent(mem.db_path)
+    assert_consistent(mem)
 
 
 @pytest.mark.parametrize(
@@ -334,7 +402,7 @@ def test_remove_page_refuses_non_empty_folders_unless_recursive(mem: Memory) -> 
     assert mem.get_page("usr-0")["children"] == []
     raises_code("CANNOT_REMOVE_ROOT", mem.remove_page, "usr-0", recursive=True)
     assert mem.create_detail_page("z", "", "z", "usr-0") == "usr-5"  # numbers are never reused
-    assert_consistent(mem.db_path)
+    assert_consistent(mem)
 
 
 def test_update_page_changes_only_what_is_given(mem: Memory) -> None:
@@ -379,8 +447,8 @@ def test_page_not_found_suggests_the_page_meant(mem: Memory, given: str, suggest
     assert fragment in error.message and error.solution and error.expected
 
 
-def test_texts_are_checked_against_the_limits(tmp_path: Path) -> None:
-    mem = open_memory(tmp_path, max_name_chars=5, max_detail_chars=10)
+def test_texts_are_checked_against_the_limits(place: Place) -> None:
+    mem = open_memory(place, max_name_chars=5, max_detail_chars=10)
     assert raises_code("INVALID_ARGUMENT", mem.create_detail_page, "  ", "", "", "usr-0").parameter_name == "name"
     too_long = raises_code("INVALID_ARGUMENT", mem.create_detail_page, "n", "", "x" * 11, "usr-0")
     assert (too_long.parameter_name, too_long.expected) == ("detail", "at most 10 characters")
@@ -473,7 +541,7 @@ def test_find_page_results_limit_segment_and_freshness(library: Memory) -> None:
     assert raises_code("INVALID_ARGUMENT", library.find_page, "   ").parameter_name == "query"
     assert raises_code("INVALID_ARGUMENT", library.find_page, "x", limit=0).parameter_name == "limit"
     assert raises_code("SEGMENT_NOT_FOUND", library.find_page, "x", segment="nope").parameter_name == "segment"
-    assert_consistent(library.db_path)
+    assert_consistent(library)
 
 
 @pytest.mark.parametrize(
@@ -558,13 +626,12 @@ TABLE: dict[str, tuple[str | None, str | None, str | None]] = {
 def test_permission_table(perm: Memory, operation: str, permission: str, expected: str | None) -> None:
     detail, contents = PAGES[permission]
     if operation == "expand_details":  # start from a hidden page, so that expanding has an effect
-        with closing(perm.db_path) as conn, conn:
-            conn.execute("UPDATE pages SET visibility = 'hidden' WHERE page_index = ?", (detail,))
+        perm.place.hide(detail)
     before = perm.rows()
     if expected is None:
         OPERATIONS[operation](perm, detail, contents)
         assert perm.rows() != before
-        assert_consistent(perm.db_path)
+        assert_consistent(perm)
         return
     error = raises_code(expected, OPERATIONS[operation], perm, detail, contents)
     assert perm.rows() == before
@@ -630,14 +697,14 @@ def test_writes_into_read_only_segments_are_refused_from_anywhere(perm: Memory) 
 # ------------------------------------------------------------------------ options and restarts
 
 
-def test_restart_reconciles_segments_and_keeps_pages(tmp_path: Path) -> None:
-    first = open_memory(tmp_path, TEST_SEGMENTS)
+def test_restart_reconciles_segments_and_keeps_pages(place: Place) -> None:
+    first = open_memory(place, TEST_SEGMENTS)
     first.create_detail_page("Kept", "", "kept", "usr-0")
     segments = [
         {"id": "usr", "name": "Me", "type": "user", "permission": "read_only"},
         {"id": "sys", "name": "System", "type": "system", "pages": [{"name": "Rules", "detail": "again"}]},
     ]
-    again = open_memory(tmp_path, segments)
+    again = open_memory(place, segments)
     assert [(s["id"], s["name"], s["permission"]) for s in again.list_segments()] == [
         ("usr", "Me", "read_only"),
         ("sys", "System", "read_only"),
@@ -647,13 +714,13 @@ def test_restart_reconciles_segments_and_keeps_pages(tmp_path: Path) -> None:
     assert again.get_page("usr-1")["name"] == "Kept"
     assert raises_code("PERMISSION_DENIED", again.create_detail_page, "x", "", "", "usr-0")
     assert [c["name"] for c in again.get_children("sys-0")] == ["Rules", "Policies"]  # seeded once only
-    assert_consistent(again.db_path)
+    assert_consistent(again)
 
 
 def test_segments_option_accepts_json_text_from_the_environment(tmp_path: Path) -> None:
     text = json.dumps([{"id": "notes", "name": "Notes", "type": "user", "pages": [{"name": "Inbox", "pages": []}]}])
     registry = ToolRegistry([toolpack], tmp_path, {"memory": {"segments": text}}, db_path=tmp_path / "m.sqlite3")
-    mem = Memory(registry, tmp_path / "m.sqlite3")
+    mem = Memory(registry, Place(tmp_path / "m.sqlite3"))
     assert [s["id"] for s in mem.list_segments()] == ["notes"]
     assert mem.get_page("notes-1")["type"] == "contents"
 
@@ -722,7 +789,7 @@ def test_an_older_database_is_migrated_on_startup(tmp_path: Path) -> None:
     assert mem.create_detail_page("Visa", "", "apply in Bern", "usr-1") == "usr-3"
     assert sorted(h["index"] for h in mem.find_page("Bern")) == ["usr-2", "usr-3"]
     assert "[usr-1] Travel — Trips (contents, hidden, 2 pages inside)" in mem.view()
-    assert_consistent(db_path)
+    assert_consistent(mem)
 
 
 @pytest.mark.parametrize(
@@ -774,7 +841,7 @@ def test_concurrent_calls_from_threads_lose_nothing(mem: Memory) -> None:
     names = {c["name"] for c in mem.get_children(folder)} | {c["name"] for c in mem.get_children("usr-0")}
     assert names >= {f"t{n}-{i}" for n in range(8) for i in range(25)}
     assert len(mem.get_children(folder)) == 8 * 20
-    assert_consistent(mem.db_path)
+    assert_consistent(mem)
 
 
 @pytest.fixture
@@ -792,3 +859,46 @@ def test_a_write_blocked_by_another_process_reports_busy(locked: Memory) -> None
     error = raises_code("MEMORY_BUSY", locked.create_detail_page, "x", "", "x", "usr-0")
     assert error.solution and "nothing was changed" in error.solution
     assert locked.get_page("usr-0")["child_count"] == 0  # reads go on under WAL
+
+
+def test_a_write_blocked_by_another_replica_reports_busy_on_postgresql(memory_database: str, tmp_path: Path) -> None:
+    """On PostgreSQL the scope's writers take one advisory lock: another replica holding it makes a write wait,
+    then give up with MEMORY_BUSY, while reads go on."""
+    import psycopg
+
+    place = Place(tmp_path / "state" / "memory.sqlite3", memory_database, f"test {uuid.uuid4().hex}")
+    mem = open_memory(place, busy_timeout_s=0.2)
+    with psycopg.connect(memory_database) as other:
+        other.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ("attp memory " + place.scope,))
+        error = raises_code("MEMORY_BUSY", mem.create_detail_page, "x", "", "x", "usr-0")
+        assert error.solution and "nothing was changed" in error.solution
+        assert mem.get_page("usr-0")["child_count"] == 0
+    assert mem.create_detail_page("x", "", "x", "usr-0") == "usr-1"
+
+
+def test_scopes_on_one_postgresql_database_are_apart(memory_database: str, tmp_path: Path) -> None:
+    """Two scopes (tenants, sessions) in one database: same page numbers, neither sees the other's pages."""
+    db_path = tmp_path / "state" / "memory.sqlite3"
+    alice = open_memory(Place(db_path, memory_database, f"tenant alice {uuid.uuid4().hex}"))
+    bob = open_memory(Place(db_path, memory_database, f"tenant bob {uuid.uuid4().hex}"))
+    assert alice.create_detail_page("Alice's", "", "secret of alice", "usr-0") == "usr-1"
+    assert bob.create_detail_page("Bob's", "", "secret of bob", "usr-0") == "usr-1"
+    assert alice.get_page("usr-1")["name"] == "Alice's" and bob.get_page("usr-1")["name"] == "Bob's"
+    assert alice.find_page("secret") and [h["index"] for h in alice.find_page("bob")] == []
+    bob.remove_page("usr-1")
+    assert alice.get_page("usr-1")["detail"] == "secret of alice"
+    raises_code("PAGE_NOT_FOUND", bob.get_page, "usr-1")
+
+
+def test_a_session_scope_that_ends_takes_its_postgresql_pages_with_it(memory_database: str, tmp_path: Path) -> None:
+    """isolation = session on PostgreSQL: when a session ends, its scope's rows go (idempotently); others stay."""
+    db_path = tmp_path / "state" / "memory.sqlite3"
+    ending = Place(db_path, memory_database, f"session {uuid.uuid4().hex}")
+    staying = Place(db_path, memory_database, f"session {uuid.uuid4().hex}")
+    for place in (ending, staying):
+        open_memory(place).create_detail_page("Note", "", "text", "usr-0")
+    registry = open_memory(ending).registry
+    registry.forget_scope(tmp_path / "ws", db_path, ending.scope)
+    registry.forget_scope(tmp_path / "ws", db_path, ending.scope)  # another replica noticed it too
+    assert ending.query("pages") == [] and ending.query("segments") == []
+    assert [p["name"] for p in staying.query("pages")] == ["System", "User", "Note"]

@@ -250,6 +250,9 @@ def _healthz(runtime: Runtime) -> Callable[[Request], Awaitable[JSONResponse]]:
                 "tools": runtime.tools.stats(),
                 "threads": threading.active_count(),
                 "sandbox": runtime.pool.lockdown,
+                "store": {"kind": runtime.store.kind, "at": runtime.store.backend.label}
+                if runtime.store is not None
+                else None,
                 "upstream": {
                     name: pack.live.health() for name, pack in runtime.registry.packs.items() if pack.live is not None
                 },

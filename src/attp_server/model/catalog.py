@@ -235,6 +235,11 @@ class Catalog:
 
     def _state_rule(self) -> str:
         if not self.settings.session_state or self.settings.engine != "python":
+            if self.settings.isolation == "session":
+                return (
+                    "- Each session has its own files and memory: pass the reply's session value back as session "
+                    "on your next call to work on them again."
+                )
             return ""
         return (
             "- Variables and top-level def functions are kept in a session: pass the reply's session value back as "

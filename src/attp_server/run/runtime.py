@@ -40,7 +40,7 @@ from attp_server.sessions.approvals import Approvals
 from attp_server.sessions.isolation import NoSession, Scopes
 from attp_server.sessions.registry import Caller, Session, SessionRefused, Sessions
 from attp_server.settings import Settings
-from attp_server.store import Store, open_store
+from attp_server.store import Store, StoreError, open_store
 from attp_server.toolpack import Toolpack, ToolpackLoadError, ToolRegistry, load_factory, load_toolpack
 
 __all__ = [
@@ -57,6 +57,13 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+STORE_UNAVAILABLE = ErrorInfo(
+    code=ErrorCode.SERVER_BUSY,
+    message="the server cannot reach its session store right now, so this call did not run (nothing was done)",
+    solution="Send the same call again in a few seconds; if it keeps failing, tell the user the server's database "
+    "is unavailable.",
+)
 
 
 class Runtime:
@@ -185,6 +192,9 @@ class Runtime:
             session = await self.open_session(context.caller, request.session)
         except SessionRefused as refused:
             result = error_result(request.target, refused.info)
+        except StoreError as exc:
+            logger.warning("the session store failed: %s", exc)
+            result = error_result(request.target, STORE_UNAVAILABLE)
         else:
             try:
                 result = await self._admitted(request, context, session)
@@ -304,7 +314,7 @@ class Runtime:
                 pack.live.wake()
         if keeping and session is not None:
             kept, hint = await kept_state.after_run(session.kept, done, self.settings.max_state_bytes)
-            if kept is not session.kept:
+            if not kept_state.same(kept, session.kept):  # unchanged state is not written again
                 session.keep(kept)
             result.hint = joined(result.hint, hint)
         return result
@@ -333,6 +343,12 @@ class Runtime:
             await self.sessions.close()
 
 
+def postgres_url(settings: Settings) -> str | None:
+    """`database_url` when it names a PostgreSQL server (packs such as memory keep their state there), else None."""
+    url = settings.database_url.get_secret_value() if settings.database_url is not None else None
+    return url if url is not None and url.startswith(("postgresql://", "postgres://")) else None
+
+
 def build_registry(settings: Settings) -> ToolRegistry:
     """Load the enabled toolpacks and register their tools.
 
@@ -356,6 +372,7 @@ def build_registry(settings: Settings) -> ToolRegistry:
         settings.toolpack_options,
         settings.skills_dirs,
         db_path=settings.db_path.resolve(),
+        database_url=postgres_url(settings),
     )
     for tool in registry.tools.values():
         for warning in docstring_warnings(tool):

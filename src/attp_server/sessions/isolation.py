@@ -121,7 +121,9 @@ class Scopes:
         async with self._lock:
             built = self._built.get(scope.name)
             if built is None:
-                built = await anyio.to_thread.run_sync(self.registry.rebuilt, scope.workspace, scope.db_path)
+                built = await anyio.to_thread.run_sync(
+                    self.registry.rebuilt, scope.workspace, scope.db_path, scope.name
+                )
                 self._built[scope.name] = built
                 while len(self._built) > MAX_BUILT:
                     self._built.popitem(last=False)
@@ -151,6 +153,7 @@ class Scopes:
         self._built.pop(scope.name, None)
         if scope.temporary:
             await anyio.to_thread.run_sync(_remove, scope)
+            await anyio.to_thread.run_sync(self.registry.forget_scope, scope.workspace, scope.db_path, scope.name)
 
     def session_folders(self) -> list[str]:
         """The names of the session folders on disk that are older than `STALE_AFTER_S` (candidates for

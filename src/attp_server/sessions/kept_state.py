@@ -124,6 +124,13 @@ def _check_function(name: str, source: object) -> str | None:
     return None
 
 
+def same(one: KeptState | None, other: KeptState | None) -> bool:
+    """Whether two states keep the same names with the same values and sources (then nothing needs writing)."""
+    if one is None or other is None:
+        return one is other
+    return one.size == other.size and one.functions == other.functions and one.values == other.values
+
+
 STOPPED = "The run was stopped before it finished: the variables kept from earlier calls are as they were."
 
 

@@ -29,6 +29,7 @@ import logging
 import re
 import secrets
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -60,6 +61,8 @@ HANDLE = re.compile(r"[A-Za-z0-9_-]{16,128}")
 """What a handle looks like; anything else is refused before the store is asked."""
 HANDLE_BYTES = 24
 """Random bytes in a minted handle (192 bits; the contract asks for at least 128)."""
+DECODED_BYTES = 32 * 1024 * 1024
+"""Most text of sessions' states this process keeps parsed, for the next call on the same session."""
 LARGE_STATE = 64 * 1024
 """Past this size, state is turned into JSON text and back on a thread, not the event loop."""
 
@@ -141,8 +144,13 @@ class Session:
 
     @property
     def returned(self) -> str | None:
-        """The handle the result carries: one the store keeps (a new session with nothing to keep has none)."""
-        return self.handle if self.stored else None
+        """The handle the result carries: one the store keeps (a new session with nothing to keep has none; a
+        transport's session shows its handle only while it keeps something, since its client need not pass it)."""
+        if not self.stored:
+            return None
+        if self.kind != KIND_HANDLE and self.kept is None and not self.approved:
+            return None
+        return self.handle
 
 
 class SessionRefused(Exception):
@@ -185,8 +193,13 @@ class Sessions:
         self.clock = clock
         self.instance = secrets.token_hex(8)
         """This server process, among the replicas: the owner of its stdio connection's implicit session."""
-        self.wait_s = settings.queue_timeout_s + settings.timeout_s
+        self.wait_s = max(settings.queue_timeout_s + settings.timeout_s, LEASE_S + 5)
+        """How long a call waits for its session while another call holds it: at least long enough for the lease
+        of a replica that died mid-run to run out."""
         self._local: dict[str, _Turns] = {}
+        self._decoded: OrderedDict[str, tuple[str, KeptState | None]] = OrderedDict()
+        """The last state read or written per session, with its text: the same text is not parsed again."""
+        self._decoded_bytes = 0
         self.removed_listeners: list[Callable[[list[str]], Awaitable[None]]] = []
         """Told the keys of sessions that ended (isolation removes their folders)."""
 
@@ -263,9 +276,9 @@ class Sessions:
     async def _claim(self, key: str, principal: str, handle: str | None, create: str | None, started: float) -> Session:
         delay, notice = 0.02, None
         while True:
-            lease = secrets.token_hex(8)
+            lease, now = secrets.token_hex(8), self.clock()
             got = await self.store.handles.claim(
-                key, principal, lease, now=self.clock(), idle_s=self.idle_s,
+                key, principal, lease, now=now, idle_s=self.idle_s,
                 max_age_s=self.settings.session_max_age_s, create=create, instance=self.instance,
                 approvals=self.settings.approval != "never",
             )  # fmt: skip
@@ -274,7 +287,9 @@ class Sessions:
                 session.stored, session.evicted = True, got.evicted
                 session.notice = EVICTED if got.evicted else notice
                 if got.state is not None:
-                    session.kept = await _decode(got.state, got.state_bytes)
+                    session.kept = await self._read(key, got.state, got.state_bytes)
+                if create is not None and got.created == now:  # a transport session's first call: counted too
+                    await self._within_cap(principal)
                 return session
             if isinstance(got, Busy):  # another replica's call holds it: ask again shortly
                 if time.monotonic() - started + delay > self.wait_s:
@@ -334,6 +349,7 @@ class Sessions:
         text, size = None, 0
         if session.changed and session.kept is not None:
             text, size = await _encode(session.kept), session.kept.size
+            self._remember(session.key, text, session.kept)
         if session.lease is not None:
             written = await self.store.handles.finish(
                 session.key, session.lease, now=now, state=text, state_bytes=size,
@@ -353,6 +369,26 @@ class Sessions:
     async def _within_cap(self, principal: str) -> None:
         ended = await self.store.handles.over_cap(principal, self.settings.max_sessions_per_principal, now=self.clock())
         await self.removed(ended)
+
+    async def _read(self, key: str, text: str, size: int) -> KeptState | None:
+        cached = self._decoded.get(key)
+        if cached is not None and cached[0] == text:
+            self._decoded.move_to_end(key)
+            return cached[1]
+        kept = await _decode(text, size)
+        self._remember(key, text, kept)
+        return kept
+
+    def _remember(self, key: str, text: str, kept: KeptState | None) -> None:
+        old = self._decoded.pop(key, None)
+        self._decoded_bytes -= len(old[0]) if old is not None else 0
+        if len(text) > DECODED_BYTES // 4:
+            return
+        self._decoded[key] = (text, kept)
+        self._decoded_bytes += len(text)
+        while self._decoded_bytes > DECODED_BYTES:
+            _, (dropped, _) = self._decoded.popitem(last=False)
+            self._decoded_bytes -= len(dropped)
 
     # ---------------------------------------------------------------- ending sessions
 

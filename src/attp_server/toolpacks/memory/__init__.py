@@ -1,9 +1,10 @@
-"""The ``memory`` toolpack: Memci's page tree (seed 002) on SQLite, the model's long-term memory.
+"""The ``memory`` toolpack: Memci's page tree (seed 002) on SQLite or PostgreSQL, the model's long-term memory.
 
 Segments (configured by the operator, ``[toolpacks.memory]``) each hold a tree of pages: contents
 pages group other pages, detail pages hold text. The model reads and reshapes the tree with the
 tools, and expands or hides pages to decide what `view()` (and the ``memory://view`` resource)
-shows. The database is the `db_path` setting; several server processes may share it.
+shows. The database is the `db_path` setting (SQLite; several server processes on one machine may
+share it), or the PostgreSQL server of `database_url` (replicas on several machines).
 """
 
 from __future__ import annotations
@@ -11,10 +12,18 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from attp_server.toolpack import READ_ONLY, ToolFunction, ToolMarks, Toolpack, ToolpackContext, ToolpackLoadError
+from attp_server.toolpack import (
+    READ_ONLY,
+    ToolError,
+    ToolFunction,
+    ToolMarks,
+    Toolpack,
+    ToolpackContext,
+    ToolpackLoadError,
+)
 from attp_server.toolpacks.memory.options import MemoryOptions, SeedPage, SegmentSpec
 from attp_server.toolpacks.memory.schema import SCHEMA_VERSION
-from attp_server.toolpacks.memory.store import Store
+from attp_server.toolpacks.memory.store import PageStore, Store
 from attp_server.toolpacks.memory.tools import MemoryTools
 
 __all__ = ["SCHEMA_VERSION", "MemoryOptions", "MemoryTools", "SeedPage", "SegmentSpec", "Store", "build", "toolpack"]
@@ -24,8 +33,14 @@ DEFAULT_DB_PATH = Path(".attp/memory.sqlite3")
 
 
 def build(ctx: ToolpackContext) -> list[ToolFunction]:
-    """Open (create, migrate) the database, reconcile the configured segments, and bind the tools to it."""
+    """Open (create, migrate) the database, reconcile the configured segments, and bind the tools to it.
+
+    With a PostgreSQL `database_url` the tree lives there (every replica sees it), under the build's
+    scope; otherwise in the SQLite file `db_path`, which the scope already names.
+    """
     options = ctx.options if isinstance(ctx.options, MemoryOptions) else MemoryOptions()
+    if ctx.database_url is not None:
+        return MemoryTools(_open_postgres(ctx.database_url, ctx.scope, options), options).tools()
     path = (ctx.db_path or DEFAULT_DB_PATH).resolve()
     store = Store(path, busy_timeout_s=options.busy_timeout_s)
     try:
@@ -35,6 +50,27 @@ def build(ctx: ToolpackContext) -> list[ToolFunction]:
     return MemoryTools(store, options).tools()
 
 
+def _open_postgres(url: str, scope: str, options: MemoryOptions) -> PageStore:
+    from attp_server.store.postgres import redacted
+    from attp_server.toolpacks.memory.pg import PgStore
+
+    store = PgStore(url, scope, busy_timeout_s=options.busy_timeout_s)  # ToolpackLoadError without the driver
+    try:
+        store.open(options.segments)
+    except ToolError as exc:
+        raise ToolpackLoadError(f"toolpack 'memory': cannot open its pages in {redacted(url)}: {exc.message}") from None
+    return store
+
+
+def forget(ctx: ToolpackContext) -> None:
+    """A session's scope ended: on PostgreSQL, delete its pages and segments (on SQLite its database file is in
+    the session's folder, removed with it)."""
+    if ctx.database_url is not None:
+        from attp_server.toolpacks.memory.pg import PgStore
+
+        PgStore(ctx.database_url, ctx.scope).drop()
+
+
 toolpack = Toolpack(
     name="memory",
     description=(
@@ -42,6 +78,7 @@ toolpack = Toolpack(
         "root 'usr-0'. view() shows the tree."
     ),
     build=build,
+    forget=forget,
     options=MemoryOptions,
     marks={
         **dict.fromkeys(

@@ -1,4 +1,7 @@
-"""find_page's ranking: FTS5 (trigram) candidates for terms of 3+ characters, LIKE for shorter ones.
+"""find_page's ranking: candidates from the text index for terms of 3+ characters, a scan for shorter ones.
+
+The index is SQLite's FTS5 with trigram tokens, or pg_trgm GIN indexes on PostgreSQL; both find
+pages containing a term (case-insensitive substring match), newest first.
 
 A query is split into terms at spaces; "quoted text" is one term. A page matches when it contains any
 term in its name, description or detail (case-insensitive substring match). Ranking, best first:
@@ -19,7 +22,8 @@ BM25 is computed here over the candidates' texts rather than by SQLite's ``bm25(
 counts every matching row of the whole table for its term statistics on each query (about 20 ms for
 a word in most of 100,000 pages), even when only a few rows are read. The formula is FTS5's, with
 the same column weights (name 10, description 4, detail 1); a term's document frequency is counted
-among the candidates (exact when all matches are candidates) and the page count is the highest page id.
+among the candidates (exact when all matches are candidates) and the page count is the highest page id
+(SQLite) or the scope's page count (PostgreSQL).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from attp_server.toolpacks.memory.store import Page, Tx
+from attp_server.toolpacks.memory.store import Column, Page, Tx
 
 _TERM = re.compile(r'"([^"]*)"|(\S+)')
 TRIGRAM = 3
@@ -48,8 +52,6 @@ BM25_WEIGHTS = (10.0, 4.0, 1.0)
 """FTS5 bm25() column weights for name, description, detail."""
 BM25_K1 = 1.2
 BM25_B = 0.75
-_CHUNK = 500
-"""Page ids per ``IN (...)`` list, well under SQLite's limit on parameters."""
 
 
 MAX_QUERY_CHARS = 1_000
@@ -120,7 +122,7 @@ def search(
         found = _score(candidate, needles)
         if found.matched:
             scored.append(found)
-    relevance = _bm25(scored, len(terms), _page_count(tx))
+    relevance = _bm25(scored, len(terms), tx.page_count())
     scored.sort(key=lambda s: (-s.matched, -s.weight, -relevance[s.candidate.rowid], s.candidate.rowid))
     hits: list[Hit] = []
     for s in scored[:limit]:
@@ -133,38 +135,33 @@ def search(
 # ------------------------------------------------------------------ candidates
 
 
-def _phrase(term: str) -> str:
-    return '"' + term.replace('"', '""') + '"'
-
-
 def _candidate_ids(tx: Tx, terms: Sequence[str], segment_ids: Sequence[str]) -> set[int]:
     long_terms = [t for t in terms if len(t) >= TRIGRAM]
     found: set[int] = set()
     if long_terms:
         index = _Index(tx, segment_ids)
-        phrases = [_phrase(t) for t in long_terms]
-        newest = index.newest(" OR ".join(phrases), CANDIDATES + 1)
+        newest = index.newest(long_terms, CANDIDATES + 1)
         if len(newest) <= CANDIDATES:
             found.update(newest)
         else:  # too many to rank them all
             found.update(newest[:TIER])
-            if len(phrases) > 1:
-                found.update(index.newest(" AND ".join(phrases), TIER))
-            found.update(_strongest(index, phrases[:TIERED_TERMS]))
+            if len(long_terms) > 1:
+                found.update(index.newest(long_terms, TIER, every=True))
+            found.update(_strongest(index, long_terms[:TIERED_TERMS]))
     for term in terms:
         if len(term) < TRIGRAM:
-            found.update(_like(tx, term, segment_ids, CANDIDATES))
+            found.update(tx.containing(term, segment_ids, CANDIDATES))
     return found
 
 
-def _strongest(index: _Index, phrases: Sequence[str]) -> list[int]:
+def _strongest(index: _Index, terms: Sequence[str]) -> list[int]:
     """The TIER pages with the most terms in their name and description (weighted as in the ranking),
     among the newest COLUMN_WINDOW pages with each term in the name, and in the description."""
     keys: dict[int, tuple[int, int]] = {}
-    for phrase in phrases:
+    for term in terms:
         weights: dict[int, int] = {}
-        for column, weight in FIELD_WEIGHTS[:2]:
-            for rowid in index.newest(f"{{{column}}} : {phrase}", COLUMN_WINDOW):
+        for column, weight in _COLUMNS:
+            for rowid in index.newest([term], COLUMN_WINDOW, column=column):
                 weights[rowid] = weights.get(rowid, 0) + weight
         for rowid, weight in weights.items():
             matched, total = keys.get(rowid, (0, 0))
@@ -172,76 +169,33 @@ def _strongest(index: _Index, phrases: Sequence[str]) -> list[int]:
     return sorted(keys, key=lambda rowid: (*keys[rowid], rowid), reverse=True)[:TIER]
 
 
-def _marks(values: Sequence[object]) -> str:
-    return ", ".join("?" * len(values))
-
-
 class _Index:
-    """Reads of the FTS index, limited to the searched segments."""
+    """Reads of the text index, limited to the searched segments."""
 
     def __init__(self, tx: Tx, segment_ids: Sequence[str]) -> None:
-        self.conn = tx.conn
-        every = {row[0] for row in tx.conn.execute("SELECT id FROM segments")}
+        self.tx = tx
+        every = {segment.id for segment in tx.segments()}
         self.segment_ids: Sequence[str] | None = None if every <= set(segment_ids) else segment_ids
         """None when all segments are searched: no need to look up each match's page for its segment."""
 
-    def newest(self, match: str, limit: int) -> list[int]:
-        """Ids of the newest `limit` pages matching an FTS5 query; the index stops reading there."""
-        if self.segment_ids is None:
-            sql = "SELECT rowid FROM page_fts WHERE page_fts MATCH ? ORDER BY rowid DESC LIMIT ?"
-            params: tuple[object, ...] = (match, limit)
-        else:
-            sql = f"""
-                SELECT page_fts.rowid FROM page_fts JOIN pages p ON p.id = page_fts.rowid
-                WHERE page_fts MATCH ? AND p.segment_id IN ({_marks(self.segment_ids)})
-                ORDER BY page_fts.rowid DESC LIMIT ?
-            """  # noqa: S608 - constant SQL and placeholders only
-            params = (match, *self.segment_ids, limit)
-        return [int(row[0]) for row in self.conn.execute(sql, params)]
-
-
-def _like(tx: Tx, term: str, segment_ids: Sequence[str], limit: int) -> list[int]:
-    """Ids of the first pages containing `term` (too short for the trigram index), by a scan of the pages
-    (forwards: a scan backwards is a quarter slower when nothing matches and it reads them all)."""
-    pattern = "%" + term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-    rows = tx.conn.execute(
-        f"""
-        SELECT p.id FROM pages p
-        WHERE (p.name LIKE ? ESCAPE '\\' OR p.description LIKE ? ESCAPE '\\' OR p.detail LIKE ? ESCAPE '\\')
-        AND p.segment_id IN ({_marks(segment_ids)})
-        ORDER BY p.id LIMIT ?
-        """,  # noqa: S608 - constant SQL and placeholders only
-        (pattern, pattern, pattern, *segment_ids, limit),
-    )
-    return [int(row[0]) for row in rows]
+    def newest(
+        self, terms: Sequence[str], limit: int, *, every: bool = False, column: Column | None = None
+    ) -> list[int]:
+        """Ids of the newest `limit` pages containing any (`every`: all) of `terms`; the index stops reading there."""
+        return self.tx.newest_matching(terms, limit, every=every, column=column, segment_ids=self.segment_ids)
 
 
 def _fetch(tx: Tx, rowids: Iterable[int]) -> list[_Candidate]:
-    ids = sorted(rowids)
-    out: list[_Candidate] = []
-    cursor = tx.conn.cursor()
-    cursor.row_factory = None  # plain tuples: several hundred rows per search
-    for start in range(0, len(ids), _CHUNK):
-        chunk = ids[start : start + _CHUNK]
-        rows = cursor.execute(
-            f"SELECT id, page_index, name, description, coalesce(detail, '') FROM pages WHERE id IN ({_marks(chunk)})",  # noqa: S608 - constant SQL and placeholders only
-            chunk,
-        )
-        out.extend(
-            _Candidate(rowid, index, (name, about, detail), (name.casefold(), about.casefold(), detail.casefold()))
-            for rowid, index, name, about, detail in rows
-        )
-    return out
-
-
-def _page_count(tx: Tx) -> int:
-    """The number of pages, near enough for BM25's IDF (ids are never reused): the highest id."""
-    return int(tx.conn.execute("SELECT coalesce(max(id), 0) FROM pages").fetchone()[0])
+    return [
+        _Candidate(rowid, index, (name, about, detail), (name.casefold(), about.casefold(), detail.casefold()))
+        for rowid, index, name, about, detail in tx.texts(sorted(rowids))
+    ]
 
 
 # ------------------------------------------------------------------ ranking
 
 _NAME, _DESCRIPTION, _DETAIL = (weight for _field, weight in FIELD_WEIGHTS)
+_COLUMNS: tuple[tuple[Column, int], ...] = (("name", _NAME), ("description", _DESCRIPTION))
 
 
 def _score(candidate: _Candidate, needles: Sequence[str]) -> _Scored:

@@ -1,6 +1,9 @@
-"""The page tree on SQLite: segments, pages, and the operations on them, without permission checks.
+"""The page tree: segments, pages, and the operations on them, without permission checks.
 
-Every tool call is one transaction on its own connection (`Store.transaction`): tools run in
+`Tx` is what the tools use: one transaction's queries and changes. This module implements it on
+SQLite (`SqliteTx`, `Store`); `pg` implements both (`PageStore`) on PostgreSQL, for replicas sharing one database.
+
+On SQLite, every tool call is one transaction on its own connection (`Store.transaction`): tools run in
 threads, possibly several at once, and several server processes may share the database file. Writes
 take the write lock up front (``BEGIN IMMEDIATE``), so a read-modify-write such as "append a child
 at the end" can never interleave with another writer; WAL mode lets readers go on meanwhile.
@@ -12,11 +15,11 @@ import sqlite3
 import time
 import weakref
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from attp_server.toolpack import ToolError, current_call
 from attp_server.toolpacks.memory.options import Permission, SeedPage, SegmentSpec, SegmentType
@@ -27,6 +30,9 @@ PROGRESS_STEPS = 10_000
 
 Kind = Literal["contents", "detail"]
 Visibility = Literal["expanded", "hidden"]
+Column = Literal["name", "description"]
+_CHUNK = 500
+"""Page ids per ``IN (...)`` list, well under SQLite's limit on parameters."""
 
 _PAGE_COLUMNS = """
     p.id, p.page_index, p.segment_id, p.kind, p.name, p.description, p.detail, p.parent, p.position,
@@ -53,7 +59,8 @@ class Segment:
         return f"{self.id}-0"
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> Segment:
+    def from_row(cls, row: Any) -> Segment:
+        """From a row by column name (sqlite3.Row, or psycopg's dict row)."""
         return cls(
             id=row["id"],
             name=row["name"],
@@ -85,7 +92,8 @@ class Page:
         return self.parent is None
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> Page:
+    def from_row(cls, row: Any) -> Page:
+        """From a row by column name (sqlite3.Row, or psycopg's dict row)."""
         return cls(
             rowid=row["id"],
             index=row["page_index"],
@@ -103,8 +111,73 @@ class Page:
         )
 
 
-class Tx:
-    """One open transaction: the queries and changes the tools are made of."""
+class Tx(Protocol):
+    """One open transaction: the queries and changes the tools are made of, on either database."""
+
+    def segments(self) -> list[Segment]: ...
+    def segment(self, segment_id: str) -> Segment | None: ...
+    def ensure_segments(self, specs: Sequence[SegmentSpec]) -> None: ...
+    def page(self, index: str) -> Page | None: ...
+    def children(self, index: str) -> list[Page]: ...
+    def ancestors(self, index: str) -> list[Page]: ...
+    def segment_pages(self, segment_ids: Sequence[str]) -> list[Page]: ...
+    def index_names(self, segment_ids: Sequence[str]) -> list[tuple[str, str]]: ...
+    def insert_page(  # noqa: PLR0917 - one column each
+        self,
+        segment_id: str,
+        kind: Kind,
+        name: str,
+        description: str,
+        detail: str | None,
+        parent: str,
+        visibility: Visibility = "expanded",
+    ) -> Page: ...
+    def update_page(self, index: str, changes: dict[str, str]) -> None: ...
+    def set_visibility(self, indexes: Iterable[str], visibility: Visibility) -> None: ...
+    def move(self, page: Page, parent: str, position: int | None) -> None: ...
+    def child_count(self, index: str, excluding: str | None = None) -> int: ...
+    def remove_subtree(self, page: Page) -> int: ...
+
+    # find_page's reads (search.py)
+    def newest_matching(
+        self, terms: Sequence[str], limit: int, *, every: bool, column: Column | None, segment_ids: Sequence[str] | None
+    ) -> list[int]:
+        """Ids of the newest `limit` pages containing any (`every`: all) of `terms` (3+ characters each) in their
+        name, description or detail (`column`: only there), of `segment_ids` (None: any segment), from the index."""
+        ...
+
+    def containing(self, term: str, segment_ids: Sequence[str], limit: int) -> list[int]:
+        """Ids of the first `limit` pages containing `term` (any length) in name, description or detail."""
+        ...
+
+    def texts(self, rowids: Sequence[int]) -> list[tuple[int, str, str, str, str]]:
+        """(id, index, name, description, detail or '') of these pages."""
+        ...
+
+    def page_count(self) -> int:
+        """About how many pages there are (for BM25's IDF)."""
+        ...
+
+
+class PageStore(Protocol):
+    """Where the page tree lives: opened once, then one transaction per tool call."""
+
+    def open(self, segments: Sequence[SegmentSpec]) -> None: ...
+    def close(self) -> None: ...
+    def transaction(self, *, write: bool) -> AbstractContextManager[Tx]: ...
+
+
+def like_pattern(term: str) -> str:
+    """A LIKE pattern matching `term` anywhere (backslash escapes the wildcards)."""
+    return "%" + term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def _phrase(term: str) -> str:
+    return '"' + term.replace('"', '""') + '"'
+
+
+class SqliteTx:
+    """One open SQLite transaction."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
@@ -332,6 +405,55 @@ class Tx:
         )
         return cursor.rowcount
 
+    # ------------------------------------------------------------------ find_page's reads
+
+    def newest_matching(
+        self, terms: Sequence[str], limit: int, *, every: bool, column: Column | None, segment_ids: Sequence[str] | None
+    ) -> list[int]:
+        phrases = [(f"{{{column}}} : " if column else "") + _phrase(t) for t in terms]
+        match = (" AND " if every else " OR ").join(phrases)
+        if segment_ids is None:
+            sql = "SELECT rowid FROM page_fts WHERE page_fts MATCH ? ORDER BY rowid DESC LIMIT ?"
+            params: tuple[object, ...] = (match, limit)
+        else:
+            sql = f"""
+                SELECT page_fts.rowid FROM page_fts JOIN pages p ON p.id = page_fts.rowid
+                WHERE page_fts MATCH ? AND p.segment_id IN ({", ".join("?" * len(segment_ids))})
+                ORDER BY page_fts.rowid DESC LIMIT ?
+            """  # noqa: S608 - constant SQL and placeholders only
+            params = (match, *segment_ids, limit)
+        return [int(row[0]) for row in self.conn.execute(sql, params)]
+
+    def containing(self, term: str, segment_ids: Sequence[str], limit: int) -> list[int]:
+        # Forwards: a scan backwards is a quarter slower when nothing matches and it reads them all.
+        pattern = like_pattern(term)
+        rows = self.conn.execute(
+            f"""
+            SELECT p.id FROM pages p
+            WHERE (p.name LIKE ? ESCAPE '\\' OR p.description LIKE ? ESCAPE '\\' OR p.detail LIKE ? ESCAPE '\\')
+            AND p.segment_id IN ({", ".join("?" * len(segment_ids))})
+            ORDER BY p.id LIMIT ?
+            """,  # noqa: S608 - constant SQL and placeholders only
+            (pattern, pattern, pattern, *segment_ids, limit),
+        )
+        return [int(row[0]) for row in rows]
+
+    def texts(self, rowids: Sequence[int]) -> list[tuple[int, str, str, str, str]]:
+        out: list[tuple[int, str, str, str, str]] = []
+        cursor = self.conn.cursor()
+        cursor.row_factory = None  # plain tuples: several hundred rows per search
+        for start in range(0, len(rowids), _CHUNK):
+            chunk = rowids[start : start + _CHUNK]
+            marks = ", ".join("?" * len(chunk))
+            sql = f"SELECT id, page_index, name, description, coalesce(detail, '') FROM pages WHERE id IN ({marks})"  # noqa: S608 - constant SQL and placeholders only
+            rows = cursor.execute(sql, chunk)
+            out.extend(rows)
+        return out
+
+    def page_count(self) -> int:
+        """The highest page id: near enough, since ids are never reused, and read from the index alone."""
+        return int(self.conn.execute("SELECT coalesce(max(id), 0) FROM pages").fetchone()[0])
+
 
 class Store:
     """The database file: opened and migrated once at startup, then one connection per transaction."""
@@ -367,7 +489,7 @@ class Store:
             self._keeper()
 
     @contextmanager
-    def transaction(self, *, write: bool) -> Iterator[Tx]:
+    def transaction(self, *, write: bool) -> Iterator[SqliteTx]:
         """One transaction: committed when the block ends normally, rolled back on any exception.
 
         Within a run, no wait for a lock and no query goes on past the run's deadline: nobody waits
@@ -383,7 +505,7 @@ class Store:
             conn.set_progress_handler(lambda: time.monotonic() > deadline, PROGRESS_STEPS)
         try:
             conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-            yield Tx(conn)
+            yield SqliteTx(conn)
             conn.execute("COMMIT")
         except sqlite3.OperationalError as exc:
             if conn.in_transaction:

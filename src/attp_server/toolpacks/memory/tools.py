@@ -25,7 +25,7 @@ from attp_server.toolpacks.memory.access import (
 from attp_server.toolpacks.memory.options import MemoryOptions
 from attp_server.toolpacks.memory.render import render
 from attp_server.toolpacks.memory.search import MAX_QUERY_CHARS, MAX_TERMS, SearchStopped, search, terms_of
-from attp_server.toolpacks.memory.store import Page, Segment, Store, stopped
+from attp_server.toolpacks.memory.store import Page, PageStore, Segment, stopped
 
 MAX_FIND_RESULTS = 100
 MAX_CHILDREN = 1_000
@@ -78,7 +78,7 @@ def _check_query_size(query: str) -> None:
 class MemoryTools:
     """The tools, bound to one store and the pack's limits."""
 
-    def __init__(self, store: Store, options: MemoryOptions) -> None:
+    def __init__(self, store: PageStore, options: MemoryOptions) -> None:
         self.store = store
         self.options = options
 

@@ -1,0 +1,116 @@
+"""Replicas: W1 throughput through HAProxy in front of 1 and of 3 ``attp serve --transport http`` replicas.
+
+The same setup as the multi-replica acceptance test (tests/test_replicas.py), from its own fixtures in
+tests/support: a real PostgreSQL server in a temporary folder, Debian's ``haproxy`` running the
+repository's ``deploy/haproxy.cfg``, every replica with the same ``database_url``, ``secret_file`` and
+workspace. 16 clients (the SDK's default mode, protocol 2026-07-28) call ``attp_execute(W1)`` as fast
+as they can for a fixed time, first against one replica, then against three; the ratio is the second
+over the first, measured in the same run. On a machine with few cores the replicas share them, so
+expect no gain there: the figure says what more processes buy on this machine, not on several.
+
+Runs alone too: ``python -m bench.replicas`` (``--quick`` for a smoke run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from contextlib import AsyncExitStack
+from pathlib import Path
+
+import anyio
+from mcp import Client
+
+from bench.report import Report
+from bench.timing import median_ms
+from bench.transport import attp_call
+
+ROOT = Path(__file__).resolve().parents[1]
+SUPPORT = ROOT / "tests" / "support"
+SECTION = "Replicas (16 clients, W1 through HAProxy; PostgreSQL store; calls/s)"
+CLIENTS = 16
+
+
+def _fixtures() -> tuple[object, object]:
+    """The test suite's PostgreSQL and HAProxy fixtures (tests/support), so the bench measures what the test runs."""
+    if str(SUPPORT) not in sys.path:
+        sys.path.insert(0, str(SUPPORT))
+    import postgres
+    import replicas
+
+    return postgres, replicas
+
+
+async def _hammer(client: Client, stop: float, latencies: list[float], failures: list[str]) -> None:
+    while time.perf_counter() < stop:
+        started = time.perf_counter()
+        try:
+            await attp_call(client)
+        except RuntimeError as exc:
+            failures.append(str(exc))
+            continue
+        latencies.append(time.perf_counter() - started)
+
+
+async def _throughput(url: str, duration: float) -> tuple[float, float, int]:
+    """(calls/s, median ms, failed calls) of CLIENTS clients for `duration` seconds, after a warm-up call each."""
+    async with AsyncExitStack() as stack:
+        opened = [await stack.enter_async_context(Client(url)) for _ in range(CLIENTS)]
+        async with anyio.create_task_group() as warm:
+            for client in opened:
+                warm.start_soon(attp_call, client)
+        latencies: list[float] = []
+        failures: list[str] = []
+        started = time.perf_counter()
+        async with anyio.create_task_group() as tasks:
+            for client in opened:
+                tasks.start_soon(_hammer, client, started + duration, latencies, failures)
+        elapsed = time.perf_counter() - started
+    return round(len(latencies) / elapsed, 1), median_ms(latencies) if latencies else 0.0, len(failures)
+
+
+async def replicas(report: Report, quick: bool) -> None:
+    postgres, support = _fixtures()
+    duration = 1.0 if quick else 10.0
+    figures: dict[int, tuple[float, float, int]] = {}
+    with tempfile.TemporaryDirectory() as scratch, postgres.running_postgres() as server:  # type: ignore[attr-defined]
+        root = Path(scratch)
+        (root / "workspace").mkdir()
+        (root / "secret.key").write_bytes(os.urandom(32))
+        env = {"PYTHONPATH": os.pathsep.join([str(ROOT), str(SUPPORT)])}
+        for count in (1, 3):
+            url = server.create_database(f"bench_{count}")
+            args = [
+                "--workspace", str(root / "workspace"), "--toolpack", "bench.workloads:toolpack",
+                "--database-url", url, "--secret-file", str(root / "secret.key"),
+                "--db-path", str(root / f"data-{count}" / "memory.sqlite3"),
+                "--timeout-s", "10", "--log-level", "WARNING",
+            ]  # fmt: skip
+            with support.running_cluster(root / f"cluster-{count}", count, args, env) as cluster:  # type: ignore[attr-defined]
+                figures[count] = await _throughput(cluster.url + "/mcp", duration)
+    for count, (throughput, latency, failed) in figures.items():
+        name = f"replicas.{count}_replica{'s' if count > 1 else ''}"
+        report.add(SECTION, f"{name}_throughput", throughput, "calls/s")
+        report.add(SECTION, f"{name}_latency_ms", latency, "ms")
+        report.add(SECTION, f"{name}_errors", failed, "calls")
+    report.add(SECTION, "replicas.3_vs_1", round(figures[3][0] / figures[1][0], 2), "x")
+    report.notes.append(
+        f"replicas: {os.cpu_count()} CPU cores shared by PostgreSQL, HAProxy, the replicas and the clients"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.replicas", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a smoke run, not a measurement")
+    args = parser.parse_args(argv)
+    report = Report(quick=args.quick)
+    anyio.run(replicas, report, args.quick)
+    print(report.table())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
