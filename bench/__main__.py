@@ -11,6 +11,7 @@ Sections (each figure a median over many runs; each ratio two medians measured i
   MCP server of the same SDK over the same transport.
 - Containment: deadline to TIMEOUT for a Python loop and for a C-level regex hang; a concurrent
   session's W1 latency meanwhile against its idle latency.
+- Walls: worker start-up and W1 with Landlock + seccomp and without them, in the same run (``bench/walls.py``).
 - Scale: W1 throughput with 1, 4 and 16 HTTP clients; server RSS before and after 10,000 calls;
   cold start of ``attp serve`` to a completed initialize.
 - Memory: ``find_page`` over a 100,000-page tree, per kind of query (``bench/memory_search.py``,
@@ -23,6 +24,8 @@ Sections (each figure a median over many runs; each ratio two medians measured i
   (``bench/store.py``).
 - Replicas: W1 throughput of 16 clients through HAProxy in front of 1 and of 3 replicas sharing a
   PostgreSQL store (``bench/replicas.py``; needs Debian's postgresql and haproxy, as the tests do).
+- Telemetry: W1 with no OpenTelemetry SDK, with the SDK tracing (spans dropped), and with everything on
+  (tracing, SDK metrics, the audit log, rate limits) (``bench/telemetry.py``).
 - Reliability: a normal client's W1 latency (p50, p99) and errors while hostile clients send issue
   12's programs and runaways; the server's threads, and how soon it is idle afterwards (``bench/load.py``).
 
@@ -47,12 +50,14 @@ from bench.replicas import replicas
 from bench.report import Report
 from bench.sessions import sessions
 from bench.store import store
+from bench.telemetry import telemetry
 from bench.transport import transport
+from bench.walls import walls
 
 RESULTS = Path(__file__).parent / "results.json"
 SECTIONS = (
-    "evaluation", "callheavy", "transport", "containment", "memory", "load", "gateway", "sessions", "store",
-    "replicas",
+    "evaluation", "callheavy", "transport", "containment", "walls", "memory", "load", "gateway", "sessions",
+    "telemetry", "store", "replicas",
 )  # fmt: skip
 
 
@@ -66,6 +71,8 @@ async def measure(quick: bool, only: list[str]) -> Report:
         await transport(report, quick)
     if "containment" in only:
         await containment(report, quick)
+    if "walls" in only:
+        await walls(report, quick)
     if "memory" in only:
         await anyio.to_thread.run_sync(memory, report, quick)
     if "load" in only:  # before gateway, whose upstream servers configure logging for this process
@@ -78,6 +85,8 @@ async def measure(quick: bool, only: list[str]) -> Report:
         await store(report, quick)
     if "replicas" in only:
         await replicas(report, quick)
+    if "telemetry" in only:
+        await telemetry(report, quick)
     return report
 
 

@@ -42,6 +42,7 @@ from attp_server.run.runtime import ExecuteRequest, open_runtime
 from attp_server.settings import Settings
 from bench.report import Report
 from bench.result_text import token_counter
+from bench.trial import trial
 
 PACKAGES = Path(__file__).parents[1] / "tests" / "clients" / "node_modules" / "@modelcontextprotocol"
 FILESYSTEM = PACKAGES / "server-filesystem" / "dist" / "index.js"
@@ -177,6 +178,9 @@ async def gateway(report: Report, quick: bool) -> dict[str, Any]:
         if result.status != "ok" or result.result["mentions"] != expected:
             raise SystemExit(f"the attp program got a wrong answer: {result.result or result.error}")
         timing = await parallel_timing(node, workspace, 1 if quick else 3)
+        trial_base = base / "trial"
+        trial_base.mkdir()
+        trial_data = await trial(node, sqlite_command(), trial_base)
     counter = token_counter()
     direct_chars = {key: len(text) for key, text in direct_texts.items()}
     attp_chars = {key: len(text) for key, text in attp_texts.items()}
@@ -198,7 +202,18 @@ async def gateway(report: Report, quick: bool) -> dict[str, Any]:
         report.add(
             "gateway", "attp_over_direct_tokens", tokens["attp"]["total"] / smaller, "ratio", f"<= {TARGET_RATIO}"
         )
+    trial_texts = {side: trial_data[side].pop("texts") for side in ("direct", "attp")}
+    if counter is not None:
+        for side, text in trial_texts.items():
+            trial_data[side]["tokens"] = counter[1](text)
+    trial_ratio = trial_data["attp"]["chars"] / trial_data["direct"]["chars"]
+    report.add("gateway", "trial_direct_chars", trial_data["direct"]["chars"], "chars")
+    report.add("gateway", "trial_attp_chars", trial_data["attp"]["chars"], "chars")
+    report.add("gateway", "trial_attp_over_direct", trial_ratio, "ratio")
+    report.add("gateway", "trial_direct_calls", trial_data["direct"]["total_calls"], "calls")
+    report.add("gateway", "trial_attp_calls", trial_data["attp"]["total_calls"], "calls")
     return {
+        "trial": trial_data,
         "direct": direct_chars,
         "attp": attp_chars,
         "tokens": tokens,
@@ -234,8 +249,32 @@ def _table(data: dict[str, Any]) -> str:
         f"parallel(): 5 upstream calls of 0.5 s: {data['timing']['parallel']:.2f} s "
         f"(one after the other: {data['timing']['sequential']:.2f} s)",
         f"answer: {json.dumps(data['answer'])}",
+        "",
+        *_trial_rows(data["trial"], data["tokenizer"]),
     ]
     return "\n".join(lines)
+
+
+def _trial_rows(trial_data: dict[str, Any], tokenizer: str | None) -> list[str]:
+    direct_side, attp_side = trial_data["direct"], trial_data["attp"]
+
+    def row(label: str, side: dict[str, Any]) -> str:
+        tokens = f" {side['tokens']:>8,} tokens" if "tokens" in side else f" ~{side['chars'] // 4:>7,} tokens (chars/4)"
+        return f"{label:<72} {side['chars']:>9,} chars{tokens} {side['total_calls']:>3} calls"
+
+    per_task = ", ".join(f"{task} {calls}" for task, calls in direct_side["calls"].items())
+    return [
+        "Trial (issue 24): git log + files per commit, SQL rows to CSV, 5 times in 2 zones, a knowledge graph",
+        row(f"(a) direct: 4 tool lists + every result ({per_task} calls)", direct_side),
+        row("(b) attp: tool list (attp_execute + description) + 4 program results", attp_side),
+        f"ratio (b) / (a), characters: {attp_side['chars'] / direct_side['chars']:.1%}"
+        + (
+            f", tokens ({tokenizer}): {attp_side['tokens'] / direct_side['tokens']:.1%}"
+            if "tokens" in attp_side
+            else ""
+        )
+        + f"; calls: {attp_side['total_calls']} against {direct_side['total_calls']}",
+    ]
 
 
 def _token_ratio(tokens: dict[str, dict[str, int]]) -> float:
@@ -244,6 +283,14 @@ def _token_ratio(tokens: dict[str, dict[str, int]]) -> float:
 
 def _at(side: dict[str, int], key: str) -> tuple[int, dict[str, int], str]:
     return side[key], side, key
+
+
+def sqlite_command() -> Path:
+    """mcp-server-sqlite from its own venv (tests/support/upstream_venv.py builds it once)."""
+    sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "support"))
+    import upstream_venv
+
+    return upstream_venv.sqlite_command()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -89,7 +89,7 @@ RETURNS = 'Returns str: The text of the lines, exactly as in the file and nothin
 
 def test_read_file_descriptor(registry: ToolRegistry) -> None:
     descriptor = atdf_descriptor(registry.tools["read_file"])
-    summary = "a UTF-8 text file from the workspace, or a window of its lines (at most 5000 a call: page with offset)."
+    summary = "a UTF-8 text file from the workspace: max_lines lines (5000 at most) from line offset (0-based)."
     assert descriptor["description"] == "Read " + summary
     assert descriptor["when_to_use"] == "When you need to read " + summary
     assert inputs(descriptor) == {
@@ -111,7 +111,7 @@ def test_read_file_descriptor(registry: ToolRegistry) -> None:
         "offset": {
             "name": "offset",
             "type": "integer",
-            "description": "Number of lines to skip first (0-based), to continue a long file. Optional (default 0).",
+            "description": "Number of lines to skip first (0-based: 0 is the first line), to continue a long file. Optional (default 0).",
             "required": False,
             "schema": {"type": "integer", "default": 0},
         },

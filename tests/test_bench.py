@@ -18,6 +18,7 @@ REQUIRED = [
     "worker_rss_start_mb", "worker_rss_after_mb",
     "stdio.attp_execute_w1_ms", "stdio.noop_ms", "stdio.ratio", "http.ratio",
     "timeout_python_loop_overshoot_ms", "timeout_c_regex_overshoot_ms",
+    "worker_start_walls_ms", "worker_start_no_walls_ms", "w1_walls_ms", "w1_no_walls_ms", "w1_walls_vs_none", "getpid_walls_ns", "getpid_no_walls_ns",
     "concurrent_python_loop_ratio", "concurrent_c_regex_ratio",
     "throughput_1_clients", "throughput_4_clients", "throughput_16_clients",
     "errors_16_clients", "server_rss_before_mb", "server_rss_growth_pct", "cold_start_to_initialize_ms",
@@ -27,6 +28,7 @@ REQUIRED = [
     "load.normal_p50_ms", "load.normal_p99_ms", "load.normal_errors", "load.idle_after_s", "load.cpu_2s_after_pct",
     "load.server_threads_max",
     "replicas.1_replica_throughput", "replicas.3_replicas_throughput", "replicas.3_vs_1",
+    "telemetry.http_w1_no_sdk_ms", "telemetry.http_everything_vs_none", "telemetry.runtime_everything_vs_none",
 ]  # fmt: skip
 """Figures every run has; smolagents, Monty and Starlark rows appear only where those are installed."""
 

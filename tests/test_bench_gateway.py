@@ -18,3 +18,9 @@ def test_gateway_bench_quick_run_counts_both_ways(tmp_path: Path) -> None:
     assert set(data["timing"]) == {"parallel", "sequential"}
     for label in ["(a) direct, batched", "(a) direct, per file", "(b) attp", "ratio (b)", "parallel():"]:
         assert label in stdout
+    trial = data["trial"]  # issue 24: the four real servers, four tasks, both ways, checked answers
+    for side in ("direct", "attp"):
+        assert trial[side]["chars"] == trial[side]["tool_list_chars"] + sum(trial[side]["result_chars"].values())
+        assert set(trial[side]["calls"]) == {"git", "sqlite", "time", "graph"}
+    assert trial["attp"]["total_calls"] == 4 < trial["direct"]["total_calls"]
+    assert "Trial (issue 24)" in stdout and "calls: 4 against" in stdout

@@ -18,7 +18,7 @@ from attp_server.model.catalog import (
 )
 from attp_server.run.runtime import build_registry
 from attp_server.settings import Settings
-from attp_server.toolpack import ToolMarks, Toolpack, ToolRegistry, make_tool
+from attp_server.toolpack import Tool, ToolMarks, Toolpack, ToolRegistry, make_tool
 
 
 def settings_for(tmp_path: Path, **overrides: Any) -> Settings:
@@ -136,15 +136,49 @@ def test_no_tools_enabled(tmp_path: Path) -> None:
 # --- past the budget ----------------------------------------------------------------------------
 
 
-def test_past_the_budget_first_tools_keep_signatures_and_the_rest_are_named(tmp_path: Path) -> None:
+def test_past_the_budget_summaries_give_way_before_signatures(tmp_path: Path) -> None:
+    """Issue 24: with 45 tools, 8 lost their signature while every summary was kept whole."""
     catalog = catalog_with(tmp_path, [generated_pack("crm", 40), generated_pack("wiki", 40)])
     description = catalog.description
     assert len(description) <= DESCRIPTION_BUDGET
-    shown = [t for t in catalog.registry.tools.values() if f"  {compact_signature(t)} — " in description]
-    assert 10 < len(shown) < 80
-    assert [t.name for t in shown] == list(catalog.registry.tools)[: len(shown)]  # in order, none skipped
-    assert all(name in description for name in catalog.registry.tools)  # every other one by name
-    assert f"{len(shown)} of 80 tools are shown with their signature" in description
+    for tool in catalog.registry.tools.values():
+        assert compact_signature(tool) in description, tool.name
+    assert "too long" not in description and "also:" not in description
+
+
+class FixedLive:
+    """The live tools of an upstream server, fixed (a catalog test needs no connection)."""
+
+    problem = None
+
+    def __init__(self, pack: Toolpack) -> None:
+        self._tools = [make_tool(f, pack.name, marks=ToolMarks()) for f in pack.tools]
+
+    def tools(self) -> list[Tool]:
+        return self._tools
+
+    def health(self) -> dict[str, Any]:
+        return {}
+
+    async def serve(self, changed: Any, *, task_status: Any) -> None:
+        task_status.started()
+
+
+def test_past_the_budget_the_users_own_servers_keep_their_signatures(tmp_path: Path) -> None:
+    """Too many tools even for one shared line per pack: the built-in packs' signatures go first."""
+    upstream = generated_pack("crm", 30)
+    live = Toolpack(name="crm", description="The crm server.", live=FixedLive(upstream))
+    registry = ToolRegistry([generated_pack("wiki", 200), live], tmp_path, {})
+    registry.refresh()
+    catalog = Catalog(registry, settings_for(tmp_path))
+    description = catalog.description
+    assert len(description) <= DESCRIPTION_BUDGET
+    tools = list(catalog.registry.tools.values())
+    shown = [t for t in tools if compact_signature(t) in description]
+    assert [t.pack for t in shown if t.pack == "crm"] == ["crm"] * 30  # every tool of the user's server
+    assert 30 < len(shown) < 230
+    assert all(t.name in description for t in tools)  # the rest by name
+    assert f"{len(shown)} of 230 tools are shown with their signature" in description
     assert "help('name')" in description and "tools('word')" in description
 
 
@@ -200,7 +234,7 @@ def many_parameters(a: str, b: int, c: str = "x" * 40, d: str = "y" * 40, e: str
     [
         pytest.param(
             sample,
-            "sample(path, items: list[dict], mode: 'fast' | 'slow', limit=10, label=None, tags: list[str] = None, "
+            "sample(path, items: list[dict], mode: Literal['fast', 'slow'], limit=10, label=None, tags: list[str] = None, "
             "*rest, **options) -> dict | None",
             id="every-kind",
         ),
@@ -225,7 +259,7 @@ def test_compact_signature(function: Any, expected: str) -> None:
         pytest.param(list[dict[str, Any]], "list[dict]", id="list-of-dict"),
         pytest.param(tuple[int, int], "list", id="tuple"),
         pytest.param(int | None, "int | None", id="optional"),
-        pytest.param(Literal["a", "b"], "'a' | 'b'", id="literal"),
+        pytest.param(Literal["a", "b"], "Literal['a', 'b']", id="literal"),
     ],
 )
 def test_type_text(annotation: Any, text: str) -> None:

@@ -254,7 +254,9 @@ def test_names_models_use_pass(code: str, known: KnownNames) -> None:
         ),
         pytest.param("d = {}\nd.__dict__", "keep the data in a dict", id="dict"),
         pytest.param("x = [1]\nn = x.__len__()", "len(x)", id="len"),
-        pytest.param("x = 1\nt = type(x)", "isinstance", id="type"),
+        pytest.param("x = 1\nt = type(x)", "isinstance(x, list)", id="type"),
+        pytest.param("x = [1]\nt = type(x).__name__", "isinstance(x, list)", id="type-of-data-name"),
+        pytest.param("x = {}\nt = x.__class__", "isinstance(x, list)", id="data-class"),
     ],
 )
 def test_common_dunders_name_the_allowed_equivalent(code: str, advice: str, known: KnownNames) -> None:

@@ -40,7 +40,12 @@ def test_exec_envelope_file_prints_what_the_model_reads(tmp_path: Path) -> None:
     envelope.write_text(ENVELOPE)
     done = attp("exec", str(envelope), "--workspace", str(tmp_path / "ws"), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == {"status": "ok", "result": "HELLO", "tool_calls": "write_file: 1, read_file: 1"}
+    assert json.loads(done.stdout) == {
+        "status": "ok",
+        "result": "HELLO",
+        "hint": "read_file('out.txt') gave lines 1-1 of 1: the whole file.",  # every read says what it gave
+        "tool_calls": "write_file: 1, read_file: 1",
+    }
 
 
 def test_exec_json_prints_the_whole_result(tmp_path: Path) -> None:

@@ -73,9 +73,10 @@ async def test_upstream_tools_appear_wherever_builtin_tools_do(workspace: Path) 
     async with gateway(workspace, {"everything": everything_stdio(), "time": time_stdio()}) as runtime:
         registry, catalog = runtime.registry, runtime.catalog
         assert "\n  get_sum(a: float, b: float) — Returns the sum of two numbers\n" in catalog.description
-        assert "\n  get_current_time(timezone) -> dict — Get current time in a specific timezone\n" in (
-            catalog.description
-        )
+        assert (
+            "\n  get_current_time(timezone) -> {timezone: str, datetime: str, day_of_week: str, is_dst: bool} — Get "
+            "current time in a specific timezone\n"
+        ) in catalog.description
         assert "def get_sum(a: float, b: float):" in catalog.attp_text()
         found = await run(runtime, '__result__ = [help("get_sum"), tools("timezone"), help("everything")]')
         one, matches, pack = found["result"]
@@ -107,7 +108,9 @@ def test_attp_tools_lists_upstream_tools(
     listed = {t["name"]: t for t in json.loads(capsys.readouterr().out)}
     assert listed["convert_time"]["pack"] == "time"
     assert listed["convert_time"]["signature"] == (
-        "convert_time(source_timezone: str, time: str, target_timezone: str) -> dict"
+        "convert_time(source_timezone: str, time: str, target_timezone: str) -> {source: {timezone: str, datetime: "
+        "str, day_of_week: str, is_dst: bool}, target: {timezone: str, datetime: str, day_of_week: str, is_dst: bool}, "
+        "time_difference: str}"
     )
 
 
@@ -278,7 +281,9 @@ async def test_filesystem_server_beside_the_files_pack(workspace: Path) -> None:
     async with gateway(workspace, {"filesystem": filesystem_stdio(workspace)}, toolpacks=["files"]) as runtime:
         description = runtime.catalog.description
         assert "\n  read_file(path, max_lines=1000, offset=0) -> str — " in description
-        assert "\n  filesystem.read_file(path, tail: float = None, head: float = None) -> dict — " in description
+        assert (
+            "\n  filesystem.read_file(path, tail: float = None, head: float = None) -> {content: str} — " in description
+        )
         done = await run(
             runtime,
             f"""write_file("notes/a.txt", "alpha\\nbeta\\n")
@@ -440,3 +445,28 @@ async def test_credentials_stay_out_of_every_output(
     outputs.append(caplog.text)
     leaks = [i for i, text in enumerate(outputs) if SECRET in text]
     assert leaks == [], f"the secret appears in outputs {leaks}"
+
+
+async def test_a_server_that_dies_says_why_without_its_secrets(
+    workspace: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 24: the reason is the server's own last stderr line, with the values of its env blanked out."""
+    leak = (
+        "import os, sys\n"
+        "print('starting with', os.environ['DATABASE_URL'], file=sys.stderr)\n"
+        "raise RuntimeError('cannot log in with ' + os.environ['API_TOKEN'])\n"
+    )
+    env = {"API_TOKEN": "sk-live-0123456789", "DATABASE_URL": "postgres://app:hunter2hunter2@db/app"}
+    servers = {"leaky": {"command": sys.executable, "args": ["-c", leak], "env": env}}
+    with caplog.at_level("INFO"):
+        async with gateway(workspace, servers, mcp_startup_timeout_s=10) as runtime:
+            problem = runtime.registry.unavailable()["leaky"]
+            done = await run(runtime, "leaky.anything()")
+    assert "it exited at start; its stderr said: RuntimeError: cannot log in with [redacted]" in problem
+    assert (
+        done["error"]["code"] == "UPSTREAM_UNAVAILABLE" and "cannot log in with [redacted]" in done["error"]["message"]
+    )
+    logged = caplog.text
+    assert "mcp server 'leaky' (stderr): starting with [redacted]" in logged
+    for secret in env.values():
+        assert secret not in logged and secret not in problem and secret not in json.dumps(done)

@@ -13,6 +13,7 @@ import pytest
 from attp_server.errors import ConfigError
 from attp_server.mcp_config import ExpansionError, expand
 from attp_server.settings import load_settings
+from attp_server.toolpack import format_signature
 from attp_server.toolpacks.mcp.schema import identifier, shape_of
 
 
@@ -130,10 +131,10 @@ SCHEMA: dict[str, Any] = {
 def test_a_signature_and_docstring_from_the_schemas() -> None:
     output = {"type": "object", "properties": {"hits": {"type": "array", "description": "Matches."}}}
     shape = shape_of("Search the index. Slow on big ones.\nMore detail.", SCHEMA, output, "test")
-    assert str(shape.signature) == (
+    assert format_signature(shape.signature) == (
         "(query: str, limit: int, max_results: int = 10, tags: list[str] | None = None, "
-        "mode: str | None = None, strict: bool | None = None, where: dict | None = None, "
-        "ratio: float | None = None) -> dict"
+        "mode: Literal['fast', 'deep'] | None = None, strict: bool | None = None, where: dict | None = None, "
+        "ratio: float | None = None) -> {hits?: list}"
     )
     assert shape.doc.splitlines()[0] == "Search the index."
     assert "    max_results: (sent as 'max-results') (>= 1)" in shape.doc

@@ -104,7 +104,8 @@ async def test_edits_apply_while_serving(tmp_path: Path) -> None:
             assert running["status"] == "ok", running["error"]
             assert running["result"] == ["Echo: before", "Echo: after"]
 
-            after = (await modern.list_tools()).tools[0].description or ""
+            # tools/list carries a cache hint (ttlMs); a client that was not listening asks the server again.
+            after = (await modern.list_tools(cache_mode="refresh")).tools[0].description or ""
             assert "trigger_long_running_operation" not in after and "convert_time" not in after
             assert "time2" in after
             await wait_until(lambda: not children(pid, "server-everything"))
@@ -130,4 +131,4 @@ async def test_edits_apply_while_serving(tmp_path: Path) -> None:
             assert set(upstream()) == {"time", "time2"}
             still = await execute(modern, "__result__ = time2.get_current_time(timezone='UTC')['timezone']")
             assert still["result"] == "UTC", still
-            assert (await modern.list_tools()).tools[0].description == after
+            assert (await modern.list_tools(cache_mode="refresh")).tools[0].description == after

@@ -504,6 +504,22 @@ async def test_typing_names_are_only_annotations(sandbox: Runtime) -> None:
     assert "for annotations only" in data["error"]["message"]
 
 
+async def test_a_seeded_random_generator_repeats_itself(sandbox: Runtime) -> None:
+    """random.Random(seed): how models (and HumanEval) write reproducible sampling; issue 24."""
+    code = (
+        "a, b = random.Random(42), random.Random(42)\n"
+        "__result__ = [a.sample(range(100), 5) == b.sample(range(100), 5), a.randint(1, 6) == b.randint(1, 6),\n"
+        "              a.choice('xyz') == b.choice('xyz'), random.Random('s').random() == random.Random('s').random()]"
+    )
+    data = await run_code(sandbox, code)
+    assert data["status"] == "ok", data["error"]
+    assert data["result"] == [True, True, True, True]
+    huge = await run_code(sandbox, "random.Random(1).choices([1], k=10**9)")
+    assert huge["error"]["code"] == "MEMORY_LIMIT" and "limit" in huge["error"]["message"]
+    bad = await run_code(sandbox, "random.Random([1])")
+    assert "a random seed must be None, an int, a float, a str or bytes, not list" in bad["error"]["message"]
+
+
 async def test_random_values_differ_between_runs(sandbox: Runtime) -> None:
     first = await run_code(sandbox, "__result__ = str(uuid.uuid4())")
     second = await run_code(sandbox, "__result__ = str(uuid.uuid4())")

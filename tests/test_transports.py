@@ -37,8 +37,10 @@ async def call(served: Served, arguments: dict[str, Any]) -> tuple[dict[str, Any
 
 async def test_lists_exactly_attp_execute_with_catalog(served: Served) -> None:
     async with served.client() as client:
-        tools = (await client.list_tools()).tools
+        listed = await client.list_tools()
+    tools = listed.tools
     assert [t.name for t in tools] == ["attp_execute"]
+    assert (listed.ttl_ms, listed.cache_scope) == (3_600_000, "private")  # no upstream can change the list
     tool = tools[0]
     assert tool.output_schema is not None and "status" in tool.output_schema["properties"]
     assert set(tool.input_schema["properties"]) == {

@@ -14,13 +14,23 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 import tomllib
 from collections.abc import Mapping
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any, Literal, get_origin
 
-from pydantic import Field, PrivateAttr, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    Field,
+    PositiveInt,
+    PrivateAttr,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -116,6 +126,11 @@ class Settings(BaseSettings):
         False, description="Allow serving HTTP on a non-loopback address without auth_token (not recommended)."
     )
     workers: int = Field(2, ge=0, le=64, description="Sandbox worker processes kept ready.")
+    containment: Literal["required", "best-effort"] = Field(
+        default_factory=lambda: "required" if sys.platform.startswith("linux") else "best-effort",
+        description="required (default on Linux): no program runs unless every worker holds Landlock and seccomp; "
+        "best-effort: run with a warning where a layer cannot be applied (attp doctor shows what holds).",
+    )
     max_workers: int = Field(
         16,
         ge=1,
@@ -227,6 +242,20 @@ class Settings(BaseSettings):
         le=86400,
         description="How long to wait for the user's answer before the call is denied; this wait does not count "
         "against timeout_s.",
+    )
+    audit_log: Path | None = Field(
+        None,
+        description="A file that gets one JSON line per call of a tool that is not read-only, per approval decision "
+        "and per refused call (who, which tool, a SHA-256 of the arguments, the outcome); off when unset.",
+    )
+    audit_arguments: bool = Field(
+        False,
+        description="Also write the arguments' values into audit_log (the server's own secrets are still redacted).",
+    )
+    rate_limit_per_minute: PositiveInt | dict[str, PositiveInt] | None = Field(
+        None,
+        description="Tool calls per minute per principal (the token's name, or anonymous): a number for everyone, "
+        "or a table {name = n, default = n}; past it a call fails with RATE_LIMITED. Off when unset.",
     )
 
     @field_validator("auth_tokens")

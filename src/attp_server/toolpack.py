@@ -41,6 +41,8 @@ import inspect
 import keyword
 import logging
 import time
+import types
+import typing
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -321,7 +323,7 @@ class Tool:
 
     def signature_text(self) -> str:
         """``read_file(path: str, max_lines: int = 1000) -> str``, annotations as written."""
-        return f"{self.ref}{_format_signature(self.signature)}"
+        return f"{self.ref}{format_signature(self.signature)}"
 
     def bind(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any] | ErrorInfo:
         """Check a call against the signature; return validated keyword arguments or an error."""
@@ -379,7 +381,8 @@ class ToolpackLoadError(AttpError):
     """A toolpack could not be found, imported, or registered."""
 
 
-def _format_signature(sig: inspect.Signature) -> str:
+def format_signature(sig: inspect.Signature) -> str:
+    """``(path: str, max_lines: int = 1000) -> str``: a signature as the model reads it (`annotation_text`)."""
     parts = []
     for p in sig.parameters.values():
         text = p.name
@@ -398,12 +401,62 @@ def _format_signature(sig: inspect.Signature) -> str:
     return out
 
 
+MAX_SHAPE_DEPTH = 4
+"""Nested shapes spelled out in a signature; deeper ones read ``dict``."""
+
+
 def _annotation_text(annotation: Any) -> str:
+    return annotation_text(annotation)
+
+
+def annotation_text(annotation: Any, depth: int = MAX_SHAPE_DEPTH) -> str:
+    """A type as the model reads it: ``list[str]``, ``int | None``, ``Literal['a', 'b']``, and a TypedDict as
+    its shape, ``{name: str, note?: str}`` (``?`` marks a key that may be left out; shapes nested deeper than
+    `depth` read ``dict``). A forward reference (a schema that contains itself) reads as its name."""
     if annotation is inspect.Parameter.empty:
         return "any"
+    if annotation is Any:
+        return "Any"
+    if annotation is None or annotation is type(None):
+        return "None"
+    if isinstance(annotation, str):
+        return annotation
+    if isinstance(annotation, typing.ForwardRef):
+        return annotation.__forward_arg__
+    if typing.is_typeddict(annotation):
+        if depth <= 0:
+            return "dict"
+        fields = [
+            f"{_key_text(key)}{'' if required else '?'}: {annotation_text(value, depth - 1)}"
+            for key, value, required in shape_fields(annotation)
+        ]
+        return "{" + ", ".join(fields) + "}"
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Union or origin is types.UnionType:
+        return " | ".join(dict.fromkeys(annotation_text(arg, depth) for arg in args))
+    if origin is typing.Literal:
+        return "Literal[" + ", ".join(repr(arg) for arg in args) + "]"
+    if origin is not None and args:
+        name = getattr(origin, "__name__", None) or str(origin).replace("typing.", "")
+        return f"{name}[{', '.join(annotation_text(arg, depth) for arg in args)}]"
     if isinstance(annotation, type):
         return annotation.__name__
     return str(annotation).replace("typing.", "")
+
+
+def shape_fields(shape: Any) -> list[tuple[str, Any, bool]]:
+    """A TypedDict's keys in order, each with its type and whether it is required."""
+    required: frozenset[str] = getattr(shape, "__required_keys__", frozenset())
+    hints: dict[str, Any] = getattr(shape, "__annotations__", {})
+    out = []
+    for key, hint in hints.items():
+        wrapped = typing.get_origin(hint) in (typing.NotRequired, typing.Required)
+        out.append((key, typing.get_args(hint)[0] if wrapped else hint, key in required))
+    return out
+
+
+def _key_text(key: str) -> str:
+    return key if key.isidentifier() else repr(key)
 
 
 def _first_error(exc: ValidationError) -> str:

@@ -47,3 +47,7 @@ async def test_worker_lockdown_matches_its_report(workspace: Path, monkeypatch: 
         assert report["rlimit_fsize"] and limits["Max file size"] == "0"
         assert report["rlimit_as"] and limits["Max address space"] == str(256 * 1024 * 1024)
         assert report["rlimit_core"] and limits["Max core file size"] == "0"
+        # The second wall, seen from outside: a seccomp filter is on (mode 2), Landlock applied, one thread.
+        assert report["seccomp"] and status_field(pid, "Seccomp") == "2"
+        assert str(report["landlock"]).startswith("ABI ") and report["missing"] == {}
+        assert status_field(pid, "Threads") == "1"

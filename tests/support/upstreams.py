@@ -1,7 +1,9 @@
 """Real third-party MCP servers for the gateway tests: where they are, and how to start the HTTP one.
 
 The npm servers are pinned in tests/clients/package.json (``npm ci --prefix tests/clients``); the PyPI
-one, ``mcp-server-time``, is in the ``test`` extra. A missing one fails the test with the command that
+ones, ``mcp-server-time`` and ``mcp-server-git``, are in the ``test`` extra; ``mcp-server-sqlite``
+needs ``mcp<2``, so it lives in a venv of its own (`sqlite_command` builds it once from
+sqlite-requirements.txt; .ci/run builds it first). A missing one fails the test with the command that
 installs it: these tests never skip.
 """
 
@@ -20,12 +22,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import upstream_venv
 from harness import free_port, stop_process
 
 SUPPORT = Path(__file__).parent
 PACKAGES = SUPPORT.parent / "clients" / "node_modules" / "@modelcontextprotocol"
 EVERYTHING = PACKAGES / "server-everything" / "dist" / "index.js"
 FILESYSTEM = PACKAGES / "server-filesystem" / "dist" / "index.js"
+MEMORY = PACKAGES / "server-memory" / "dist" / "index.js"
+BROKEN = SUPPORT / "broken_server.py"
 TAP = SUPPORT / "mcp_tap.py"
 GROWING = SUPPORT / "growing_server.py"
 
@@ -51,6 +56,34 @@ def filesystem_stdio(root: Path) -> dict[str, Any]:
 
 def time_stdio() -> dict[str, Any]:
     return {"command": sys.executable, "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"]}
+
+
+def git_stdio(repository: Path) -> dict[str, Any]:
+    return {"command": sys.executable, "args": ["-m", "mcp_server_git", "--repository", str(repository)]}
+
+
+def memory_stdio(path: Path) -> dict[str, Any]:
+    """@modelcontextprotocol/server-memory (the knowledge graph), keeping its graph in `path`."""
+    if not MEMORY.is_file():
+        pytest.fail("the gateway trial needs `npm ci --prefix tests/clients`", pytrace=False)
+    return {"command": node(), "args": [str(MEMORY)], "env": {"MEMORY_FILE_PATH": str(path)}}
+
+
+def broken_stdio() -> dict[str, Any]:
+    """A Python server that dies at start with an AttributeError on stderr."""
+    return {"command": sys.executable, "args": [str(BROKEN)]}
+
+
+def sqlite_stdio(database: Path) -> dict[str, Any]:
+    return {"command": str(sqlite_command()), "args": ["--db-path", str(database)]}
+
+
+def sqlite_command() -> Path:
+    """``mcp-server-sqlite`` in its own venv (it needs mcp<2): see upstream_venv."""
+    try:
+        return upstream_venv.sqlite_command()
+    except RuntimeError as exc:
+        pytest.fail(str(exc), pytrace=False)
 
 
 @contextmanager

@@ -600,11 +600,14 @@ async def test_a_read_cut_short_is_named_in_the_result_hint(tmp_path: Path) -> N
         )
     assert cut["status"] == "ok" and cut["result"] == 4999, cut
     assert "read_file('big.jsonl') gave part of the file: lines 1-5000 of 12000" in cut["hint"]
-    assert "max_lines is capped at 5000" in cut["hint"] and "offset=5000" in cut["hint"]
-    assert window["status"] == "ok" and not window.get("hint")
-    assert paged["result"] == 12000 and not paged.get("hint"), paged
+    assert "max_lines is capped at 5000" in cut["hint"] and "more remain: read on with offset=5000" in cut["hint"]
+    assert window["status"] == "ok"
+    assert window["hint"] == "read_file('big.jsonl') gave lines 11991-12000 of 12000: to the end of the file."
+    assert paged["result"] == 12000, paged  # the loop read on to the end: its "more remain" is taken back
+    assert paged["hint"] == "read_file('big.jsonl') gave lines 10001-12000 of 12000: to the end of the file."
     assert twice["hint"].count("read_file(") == 1 and "lines 11-1010 of 12000" in twice["hint"]
     assert "lines 1-10 of 12000" in head_and_tail["hint"], head_and_tail  # the middle was never read
+    assert "lines 11001-12000 of 12000: to the end of the file." in head_and_tail["hint"]
 
 
 @pytest.mark.anyio
@@ -629,3 +632,20 @@ async def test_the_paging_loop_of_read_files_docstring_reads_every_line_of_a_log
         data = await run_code(runtime, f"{loop}\n__result__ = [{read}.count('100%'), {read}.endswith('done')]")
     assert data["status"] == "ok", data["error"]
     assert data["result"] == [10_000, True], "the loop skipped lines of the file"
+
+
+@pytest.mark.anyio
+async def test_a_whole_read_says_so_too(tmp_path: Path) -> None:
+    """Issue 24: a complete 5,000-line log and one cut at 5,000 lines looked the same; now the hint tells."""
+    from harness import run_code, running
+
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "full.log").write_text("".join(f"line {i}\n" for i in range(5000)))
+    (tmp_path / "ws" / "short.txt").write_text("one\ntwo\n")
+    async with running(tmp_path / "ws") as runtime:
+        whole = await run_code(runtime, "__result__ = len(read_file('full.log', max_lines=5000))")
+        both = await run_code(runtime, "a = read_file('full.log', max_lines=5000)\n__result__ = read_file('short.txt')")
+    assert whole["hint"] == "read_file('full.log') gave lines 1-5000 of 5000: the whole file."
+    assert both["hint"] == (
+        "read_file reached the end of 2 files; the last: read_file('short.txt') gave lines 1-2 of 2: the whole file."
+    )

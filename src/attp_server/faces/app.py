@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 import anyio
+from mcp.server.caching import CacheHint
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions
 from mcp.server.mcpserver import Context, MCPServer
@@ -48,6 +49,10 @@ SESSION_INPUT = (
     "The session value an earlier reply returned: this call continues that session (its variables and functions). "
     "Omit it to start a new one."
 )
+FIXED_TOOLS_TTL_MS = 3_600_000
+"""How long a client may keep our tools/list (``ttlMs``) when no upstream server can change it: an hour."""
+LIVE_TOOLS_TTL_MS = 60_000
+"""The same with upstream servers behind attp: a minute (a change is also announced, as tools/list_changed)."""
 LANGUAGES = {"python": "Python", "starlark": "Starlark"}
 
 
@@ -90,6 +95,8 @@ def create_server(runtime: Runtime) -> MCPServer:
     settings = runtime.settings
     clients = _Clients()
     bus = InMemorySubscriptionBus()
+    # Upstream servers' tools can change while serving, and so can the servers themselves (the config is watched).
+    live = runtime.watching or any(pack.live is not None for pack in runtime.registry.packs.values())
     server: MCPServer = MCPServer(
         SERVER_NAME,
         version=__version__,
@@ -98,6 +105,7 @@ def create_server(runtime: Runtime) -> MCPServer:
         subscriptions=bus,
         middleware=[clients, remember_request],
         request_state_security=request_state_security(runtime),
+        cache_hints={"tools/list": CacheHint(ttl_ms=LIVE_TOOLS_TTL_MS if live else FIXED_TOOLS_TTL_MS)},
     )
 
     async def attp_execute(
@@ -181,7 +189,7 @@ def create_server(runtime: Runtime) -> MCPServer:
         )
 
     publish()
-    if runtime.watching or any(pack.live is not None for pack in runtime.registry.packs.values()):
+    if live:
 
         async def tools_changed() -> None:
             server.remove_tool("attp_execute")

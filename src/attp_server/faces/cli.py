@@ -24,6 +24,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from attp_server import __version__
 from attp_server.errors import AttpError, ErrorCode, ErrorInfo
+from attp_server.faces import doctor
 from attp_server.faces.app import LANGUAGES, create_server, serve_stdio
 from attp_server.faces.bundle import write_bundle
 from attp_server.faces.client_config import CLAUDE_CONFIG_LOCATIONS, NotCarried, claude_config, n8n_config
@@ -178,6 +179,18 @@ def build_parser() -> argparse.ArgumentParser:
     bundle.add_argument(
         "--output", type=Path, default=Path("attp-server.mcpb"), help="the file (default attp-server.mcpb)"
     )
+    doctor = commands.add_parser(
+        "doctor", help="probe what the sandbox worker's containment holds on this machine (exit 1 if a probe escapes)"
+    )
+    doctor.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
+    doctor.add_argument(
+        "--probe",
+        type=Path,
+        metavar="FILE.py",
+        help="run your own probe file as plain CPython in a locked-down worker: its stdout is passed through, "
+        "how the worker ended goes to stderr",
+    )
+    _settings_flags(doctor)
 
     manifest = commands.add_parser("manifest", help="write mcp_manifest.json (or --check that it is current)")
     manifest.add_argument("--path", type=Path, default=Path("mcp_manifest.json"))
@@ -268,6 +281,8 @@ def main(argv: list[str] | None = None) -> int:
             return _config(settings, args)
         if args.command == "login":
             return _login(settings, args)
+        if args.command == "doctor":
+            return doctor.run(settings, as_json=args.json, probe_file=args.probe)
         if args.command == "prompt":
             print(Catalog(_registry(settings), settings).prompt(args.language))
             return EXIT_OK
@@ -294,7 +309,7 @@ def _serve(settings: Settings, reload: Callable[[], Settings], config: Path | No
     async def run() -> None:
         async with open_runtime(settings, reload=reload, config_file=config) as runtime:
             server = create_server(runtime)
-            logger.info("sandbox lockdown: %s", runtime.pool.lockdown)
+            _log_containment(runtime)
             if settings.transport == "http":
                 await serve_http(server, runtime)
             else:
@@ -308,6 +323,19 @@ def _serve(settings: Settings, reload: Callable[[], Settings], config: Path | No
             raise
         raise error from None
     return EXIT_OK
+
+
+def _log_containment(runtime: Runtime) -> None:
+    """Once at start-up: what the workers' walls are, and whether programs will run."""
+    pool = runtime.pool
+    report = pool.containment_report()
+    logger.info("sandbox lockdown: %s", pool.lockdown)
+    if not pool.lockdown:
+        logger.info("sandbox containment: no worker started yet (workers = 0); the first run reports it")
+    elif report["holds"]:
+        logger.info("sandbox containment holds: %s", "; ".join(f"{k}: {v}" for k, v in report["layers"].items()))
+    elif pool.refused is not None:
+        logger.error("sandbox containment: %s", pool.refused)
 
 
 def _single_attp_error(group: BaseExceptionGroup[BaseException]) -> AttpError | None:

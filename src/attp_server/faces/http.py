@@ -1,4 +1,5 @@
-"""The HTTP face: Streamable HTTP at ``/mcp``, legacy SSE at ``/sse`` + ``/messages/``, ``GET /healthz``.
+"""The HTTP face: Streamable HTTP at ``/mcp``, legacy SSE at ``/sse`` + ``/messages/``, ``GET /healthz``,
+``GET /metrics`` (Prometheus text; behind the token like ``/mcp``).
 
 One Starlette app in one process, wrapped (outermost first) in: the bearer-token check when
 ``auth_token`` is set, and the SDK's own Host/Origin validation (DNS-rebinding protection) and
@@ -27,13 +28,14 @@ from mcp.server.auth.provider import AccessToken
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from attp_server import __version__
 from attp_server.errors import AttpError
 from attp_server.faces.signals import on_stop_signal
+from attp_server.run.metrics import CONTENT_TYPE
 from attp_server.run.runtime import Runtime
 from attp_server.settings import DEFAULT_TENANT, Settings
 
@@ -187,6 +189,7 @@ def http_app(server: MCPServer, runtime: Runtime) -> ASGIApp:
     sse = server.sse_app(transport_security=security, host=settings.host, max_request_body_size=limit)
     app.router.routes.extend(sse.routes)
     app.router.routes.append(Route("/healthz", _healthz(runtime), methods=["GET"]))
+    app.router.routes.append(Route("/metrics", _metrics(runtime), methods=["GET"]))
     tokens = server_tokens(settings)
     hinted = HostHint(app, security.allowed_hosts)
     if not tokens:
@@ -249,7 +252,7 @@ def _healthz(runtime: Runtime) -> Callable[[Request], Awaitable[JSONResponse]]:
                 "runs": runtime.admission.stats(),
                 "tools": runtime.tools.stats(),
                 "threads": threading.active_count(),
-                "sandbox": runtime.pool.lockdown,
+                "sandbox": {**runtime.pool.lockdown, "containment": runtime.pool.containment_report()},
                 "store": {"kind": runtime.store.kind, "at": runtime.store.backend.label}
                 if runtime.store is not None
                 else None,
@@ -260,6 +263,13 @@ def _healthz(runtime: Runtime) -> Callable[[Request], Awaitable[JSONResponse]]:
         )
 
     return healthz
+
+
+def _metrics(runtime: Runtime) -> Callable[[Request], Awaitable[Response]]:
+    async def metrics(_request: Request) -> Response:
+        return Response(runtime.metrics.exposition(), media_type=CONTENT_TYPE)
+
+    return metrics
 
 
 async def serve_http(server: MCPServer, runtime: Runtime) -> None:

@@ -38,7 +38,7 @@ from pydantic.errors import PydanticInvalidForJsonSchema
 
 from attp_server import pyast
 from attp_server.model.docstrings import Docstring, parse_docstring
-from attp_server.toolpack import ENTRY_POINT_GROUP, Tool
+from attp_server.toolpack import ENTRY_POINT_GROUP, Tool, annotation_text
 
 SCHEMA_VERSION = "2.0.0"
 """The ATDF version the descriptors follow (the enhanced schema, seed 001)."""
@@ -181,11 +181,7 @@ def _json_value(value: object) -> object:
 
 
 def _type_text(annotation: Any) -> str:
-    if annotation is None or annotation is type(None):
-        return "None"
-    if isinstance(annotation, type):
-        return annotation.__name__
-    return str(annotation).replace("typing.", "")
+    return annotation_text(annotation)
 
 
 def _success(tool: Tool, doc: Docstring) -> str:

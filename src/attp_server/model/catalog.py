@@ -13,8 +13,10 @@ Built once at startup (signatures and docstrings never change while serving).
 from __future__ import annotations
 
 import collections.abc
+import difflib
 import functools
 import inspect
+import re
 import types
 import typing
 from collections.abc import Callable
@@ -24,15 +26,24 @@ from attp_server.model.prompt import REFUSED_PYTHON, CodeFacts, system_prompt
 from attp_server.sandbox.starlark.engine import LANGUAGE_NOTES
 from attp_server.sandbox.stdlib.modules import public_names
 from attp_server.settings import Settings
-from attp_server.toolpack import Tool, ToolRegistry
+from attp_server.toolpack import Tool, ToolRegistry, shape_fields
 
 DESCRIPTION_BUDGET = 8000
 """Characters of the whole tool description; past it, tools are named instead of shown with signatures."""
 SUMMARY_CHARS = 110
-"""A tool's summary (its docstring's first line) is cut at a word near this length."""
+"""A tool's summary (its docstring's first line) is cut at a word near this length, or shorter when the
+description would not fit otherwise."""
+MIN_SUMMARY_CHARS = 24
+"""A summary cut shorter than this says too little: the line shows the signature alone."""
 PACK_DESCRIPTION_CHARS = 160
+DOWN_REASON_CHARS = 240
+"""A down server's reason in help()'s answer for an unknown name is cut near this length."""
 PARAMETERS_CHARS = 140
 """A signature longer than this keeps its required parameters and ends in ``...`` (upstream tools can have dozens)."""
+PARAMETER_SHAPE_DEPTH = 3
+"""Levels of an object parameter's keys shown in the catalog line (``help()`` shows them all)."""
+RETURN_SHAPE_DEPTH = 1
+"""Levels of a returned object's keys shown in the catalog line."""
 STARLARK_MODULES = ("json", "math")
 
 
@@ -48,17 +59,28 @@ def tool_text(tool: Tool) -> str:
     return f'def {tool.signature_text()}:\n    """\n{body}\n    """' if doc else f"def {tool.signature_text()}: ..."
 
 
-def compact_signature(tool: Tool) -> str:
+def compact_signature(tool: Tool, depth: int = PARAMETER_SHAPE_DEPTH) -> str:
     """``read_file(path, max_lines=1000, offset=0) -> str``: what a call looks like, in few characters.
 
     A parameter shows its type only when neither ``str`` nor its default tells it
-    (``children: list[str] = None``); return types drop what is inside dicts (``list[dict]``).
+    (``children: list[str] = None``); a parameter that takes objects shows their keys
+    (``entities: list[{name: str, observations: list[str]}]``), nested up to `depth` levels;
+    a returned object shows only its top keys (``-> {entities: list[dict]}``).
+    A signature longer than `PARAMETERS_CHARS` shows its shapes less deep, then drops optional parameters.
     """
+    for level in range(depth, 0, -1):
+        text = _compact(tool, level)
+        if len(text) <= PARAMETERS_CHARS + len(tool.ref) + 2 or level == 1:
+            return text
+    return _compact(tool, 1)
+
+
+def _compact(tool: Tool, depth: int) -> str:
     parts: list[str] = []
     required = 0
     for parameter in tool.signature.parameters.values():
         text = parameter.name
-        annotation = type_text(parameter.annotation)
+        annotation = type_text(parameter.annotation, depth)
         default = parameter.default
         if default is inspect.Parameter.empty or default is None:
             if annotation not in ("str", "str | None", "any", "any | None"):
@@ -82,28 +104,41 @@ def compact_signature(tool: Tool) -> str:
         shown = shown[:-1]
     params = ", ".join(shown) + (", ..." if len(shown) < len(parts) else "")
     returns = tool.signature.return_annotation
-    arrow = "" if returns is inspect.Signature.empty else f" -> {type_text(returns)}"
+    arrow = "" if returns is inspect.Signature.empty else f" -> {type_text(returns, RETURN_SHAPE_DEPTH)}"
     return f"{tool.ref}({params}){arrow}"
 
 
-def type_text(annotation: Any) -> str:
-    """A short spelling of a type: ``list[dict]``, ``dict | None``, ``'a' | 'b'``; ``any`` when unknown."""
+def type_text(annotation: Any, depth: int = 0) -> str:
+    """A short spelling of a type: ``list[dict]``, ``dict | None``, ``Literal['a', 'b']``; ``any`` when unknown.
+
+    A TypedDict (an upstream object schema) shows its keys to `depth` levels: ``{name: str, tags?: list[str]}``.
+    """
     if annotation is inspect.Parameter.empty or annotation is Any:
         return "any"
     if annotation is None or annotation is type(None):
         return "None"
+    if isinstance(annotation, typing.ForwardRef):
+        return annotation.__forward_arg__
+    if typing.is_typeddict(annotation):
+        if depth <= 0:
+            return "dict"
+        fields = [
+            f"{key if key.isidentifier() else repr(key)}{'' if required else '?'}: {type_text(value, depth - 1)}"
+            for key, value, required in shape_fields(annotation)
+        ]
+        return "{" + ", ".join(fields) + "}"
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if origin is typing.Annotated:
-        return type_text(args[0])
+        return type_text(args[0], depth)
     if origin is typing.Union or origin is types.UnionType:
-        return " | ".join(dict.fromkeys(type_text(arg) for arg in args))
+        return " | ".join(dict.fromkeys(type_text(arg, depth) for arg in args))
     if origin is typing.Literal:
-        return " | ".join(repr(arg) for arg in args)
+        return "Literal[" + ", ".join(repr(arg) for arg in args) + "]"
     if origin in (dict, collections.abc.Mapping):
         return "dict"
     if origin in (list, set, frozenset, collections.abc.Sequence, collections.abc.Iterable) and len(args) == 1:
         name = "list" if origin is not set and origin is not frozenset else origin.__name__
-        return f"{name}[{type_text(args[0])}]"
+        return f"{name}[{type_text(args[0], depth)}]"
     if origin is tuple:
         return "list"  # tuples arrive as lists
     if isinstance(annotation, type):
@@ -144,6 +179,7 @@ class Catalog:
         self.registry = registry
         self.settings = settings
         self.modules = enabled_modules(settings)
+        self._signatures: dict[str, str] = {}
         self.description = self._description()
 
     # ------------------------------------------------------------ the tool description
@@ -191,6 +227,8 @@ class Catalog:
             "- Put the answer in __result__ (JSON data: dict, list, str, number, bool, None); without it the last "
             "expression's value is returned. print() output comes back as stdout."
         )
+        if state := self._state_rule():
+            lines.append(state)
         if s.engine != "starlark":
             lines.append(
                 "- A failed tool call raises ToolError; catch it with `except ToolError as e:` and read e.code "
@@ -201,8 +239,6 @@ class Catalog:
             lines.append(
                 "- parallel(tool, [kwargs, ...]) runs one tool over many argument dicts at once; results in order."
             )
-        if state := self._state_rule():
-            lines.append(state)
         lines.append(self._reach_rule())
         lines.append(
             f"- Limits per call: {s.timeout_s:g} s, {s.max_tool_calls} tool calls (help/tools included), "
@@ -242,27 +278,69 @@ class Catalog:
                 )
             return ""
         return (
-            "- Variables and top-level def functions are kept in a session: pass the reply's session value back as "
-            "session on your next call to use them again (hint names any not kept); reset=true clears them."
+            "- Between your calls in this session only plain data is kept (str, numbers, bool, None, lists and "
+            f"dicts of them, {self.settings.max_state_bytes:,} bytes of JSON in all) and top-level def functions; "
+            "anything else is dropped (hint names it). Pass the reply's session value back as session on your next "
+            "call to use them again; reset=true clears them."
         )
 
     def _description(self) -> str:
+        """The rules, then every tool's line, fitted into `DESCRIPTION_BUDGET`.
+
+        What gives way, in order, before any signature is dropped: the tools' summaries get shorter (down
+        to none: signature-only lines), then each pack's signatures share lines. Only then do tools lose
+        their signatures, the built-in packs' first, so the servers the user put behind attp keep theirs.
+        """
         rules = self._rules()
         tools = list(self.registry.tools.values())
         if not tools:
             return rules + self._unavailable() + "\nNo tools are enabled: only the modules above are available."
-        lines = {tool.ref: f"{compact_signature(tool)} — {shorten(tool.summary, SUMMARY_CHARS)}" for tool in tools}
-        lines = {name: line.removesuffix(" — ") for name, line in lines.items()}
         rules += self._unavailable()
-        shown = _most(len(tools), lambda k: len(rules + self._catalog(tools, lines, k)) <= DESCRIPTION_BUDGET)
+        tools = self._by_priority(tools)
+
+        def fits(text: str) -> bool:
+            return len(rules + text) <= DESCRIPTION_BUDGET
+
+        summary = _most(SUMMARY_CHARS, lambda k: fits(self._catalog(tools, self._lines(tools, k), len(tools))))
+        if summary is not None:
+            return rules + self._catalog(tools, self._lines(tools, summary), len(tools))
+        signatures = self._lines(tools, 0)
+        if fits(self._catalog(tools, signatures, len(tools), grouped=True)):
+            return rules + self._catalog(tools, signatures, len(tools), grouped=True)
+        shown = _most(len(tools), lambda k: fits(self._catalog(tools, signatures, k, grouped=True)))
         if shown is not None:
-            return rules + self._catalog(tools, lines, shown)
+            return rules + self._catalog(tools, signatures, shown, grouped=True)
         longest = max(len(members) for members in self._by_pack(tools).values())
-        names = _most(longest, lambda k: len(rules + self._names_only(tools, k)) <= DESCRIPTION_BUDGET)
+        names = _most(longest, lambda k: fits(self._names_only(tools, k)))
         if names is not None:
             return rules + self._names_only(tools, names)
-        packs = _most(len(self.registry.packs), lambda k: len(rules + self._packs_only(tools, k)) <= DESCRIPTION_BUDGET)
+        packs = _most(len(self.registry.packs), lambda k: fits(self._packs_only(tools, k)))
         return rules + self._packs_only(tools, packs or 0)
+
+    def _by_priority(self, tools: list[Tool]) -> list[Tool]:
+        """The tools in the order they keep their signatures: the upstream servers' (the user's own) first."""
+        packs = self.registry.packs
+
+        def upstream(tool: Tool) -> bool:
+            pack = packs.get(tool.pack)
+            return pack is not None and pack.live is not None
+
+        return [t for t in tools if upstream(t)] + [t for t in tools if not upstream(t)]
+
+    def _lines(self, tools: list[Tool], summary_chars: int) -> dict[str, str]:
+        """Each tool's catalog line, its summary cut to `summary_chars` (none under `MIN_SUMMARY_CHARS`)."""
+        lines = {}
+        for tool in tools:
+            summary = shorten(tool.summary, summary_chars) if summary_chars >= MIN_SUMMARY_CHARS else ""
+            lines[tool.ref] = self._signature(tool) + (f" — {summary}" if summary else "")
+        return lines
+
+    def _signature(self, tool: Tool) -> str:
+        """`compact_signature`, worked out once per tool while the description is fitted."""
+        found = self._signatures.get(tool.ref)
+        if found is None:
+            found = self._signatures[tool.ref] = compact_signature(tool)
+        return found
 
     def _unavailable(self) -> str:
         """The upstream MCP servers that are down, with why and the fix: the model can tell the user."""
@@ -283,13 +361,19 @@ class Catalog:
         description = shorten(pack.description, PACK_DESCRIPTION_CHARS) if pack is not None else ""
         return f"\n{name}" + (f" — {description}" if description else "")
 
-    def _catalog(self, tools: list[Tool], lines: dict[str, str], shown: int) -> str:
-        """The first `shown` tools with their signature line, the others by name under their pack."""
+    def _catalog(self, tools: list[Tool], lines: dict[str, str], shown: int, *, grouped: bool = False) -> str:
+        """Every pack with its tools' lines: the first `shown` tools of `tools` with their signature line, the
+        others by name. `grouped` puts a pack's signatures on one line, separated by ``;``."""
         with_signature = {tool.ref for tool in tools[:shown]}
-        out = ["\nTools (signature — what it does):"]
-        for pack, members in self._by_pack(tools).items():
+        heading = "signatures; help('name') for a tool's description" if grouped else "signature — what it does"
+        out = [f"\nTools ({heading}):"]
+        for pack, members in self._by_pack(list(self.registry.tools.values())).items():
             out.append(self._pack_line(pack))
-            out.extend(f"  {lines[t.ref]}" for t in members if t.ref in with_signature)
+            signed = [lines[t.ref] for t in members if t.ref in with_signature]
+            if grouped and signed:
+                out.append("  " + "; ".join(signed))
+            else:
+                out.extend(f"  {line}" for line in signed)
             rest = [t.ref for t in members if t.ref not in with_signature]
             if rest:
                 out.append("  also: " + ", ".join(rest))
@@ -366,8 +450,36 @@ class Catalog:
             return f"{name}: {pack.description}\n\n" + "\n\n".join(tool_text(t) for t in tools)
         tool = self.registry.resolve(name) or self.registry.resolve(name.split(".")[-1])
         if tool is None:
-            return f"No tool named {name!r}. " + self.description
+            return self.unknown(name)
         return tool_text(tool)
+
+    def unknown(self, name: str, lead: str | None = None) -> str:
+        """One short paragraph for a name that is no tool (`lead` says so, by default "No tool named ..."):
+        the closest names, and the MCP servers that are down, with why."""
+        names = self.closest(name)
+        text = (
+            (lead or f"No tool named {name!r}.")
+            + " "
+            + (f"Closest: {', '.join(names)}." if names else "No tool has a similar name.")
+        )
+        down = self.registry.unavailable()
+        if down:
+            pack = name.split(".", maxsplit=1)[0]
+            listed = {pack: down[pack]} if pack in down else down
+            reasons = "; ".join(
+                f"{server}: {shorten(why.split('. Fix:')[0], DOWN_REASON_CHARS)}" for server, why in listed.items()
+            )
+            text += f" MCP servers down now, so their tools are missing: {reasons}."
+        return text + " tools('word') searches names and descriptions."
+
+    def closest(self, name: str, count: int = 3) -> list[str]:
+        """Up to `count` tool names like `name`: those sharing a word of it first, then those spelled alike."""
+        refs = list(self.registry.tools)
+        words = [w for w in re.split(r"[\W_]+", name.lower()) if len(w) >= 4]
+        sharing = [ref for ref in refs if any(word in ref.lower() for word in words)]
+        short = {ref.rsplit(".", maxsplit=1)[-1]: ref for ref in refs}
+        alike = difflib.get_close_matches(name.rsplit(".", maxsplit=1)[-1], list(short), n=count, cutoff=0.5)
+        return list(dict.fromkeys([*sharing, *(short[a] for a in alike)]))[:count]
 
     def search(self, query: object = None) -> list[dict[str, Any]]:
         """``tools(query)`` inside a program: matching tools with their signature and summary."""

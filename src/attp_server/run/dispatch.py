@@ -4,7 +4,8 @@ Every call is checked again here (the worker is sandboxed, not trusted): the run
 against the call's scope, the arguments against the tool's signature, the operator's approvals. A tool
 runs where its pack says it may: async ones on the event loop, cheap ones inline (until they prove not
 cheap), the rest on the fair-shared tool threads, always within the run's deadline. Each call goes into
-the run's trace and its progress to the client.
+the run's trace and its progress to the client. Operations see each call too: a span (`tracing`), the
+metrics, the rate limit of the caller's principal, and the audit log for calls that change things.
 """
 
 from __future__ import annotations
@@ -22,8 +23,12 @@ import pydantic_core
 from attp_server.errors import ErrorCode, ErrorInfo, short_repr
 from attp_server.model.catalog import Catalog
 from attp_server.model.results import CallRecord
+from attp_server.run.audit import AuditLog
+from attp_server.run.metrics import UNKNOWN_TOOL, Gauges, Metrics, bounded_code
+from attp_server.run.rate_limits import RateLimits, known_principals
 from attp_server.run.state import RunState
 from attp_server.run.tool_executor import NoThread, ToolExecutor
+from attp_server.run.tracing import Tracing, failed
 from attp_server.sandbox.process.protocol import ErrorReport, ToolReply, capped
 from attp_server.sandbox.static_check import META_TOOLS, PARALLEL
 from attp_server.sessions.approvals import Approvals
@@ -51,6 +56,11 @@ class Dispatcher:
         catalog: Catalog,
         approvals: Approvals,
         executor: ToolExecutor,
+        *,
+        tracing: Tracing | None = None,
+        metrics: Metrics | None = None,
+        audit: AuditLog | None = None,
+        limits: RateLimits | None = None,
     ) -> None:
         self.settings = settings
         self.registry = registry
@@ -58,6 +68,10 @@ class Dispatcher:
         """Answers ``help()`` and ``tools()``; replaced when the registry's tools change."""
         self.approvals = approvals
         self.executor = executor
+        self.tracing = tracing if tracing is not None else Tracing()
+        self.metrics = metrics if metrics is not None else Metrics(known_principals(settings), Gauges)
+        self.audit = audit if audit is not None else AuditLog(settings)
+        self.limits = limits if limits is not None else RateLimits(settings)
         self.slow_inline: set[str] = set()
         """Tools declared inline that took longer than INLINE_BUDGET_S INLINE_STRIKES times: they run on threads."""
         self._inline_strikes: Counter[str] = Counter()
@@ -66,15 +80,26 @@ class Dispatcher:
         """The reply to the worker's call of `name`, recorded in the run's trace and reported as progress."""
         if name == PARALLEL:
             return await self._parallel(run, args, kwargs)
+        registry = run.tools or self.registry  # the tools this run started with
+        tool = registry.resolve(name)
+        # Label values from a closed set: an enabled pack's tool, help/tools, or UNKNOWN_TOOL (the name is the
+        # program's own text).
+        pack, label = (tool.pack, tool.name) if tool is not None else ("", name if name in META_TOOLS else UNKNOWN_TOOL)
         started = time.perf_counter()
-        reply = await self._call(run, name, args, kwargs)
-        tool = (run.tools or self.registry).resolve(name)
-        error = reply.get("error")
+        live = tool is not None and registry.packs[tool.pack].live is not None
+        with self.tracing.tool_call(f"{pack}.{label}" if pack else label, run.span, current=live) as span:
+            reply = await self._call(run, name, args, kwargs)
+            error = reply.get("error")
+            code = reply_code(reply)
+            if code is not None:
+                failed(span, bounded_code(code))
+        seconds = time.perf_counter() - started
+        self.metrics.tool_call_done(pack, label, code, seconds)
         run.calls.append(
             CallRecord(
                 tool=tool.ref if tool is not None else name[:100],
                 ok=bool(reply.get("ok")),
-                ms=round((time.perf_counter() - started) * 1000, 3),
+                ms=round(seconds * 1000, 3),
                 error_code=error.get("code") if error else None,
             )
         )
@@ -131,7 +156,7 @@ class Dispatcher:
                 )
             )
         if name in META_TOOLS:
-            return self._meta(name, args, kwargs)
+            return self._meta(run, name, args, kwargs)
         tool = (run.tools or self.registry).resolve(name)
         if tool is None:
             return reply_error(
@@ -140,9 +165,50 @@ class Dispatcher:
         bound = tool.bind(args, kwargs)
         if isinstance(bound, ErrorInfo):
             return reply_error(bound)
-        refused = await self.approvals.check(tool, bound, run.session, run.ask)
+        limited = self.limits.take(run.principal, tool.ref)
+        if limited is not None:
+            self.metrics.rate_limited(run.principal)
+            await self._audit(run, "rate_limited", tool, bound, limited.code)
+            return reply_error(limited)
+
+        async def decided(outcome: str) -> None:
+            await self._audit(run, "approval", tool, bound, outcome)
+
+        refused = await self.approvals.check(tool, bound, run.session, run.ask, decided=decided)
         if refused is not None:
             return reply_error(refused)
+        if tool.marks.read_only or not self.audit.enabled:
+            return await self._run_tool(run, tool, bound)
+        started = time.perf_counter()
+        reply = await self._run_tool(run, tool, bound)
+        outcome = reply_code(reply) or "ok"
+        await self._audit(run, "tool_call", tool, bound, outcome, duration_ms=(time.perf_counter() - started) * 1000)
+        return reply
+
+    async def _audit(
+        self,
+        run: RunState,
+        event: str,
+        tool: Tool,
+        arguments: dict[str, Any],
+        outcome: str,
+        *,
+        duration_ms: float | None = None,
+    ) -> None:
+        """One line of the audit log (if it is on), written before the program hears the outcome."""
+        if self.audit.enabled:
+            await self.audit.record(
+                event,
+                principal=run.principal,
+                handle=run.handle,
+                tool=f"{tool.pack}.{tool.name}",
+                outcome=outcome,
+                arguments=arguments,
+                duration_ms=duration_ms,
+            )
+
+    async def _run_tool(self, run: RunState, tool: Tool, bound: dict[str, Any]) -> ToolReply:
+        """Call the tool where its pack says it may run, within the run's deadline: its reply to the worker."""
         # The tool may read the run's deadline and report progress through `current_call()`.
         token = set_current_call(
             ToolCall(deadline=run.current_deadline(), progress=forward_progress(run, tool), notices=run.notices)
@@ -183,8 +249,9 @@ class Dispatcher:
                 )
             )
 
-    def _meta(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> ToolReply:
-        """``help(name=None)`` and ``tools(query=None)``, answered by the catalog."""
+    def _meta(self, run: RunState, name: str, args: list[Any], kwargs: dict[str, Any]) -> ToolReply:
+        """``help(name=None)`` and ``tools(query=None)``, answered by the catalog (a search that finds
+        nothing says so in the result's hint, with the closest names)."""
         meta = self.catalog.help if name == "help" else self.catalog.search
         too_long = any(isinstance(a, str) and len(a) > 200 for a in [*args, *kwargs.values()])
         if len(args) + len(kwargs) > 1 or set(kwargs) - {"name", "query"} or too_long:
@@ -193,7 +260,14 @@ class Dispatcher:
             return reply_error(
                 ErrorInfo(code=ErrorCode.INVALID_ARGUMENT, message=f"call it as {usage}", tool_name=name)
             )
-        return {"ok": True, "value": meta(*args, *kwargs.values())}
+        value = meta(*args, *kwargs.values())
+        if name == "tools" and value == []:
+            query = next(iter([*args, *kwargs.values()]), "")
+            lead = (
+                f"tools({short_repr(query, 60)}) found no tool (it needs every word in a tool's name or description)."
+            )
+            run.notices["tools-none"] = self.catalog.unknown(query, lead) if isinstance(query, str) else lead
+        return {"ok": True, "value": value}
 
     def _inline(self, tool: Tool, bound: dict[str, Any]) -> Any:
         """Call a tool its pack declares cheap on the event loop; one that is not cheap goes to the threads."""
@@ -211,6 +285,14 @@ class Dispatcher:
                         tool.name,
                         spent * 1000,
                     )
+
+
+def reply_code(reply: ToolReply) -> str | None:
+    """None for a reply that succeeded, else its error code."""
+    if reply.get("ok"):
+        return None
+    error = reply.get("error")
+    return str(error.get("code") or ErrorCode.TOOL_ERROR) if error else ErrorCode.TOOL_ERROR
 
 
 def reply_error(info: ErrorInfo) -> ToolReply:

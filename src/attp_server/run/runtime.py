@@ -13,25 +13,32 @@ import functools
 import logging
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.abc
+from opentelemetry import metrics as otel_metrics
+from opentelemetry import trace
 
 from attp_server.errors import ErrorCode, ErrorInfo
 from attp_server.model.catalog import Catalog
 from attp_server.model.docstrings import docstring_warnings
 from attp_server.model.results import ExecutionResult
 from attp_server.run.admission import Admission
+from attp_server.run.audit import AuditLog, handle_digest
 from attp_server.run.dispatch import Dispatcher
 from attp_server.run.intake import Prepared, prepare
 from attp_server.run.live import ConfigWatch, LivePacks
+from attp_server.run.metrics import Gauges, Metrics, bounded_code
 from attp_server.run.outcome import NO_SESSION_HINT, add_solution, error_result, from_worker, joined, point_to_renamed
+from attp_server.run.rate_limits import RateLimits, known_principals, principal_of
 from attp_server.run.request import CallContext, Engine, ExecuteRequest, Progress
 from attp_server.run.state import RunState
 from attp_server.run.tool_executor import ToolExecutor
+from attp_server.run.tracing import Tracing, annotate, end, failed, now_ns
 from attp_server.sandbox.process.pool import Job, WorkerPool
 from attp_server.sandbox.static_check import KnownNames, known_names, module_members
 from attp_server.sandbox.stdlib.namespaces import MODULE_NAMES
@@ -70,8 +77,16 @@ class Runtime:
     """Runs programs. One per server; shared by all sessions (each run gets its own worker)."""
 
     def __init__(
-        self, settings: Settings, registry: ToolRegistry, pool: WorkerPool, store: Store | None = None
+        self,
+        settings: Settings,
+        registry: ToolRegistry,
+        pool: WorkerPool,
+        store: Store | None = None,
+        *,
+        tracer_provider: trace.TracerProvider | None = None,
+        meter_provider: otel_metrics.MeterProvider | None = None,
     ) -> None:
+        """`tracer_provider` and `meter_provider`: the OpenTelemetry globals unless given (the bench gives them)."""
         self.settings = settings
         self.registry = registry
         self.pool = pool
@@ -89,7 +104,23 @@ class Runtime:
         """Work that outlives the call that started it (a run waiting for an approval across calls)."""
         self.admission = Admission(settings)
         self.tools = ToolExecutor(settings.tool_threads, settings.max_runs_per_session)
-        self.dispatch = Dispatcher(settings, registry, Catalog(registry, settings), self.approvals, self.tools)
+        self.tracing = Tracing(tracer_provider)
+        self.metrics = Metrics(known_principals(settings), self.gauges, meter_provider)
+        self.audit = AuditLog(settings)
+        self.limits = RateLimits(settings)
+        for name in self.limits.unknown_names():
+            logger.warning("rate_limit_per_minute names %r, which no token in auth_tokens has", name)
+        self.dispatch = Dispatcher(
+            settings,
+            registry,
+            Catalog(registry, settings),
+            self.approvals,
+            self.tools,
+            tracing=self.tracing,
+            metrics=self.metrics,
+            audit=self.audit,
+            limits=self.limits,
+        )
         self.live: LivePacks | None = None
         """The live packs' tasks (upstream MCP servers); set by `open_runtime`."""
         self.watching = False
@@ -98,6 +129,19 @@ class Runtime:
         self._running: Counter[int] = Counter()
         """Runs in flight by the configuration generation they started under (for `reload`)."""
         self._reloading = anyio.Lock()
+
+    def gauges(self) -> Gauges:
+        """What the server is doing right now (read at each scrape of the metrics)."""
+        return Gauges(
+            runs_waiting=self.admission.stats()["waiting"],
+            workers_busy=len(self.pool.running_pids()),
+            sessions_active=self.admission.stats().get("sessions", 0),
+            upstream_up={
+                name: pack.live.health().get("status") == "ok"
+                for name, pack in list(self.registry.packs.items())
+                if pack.live is not None
+            },
+        )
 
     @property
     def catalog(self) -> Catalog:
@@ -201,7 +245,14 @@ class Runtime:
             finally:
                 if self.sessions is not None:
                     await self.sessions.finish(session)
-        result.elapsed_ms = round((time.perf_counter() - started) * 1000, 2)
+        elapsed = time.perf_counter() - started
+        result.elapsed_ms = round(elapsed * 1000, 2)
+        self.metrics.run_done(result.status, result.error.code if result.error else None, elapsed)
+        outcome: dict[str, Any] = {"attp.status": result.status, "attp.tool_calls": len(result.calls)}
+        if result.error is not None:
+            outcome["attp.error_code"] = bounded_code(result.error.code)
+        # The MCP SDK's `tools/call attp_execute` span, when there is one.
+        annotate(trace.get_current_span(), {**outcome, "attp.elapsed_ms": result.elapsed_ms})
         if session is not None:
             result.session = session.returned
             if session.notice is not None and not request.reset:
@@ -234,7 +285,8 @@ class Runtime:
     ) -> ExecutionResult:
         if session is not None and request.reset and session.kept is not None:
             session.keep(None)
-        ticket = await self.admission.enter(context.session)
+        with self.tracing.phase("attp.admission"):
+            ticket = await self.admission.enter(context.session)
         try:
             if isinstance(ticket, ErrorInfo):
                 return error_result(request.target, ticket)
@@ -242,8 +294,15 @@ class Runtime:
                 tools = (await self.tools_for(context.caller, session)).snapshot()
             except NoSession as refused:
                 return error_result(request.target, refused.info)
+            caller = context.caller
             run = RunState(
-                progress=context.progress, session=session, owner=context.session, tools=tools, ask=context.ask
+                progress=context.progress,
+                session=session,
+                owner=context.session,
+                tools=tools,
+                ask=context.ask,
+                principal=principal_of(caller.tenant if caller is not None else None),
+                handle=handle_digest(caller.session if caller is not None else None),
             )
             sessions = self.sessions
             if sessions is None:
@@ -297,14 +356,34 @@ class Runtime:
             unavailable=registry.unavailable(),
             modules=self.settings.modules,
         )
+        waiting = self.tracing.start("attp.acquire_worker")
+        began = 0
+
+        def started() -> None:  # a worker has the job: the wait is over, the worker's run begins
+            nonlocal began
+            began = now_ns()
+            end(waiting, began)
+            run.span = self.tracing.start("attp.evaluate", start_ns=began)
+
+        done: Mapping[str, Any] = {}
         generation = self._generation
         self._running[generation] += 1
         try:
-            done = await self.pool.run(job, functools.partial(self.dispatch.traced_call, run))
+            done = await self.pool.run(job, functools.partial(self.dispatch.traced_call, run), started)
         finally:
             self._running[generation] -= 1
             if not self._running[generation]:
                 del self._running[generation]
+            if run.span is None:
+                end(waiting)
+            else:
+                check_s = done.get("check_s")  # the worker's word: bounded by what this side saw
+                if isinstance(check_s, float) and 0 <= check_s <= (now_ns() - began) / 1e9:
+                    self.tracing.timed("attp.static_check", run.span, began, check_s)
+                error = done.get("error")
+                if isinstance(error, dict) and error.get("code"):
+                    failed(run.span, bounded_code(str(error["code"])))
+                end(run.span)
         result = from_worker(done, run, prepared.target, self.settings.max_output_bytes)
         point_to_renamed(result.error, registry.renamed(), job.namespaces)
         if result.error is not None and result.error.code == ErrorCode.UPSTREAM_UNAVAILABLE:
@@ -341,6 +420,7 @@ class Runtime:
         """This process is stopping: its connections' sessions end with it."""
         if self.sessions is not None:
             await self.sessions.close()
+        self.audit.close()
 
 
 def postgres_url(settings: Settings) -> str | None:
@@ -435,7 +515,12 @@ async def open_runtime(
     async with (
         open_store(settings) as store,
         live_tools(registry, changed) as live,
-        WorkerPool(size=settings.workers, max_workers=settings.max_workers, memory_mb=settings.memory_mb) as pool,
+        WorkerPool(
+            size=settings.workers,
+            max_workers=settings.max_workers,
+            memory_mb=settings.memory_mb,
+            containment=settings.containment,
+        ) as pool,
         anyio.create_task_group() as tasks,
     ):
         runtime = Runtime(settings, registry, pool, store)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from opentelemetry.trace import Span
+
 from attp_server.model.results import CallRecord
 from attp_server.run.request import Progress
 from attp_server.sandbox.process.pool import run_clock
@@ -32,6 +34,12 @@ class RunState:
     tools: ToolRegistry | None = None
     """The tools of the call's scope (isolation); None means the server's own registry."""
     ask: Ask | None = None
+    principal: str = "anonymous"
+    """Whose calls these are, for rate limits, metrics and the audit log: the token's name, or anonymous."""
+    handle: str | None = None
+    """A digest of the session handle, for the audit log (never the handle itself)."""
+    span: Span | None = None
+    """The run's evaluation span, parent of its tool calls' spans (None before the worker has the job)."""
 
     def current_deadline(self) -> float | None:
         """`deadline` moved by the time the run's clock has been paused so far."""

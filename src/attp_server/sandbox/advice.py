@@ -6,8 +6,13 @@ names the allowed equivalent so that the next call can be right. Imports nothing
 
 from __future__ import annotations
 
+_TYPE_ADVICE = (
+    "to test a value's type write isinstance(x, list) (or isinstance(x, (int, float))); for an error, "
+    "repr(e) shows its class and message, and `except ValueError as e:` catches one class"
+)
+
 _NAME_ADVICE = {
-    "type": "test a type with isinstance(x, (int, float)); repr(e) shows an error's class and message",
+    "type": _TYPE_ADVICE,
     "getattr": "read attributes directly (x.name); keep fields chosen at run time in a dict: d[key]",
     "hasattr": "keep fields chosen at run time in a dict and test `key in d`",
     "setattr": "keep fields chosen at run time in a dict: d[key] = value",
@@ -31,9 +36,8 @@ _NAME_ADVICE = {
 }
 
 _ATTRIBUTE_ADVICE = {
-    "__name__": "to tell errors apart catch them by class (except ValueError as e:); repr(e) shows an error's class "
-    "and message, str(e) its message, and a ToolError has e.code",
-    "__class__": "test a type with isinstance(x, (int, float)); repr(e) shows an error's class and message",
+    "__name__": _TYPE_ADVICE + "; a ToolError has e.code",
+    "__class__": _TYPE_ADVICE,
     "__dict__": "there are no objects with attributes here: keep the data in a dict and read d['key']",
     "__len__": "use len(x)",
     "__str__": "use str(x)",

@@ -73,6 +73,9 @@ class Question:
 Ask = Callable[[Question], Awaitable[Answer]]
 """Asks the user; given to a call by the face that can reach the user (None: nobody can be asked)."""
 
+Decided = Callable[[str], Awaitable[None]]
+"""Told the decision on a call that needed approval (the audit log)."""
+
 
 def preview(arguments: Mapping[str, Any]) -> str:
     """``path='notes.md', content='# Title\\n...'``: every argument, each and all of them cut short."""
@@ -94,11 +97,29 @@ class Approvals:
         return self.mode == "always" or tool.marks.destructive
 
     async def check(
-        self, tool: Tool, arguments: Mapping[str, Any], session: Session | None, ask: Ask | None
+        self,
+        tool: Tool,
+        arguments: Mapping[str, Any],
+        session: Session | None,
+        ask: Ask | None,
+        *,
+        decided: Decided | None = None,
     ) -> ErrorInfo | None:
-        """None when the call may run; else the error that refuses it (nothing has been done)."""
+        """None when the call may run; else the error that refuses it (nothing has been done).
+
+        `decided` hears the decision on a call that needed approval (for the audit log): ``granted``,
+        ``granted_for_session``, ``allowed_by_fallback``, or the error code that refuses it."""
         if not self.needed(tool, session):
             return None
+        refused, outcome = await self._decide(tool, arguments, session, ask)
+        if decided is not None:
+            await decided(refused.code if refused is not None else outcome)
+        return refused
+
+    async def _decide(
+        self, tool: Tool, arguments: Mapping[str, Any], session: Session | None, ask: Ask | None
+    ) -> tuple[ErrorInfo | None, str]:
+        """The refusal (None: the call may run) and the decision's name."""
         question = Question(tool.name, preview(arguments), tool.marks.destructive)
         answer = Answer.UNAVAILABLE
         if ask is not None:
@@ -107,14 +128,17 @@ class Approvals:
                 async with clock.paused() if clock is not None else contextlib.nullcontext():
                     answer = await ask(question)
             if waited.cancelled_caught:
-                return self._denied(question, f"nobody answered within approval_timeout_s = {self.timeout_s:g} s")
+                why = f"nobody answered within approval_timeout_s = {self.timeout_s:g} s"
+                return self._denied(question, why), ""
         if answer is Answer.ALLOW_FOR_SESSION and session is not None:
             session.allow(tool.name)
+            return None, "granted_for_session"
         if answer in (Answer.ALLOW, Answer.ALLOW_FOR_SESSION):
-            return None
+            return None, "granted"
         if answer is Answer.UNAVAILABLE:
-            return None if self.fallback == "allow" else self._unavailable(question)
-        return self._denied(question, "the user declined it" if answer is Answer.DECLINE else "the user dismissed it")
+            return (None, "allowed_by_fallback") if self.fallback == "allow" else (self._unavailable(question), "")
+        why = "the user declined it" if answer is Answer.DECLINE else "the user dismissed it"
+        return self._denied(question, why), ""
 
     def _denied(self, question: Question, why: str) -> ErrorInfo:
         return ErrorInfo(

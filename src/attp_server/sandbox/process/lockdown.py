@@ -2,7 +2,9 @@
 
 Runs inside the worker. Everything the sandbox's namespaces need from the file system (time zone
 data, the ``_strptime`` module, codec tables, the Starlark extension when installed) is loaded
-first; then the process limits are set.
+first; then the process limits are set, and last the two containment layers that hold even if the
+evaluator falls (SECURITY.md, "Two walls"): Landlock (`landlock`: no file system access) and seccomp
+(`seccomp`: only the system calls a running worker makes).
 
 Imports nothing from the rest of ``server``.
 """
@@ -16,7 +18,10 @@ import ctypes.util
 import math
 import os
 import resource
+from collections.abc import Iterable
 from typing import Any
+
+from attp_server.sandbox.process import landlock, seccomp
 
 MAX_OPEN_FILES = 32
 NOBODY = 65534
@@ -115,11 +120,38 @@ def _no_new_privs(libc: Any) -> bool:
     return libc is not None and libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0
 
 
-def apply(memory_mb: int) -> dict[str, Any]:
+CONTAINMENT = ("landlock", "seccomp")
+"""The layers `containment = "required"` demands (each must hold by itself if the evaluator falls)."""
+
+
+def _threads() -> int:
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 1
+
+
+def _landlock(libc: Any) -> str:
+    if libc is None:
+        raise landlock.Unsupported("no C library to make system calls with")
+    return landlock.restrict(libc)
+
+
+def _seccomp(libc: Any) -> str:
+    arch = seccomp.this_arch()
+    seccomp.install(seccomp.build(arch, os.getpid()), libc)
+    return seccomp.describe(arch)
+
+
+def apply(memory_mb: int, without: Iterable[str] = ()) -> dict[str, Any]:
     """Give up everything a program must not have; return what took effect (reported, never assumed).
 
-    Order matters: the network namespace needs the privileges that are dropped right after it.
+    Each layer's entry is what took effect, or False; ``missing`` says why for each containment layer
+    that could not be applied. Order matters: the network namespace needs the privileges that are dropped
+    right after it; Landlock and seccomp need ``no_new_privs``; seccomp comes last (it forbids the calls
+    that set up the others). `without` leaves containment layers out (``attp doctor`` shows each alone).
     """
+    skipped = set(without)
     libc = _libc()
     fds = [int(fd) for fd in os.listdir("/proc/self/fd")] if os.path.isdir("/proc/self/fd") else [8]
     report: dict[str, Any] = {"network_namespace": _unshare_network(libc)}
@@ -131,6 +163,22 @@ def apply(memory_mb: int) -> dict[str, Any]:
     # After the drop: RLIMIT_NPROC does not bind root, but it binds nobody.
     report["rlimit_nproc"] = _limit("RLIMIT_NPROC", 0)
     report["no_new_privs"] = _no_new_privs(libc)
+    missing: dict[str, str] = {}
+    threads = _threads()
+    for layer, restrict in (("landlock", _landlock), ("seccomp", _seccomp)):
+        report[layer] = False
+        if layer in skipped:
+            missing[layer] = "left out on purpose (attp doctor shows each wall alone; the benchmark measures its cost)"
+        elif threads != 1:
+            missing[layer] = f"the worker runs {threads} threads; the layer would bind only one of them"
+        elif not report["no_new_privs"]:
+            missing[layer] = "no_new_privs could not be set, which the layer needs"
+        else:
+            try:
+                report[layer] = restrict(libc)
+            except (landlock.Unsupported, seccomp.Unsupported, OSError) as exc:
+                missing[layer] = str(exc)
+    report["missing"] = missing
     return report
 
 

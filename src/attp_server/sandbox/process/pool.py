@@ -25,15 +25,18 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import anyio
 import anyio.abc
 
+from attp_server.sandbox.process.lockdown import CONTAINMENT
 from attp_server.sandbox.process.protocol import (
     MAX_MESSAGE_BYTES,
     DoneMessage,
+    ErrorReport,
     Message,
+    ProbeMessage,
     ProtocolError,
     ReplyMessage,
     RunMessage,
@@ -169,6 +172,38 @@ class WorkerStartError(Exception):
     """A worker process could not be started or did not say ``ready``."""
 
 
+class ContainmentMissing(WorkerStartError):
+    """A worker could not apply a containment layer and ``containment = "required"``: no program may run."""
+
+
+Containment = Literal["required", "best-effort"]
+
+
+def missing_layers(report: dict[str, Any]) -> dict[str, str]:
+    """The containment layers a worker's lockdown report says did not take effect, and why."""
+    reasons = report.get("missing")
+    reasons = reasons if isinstance(reasons, dict) else {}
+    return {layer: str(reasons.get(layer, "not reported")) for layer in CONTAINMENT if not report.get(layer)}
+
+
+NOT_CONTAINED = (
+    "Do not retry: no program runs on this server until its operator fixes the sandbox or changes the containment "
+    "setting. Tell the user what the message says."
+)
+
+
+def refusal(missing: dict[str, str]) -> str:
+    """What a run is told when the server refuses to run programs without a containment layer."""
+    layers = "; ".join(f"{layer}: {why}" for layer, why in missing.items())
+    names = " and ".join(missing)
+    return (
+        f"this server runs no programs: its sandbox could not apply the {names} containment "
+        f"layer{'s' if len(missing) > 1 else ''} on this machine ({layers}), and its setting "
+        'containment = "required" refuses to run programs without them. Tell the server\'s operator: '
+        '`attp doctor` shows what holds here; containment = "best-effort" runs programs anyway, with a warning.'
+    )
+
+
 @dataclass(eq=False)
 class WorkerProcess:
     """One worker: its process, the two ends of its protocol pipes, and its private directory.
@@ -280,9 +315,29 @@ def _worker_environment(directory: str) -> dict[str, str]:
 class WorkerPool:
     """Keeps `size` idle workers ready and runs at most `max_workers` programs at once."""
 
-    def __init__(self, *, size: int, max_workers: int, memory_mb: int, startup_timeout_s: float = 20.0) -> None:
+    def __init__(
+        self,
+        *,
+        size: int,
+        max_workers: int,
+        memory_mb: int,
+        startup_timeout_s: float = 20.0,
+        containment: Containment = "required",
+        probe: bool = False,
+        without: tuple[str, ...] = (),
+    ) -> None:
         if size < 0 or max_workers < 1:
             raise ValueError("pool size must be >= 0 and max_workers >= 1")
+        self.containment: Containment = containment
+        """``required``: a worker missing a containment layer is killed and every run refused, saying why."""
+        self.probing = probe
+        """Workers run `probe` code as plain CPython (``attp doctor`` only; never a serving pool)."""
+        self.without = without
+        """Containment layers the workers leave out (``attp doctor`` shows each wall alone; the benchmark measures
+        what they cost). Set only in code, never from a setting."""
+        self.refused: str | None = None
+        """Why runs are refused (a containment layer missing under ``required``), once a worker said so."""
+        self._warned = False
         self.size = size
         self.max_workers = max_workers
         self.memory_mb = memory_mb
@@ -347,11 +402,18 @@ class WorkerPool:
 
     # ------------------------------------------------------------ running a job
 
-    async def run(self, job: Job, on_call: CallHandler) -> Mapping[str, Any]:
+    async def run(self, job: Job, on_call: CallHandler, started: Callable[[], None] | None = None) -> Mapping[str, Any]:
         """Run `job` on a worker of its own and return its `DoneMessage`: the worker's, unchecked (the reader checks
-        each field it uses), or one made here when the worker timed out, died or broke the protocol."""
+        each field it uses), or one made here when the worker timed out, died or broke the protocol.
+
+        `started` is told when a worker has the job (the wait for one is over; for the run's trace)."""
         async with self._slots:
-            worker = await self._acquire()
+            try:
+                worker = await self._acquire()
+            except ContainmentMissing as exc:
+                return _failed("INTERNAL_ERROR", str(exc), solution=NOT_CONTAINED)
+            if started is not None:
+                started()
             self._running.add(worker)
             reusable = False
             demotion = asyncio.get_running_loop().call_later(LONG_RUN_S, _demote, worker)
@@ -402,6 +464,8 @@ class WorkerPool:
                     self._refill()
 
     async def _acquire(self) -> WorkerProcess:
+        if self.refused is not None:
+            raise ContainmentMissing(self.refused)
         while self._idle:
             worker = self._idle.pop()
             if worker.alive:
@@ -412,7 +476,7 @@ class WorkerPool:
 
     def _refill(self) -> None:
         missing = self.size - len(self._idle) - self._starting
-        if self._tasks is None:
+        if self._tasks is None or self.refused is not None:
             return
         for _ in range(max(0, missing)):
             self._starting += 1
@@ -423,6 +487,8 @@ class WorkerPool:
             self._starting += 1
         try:
             worker = await self._spawn()
+        except ContainmentMissing:
+            return  # said once: by `attp serve` at start-up, and to every run
         except WorkerStartError as exc:
             logger.error("could not start a sandbox worker: %s", exc)
             return
@@ -438,8 +504,9 @@ class WorkerPool:
         try:
             # Shielded: a cancellation landing after the child exists would otherwise orphan it.
             with anyio.CancelScope(shield=True):
+                flags = [*(["probe"] if self.probing else []), *(f"without={layer}" for layer in self.without)]
                 process = await anyio.open_process(
-                    [sys.executable, "-I", "-c", _BOOT, str(self.memory_mb)],
+                    [sys.executable, "-I", "-c", _BOOT, str(self.memory_mb), *flags],
                     stdin=worker_reads,
                     stdout=worker_writes,
                     stderr=subprocess.PIPE,
@@ -473,7 +540,63 @@ class WorkerPool:
             raise
         worker.lockdown = dict(ready.get("lockdown") or {})
         self.lockdown = worker.lockdown
+        missing = {layer: why for layer, why in missing_layers(worker.lockdown).items() if layer not in self.without}
+        if missing and self.containment == "required":
+            await worker.kill()
+            self.refused = refusal(missing)
+            raise ContainmentMissing(self.refused)
+        if missing and not self._warned:
+            self._warned = True
+            layers = "; ".join(f"{layer}: {why}" for layer, why in missing.items())
+            logger.warning(
+                'sandbox workers run without these containment layers (%s); containment = "best-effort" '
+                "allows it. `attp doctor` shows what holds on this machine",
+                layers,
+            )
         return worker
+
+    def containment_report(self) -> dict[str, Any]:
+        """What ``/healthz`` and the start-up log say of the workers' walls (never a secret)."""
+        missing = missing_layers(self.lockdown) if self.lockdown else {}
+        return {
+            "setting": self.containment,
+            "holds": bool(self.lockdown) and not missing,
+            "layers": {layer: self.lockdown.get(layer, False) for layer in CONTAINMENT},
+            "missing": missing,
+            "runs_programs": self.refused is None,
+        }
+
+    async def probe(
+        self, code: str, *, timeout_s: float, cpu_s: float, on_output: Callable[[str], None]
+    ) -> dict[str, Any]:
+        """Run `code` as plain CPython in a fresh locked-down worker (a pool made with ``probe=True``: ``attp
+        doctor``), passing its stdout to `on_output`; return how it ended. The worker is never reused.
+
+        ``{"ended": "finished" | "raised" | "signal" | "exited" | "timeout", "detail": str, ...}``.
+        """
+        if not self.probing:
+            raise RuntimeError("probe() needs a pool started with probe=True")
+        worker = await self._spawn()
+        try:
+            with anyio.move_on_after(timeout_s):
+                await worker.send(ProbeMessage(op="probe", code=code, cpu_s=cpu_s))
+                while True:
+                    try:
+                        message = await worker.receive()
+                    except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError):
+                        await worker.process.wait()
+                        return _ending(worker.process.returncode)
+                    if message.get("op") == "output":
+                        on_output(str(message.get("text", "")))
+                    elif message.get("op") == "done":
+                        error = message.get("error") or {}
+                        if message.get("status") == "ok":
+                            return {"ended": "finished", "detail": "the probe ran to its end"}
+                        detail = f"{error.get('code', 'Exception')}: {error.get('message', '')}".rstrip(": ")
+                        return {"ended": "raised", "detail": detail, "type": error.get("code")}
+            return {"ended": "timeout", "detail": f"still running after {timeout_s:g} s: killed by the wall clock"}
+        finally:
+            await worker.kill()
 
 
 REAP_TIMEOUT_S = 1.0
@@ -520,7 +643,18 @@ async def _drain_stderr(stream: anyio.abc.ByteReceiveStream, pid: int) -> None:
         pass
 
 
-def _failed(code: str, message: str) -> DoneMessage:
+def _ending(returncode: int | None) -> dict[str, Any]:
+    if returncode is not None and returncode < 0:
+        number = -returncode
+        name = signal.Signals(number).name if number in signal.Signals._value2member_map_ else str(number)
+        return {"ended": "signal", "detail": f"the worker was killed by {name}", "signal": name}
+    return {"ended": "exited", "detail": f"the worker exited with code {returncode}", "code": returncode}
+
+
+def _failed(code: str, message: str, solution: str | None = None) -> DoneMessage:
+    error: ErrorReport = {"code": code, "message": message}
+    if solution:
+        error["solution"] = solution
     return {
         "op": "done",
         "status": "error",
@@ -528,7 +662,7 @@ def _failed(code: str, message: str) -> DoneMessage:
         "hint": None,
         "stdout": "",
         "truncated": False,
-        "error": {"code": code, "message": message},
+        "error": error,
         "retire": True,
     }
 

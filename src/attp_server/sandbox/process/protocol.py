@@ -3,7 +3,8 @@
 One JSON object per line, UTF-8, in both directions; nothing is ever pickled. The worker sends
 `ReadyMessage` when it has locked itself down; then, for each program, the server sends `RunMessage`,
 the worker answers each of its tool calls' `CallMessage` with the server's `ReplyMessage`, and ends with
-`DoneMessage`. An error crossing the pipe, either way, is an `ErrorReport`: the fields of
+`DoneMessage` (``attp doctor``'s workers take one `ProbeMessage` instead, and send `OutputMessage`s).
+An error crossing the pipe, either way, is an `ErrorReport`: the fields of
 `attp_server.errors.ErrorInfo`, listed once in `ERROR_FIELDS` (tests/test_protocol.py holds them equal).
 
 The worker trusts what the server sends. The server does not trust what a worker sends (a program may
@@ -141,9 +142,28 @@ class DoneMessage(_Done, total=False):
     """The worker exits after this run: the server must not hand it another."""
     state: dict[str, Any] | None
     """The state the program left, when the `RunMessage` asked to keep it (None: keep what was kept)."""
+    check_s: float
+    """Seconds from the run's arrival to the end of the static check (the trace's static-check span)."""
 
 
-Message = ReadyMessage | RunMessage | CallMessage | ReplyMessage | DoneMessage
+class ProbeMessage(TypedDict):
+    """server -> worker, only to a worker started for ``attp doctor`` (its ``probe`` argument): run `code` as
+    plain CPython, with `cpu_s` seconds of CPU, and end with a `DoneMessage` (its error's ``code`` is the
+    exception's type). A serving worker leaves at this message without running it."""
+
+    op: Literal["probe"]
+    code: str
+    cpu_s: float
+
+
+class OutputMessage(TypedDict):
+    """worker -> server, while a probe runs: what it printed, sent as it is written."""
+
+    op: Literal["output"]
+    text: str
+
+
+Message = ReadyMessage | RunMessage | CallMessage | ReplyMessage | DoneMessage | ProbeMessage | OutputMessage
 
 ENGINES = ("python", "starlark")
 """The languages a ``run`` may name in ``engine`` (absent means ``python``)."""

@@ -14,6 +14,7 @@ import ast
 import dataclasses
 import functools
 import gc
+import io
 import json
 import os
 import random
@@ -37,6 +38,8 @@ from attp_server.sandbox.process.protocol import (
     DoneMessage,
     ErrorReport,
     Message,
+    OutputMessage,
+    ProbeMessage,
     RunMessage,
     decode,
     encode,
@@ -284,7 +287,8 @@ class Runner:
         lockdown.set_cpu_budget(float(limits["timeout_s"]))
         output = OutputBuffer(int(limits["max_output_bytes"]), bool(limits.get("capture_print", True)))
         bridge = ToolBridge(self.channel, int(limits["max_tool_calls"]))
-        deadline = time.monotonic() + float(limits["timeout_s"])
+        received = time.monotonic()
+        deadline = received + float(limits["timeout_s"])
         done: DoneMessage = {"op": "done", "status": "ok", "result": None, "hint": None, "error": None}
         retire = stopped = False
         evaluator: Evaluator | None = None
@@ -313,6 +317,7 @@ class Runner:
                     parsed, problem = check(code, names, budget_s=budget, allow_imports=allow_imports)
                 else:
                     parsed, problem = checked.tree, None
+                done["check_s"] = time.monotonic() - received  # the trace's static-check span
                 if problem is None and restored is not None and restored.definitions:
                     # Kept functions are defined again ahead of the program: checked like it.
                     refused = scan(
@@ -532,14 +537,25 @@ def _name_error(exc: NameError, known: list[str], code: str) -> ErrorReport:
 
 
 def main() -> None:
-    """Entry point: ``python -I -c "...; main()" <memory_mb>``."""
+    """Entry point: ``python -I -c "...; main()" <memory_mb> [probe] [without=layer ...]``.
+
+    ``probe`` (only ``attp doctor`` starts a worker so) makes it run ``probe`` messages as plain CPython
+    after the same lockdown, instead of ``run`` messages through the evaluator. ``without=`` leaves a
+    containment layer out: only a pool built in code asks for it (``attp doctor``, the benchmark), never a
+    setting, and a pool under ``containment = "required"`` still refuses such workers unless it asked.
+    """
     channel = Channel.claim_stdio()
     memory_mb = int(sys.argv[1]) if len(sys.argv) > 1 else 256
+    probing = sys.argv[2:3] == ["probe"]
+    without = [arg.removeprefix("without=") for arg in sys.argv[2:] if arg.startswith("without=")]
     lockdown.preload()
     runner = Runner(channel)
     gc.freeze()  # what is loaded by now lives as long as the worker: the collector need not walk it in every run
-    report = lockdown.apply(memory_mb)
+    report = lockdown.apply(memory_mb, [layer for names in without for layer in names.split(",")])
     channel.send({"op": "ready", "pid": os.getpid(), "lockdown": report})
+    if probing:
+        _probe(channel)
+        return
     for runs in range(1, MAX_RUNS_PER_WORKER + 1):
         message = channel.receive()
         if message is None or message.get("op") != "run":
@@ -566,3 +582,42 @@ def _explained(exc: Exception) -> str:
             "keep numbers smaller (math.log10(n) tells how many digits n has)"
         )
     return text
+
+
+class _ProbeOutput(io.TextIOBase):
+    """A probe's ``sys.stdout``: each write goes to the server at once (kept if the probe then kills the worker)."""
+
+    LIMIT = 1_000_000
+
+    def __init__(self, channel: Channel) -> None:
+        self.channel = channel
+        self.sent = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        room = self.LIMIT - self.sent
+        if room > 0 and text:
+            self.channel.send(OutputMessage(op="output", text=text[:room]))
+            self.sent += min(len(text), room)
+        return len(text)
+
+
+def _probe(channel: Channel) -> None:
+    """Run one ``probe`` message's code as plain CPython (the evaluator fallen), then exit: ``attp doctor``."""
+    message = channel.receive()
+    if message is None or message.get("op") != "probe":
+        return
+    probe = cast(ProbeMessage, message)  # the server (attp doctor) is trusted
+    lockdown.set_cpu_budget(float(probe["cpu_s"]))
+    done: DoneMessage = {"op": "done", "status": "ok", "error": None}
+    sys.stdout = _ProbeOutput(channel)
+    try:
+        exec(compile(probe["code"], "probe.py", "exec"), {"__name__": "__probe__"})  # noqa: S102
+    except BaseException as exc:  # (SystemExit and KeyboardInterrupt included: reported, not obeyed)
+        done["status"] = "error"
+        done["error"] = {"code": type(exc).__name__, "message": text_of(exc, 2000)}
+    finally:
+        sys.stdout = sys.__stdout__
+    channel.send(done)

@@ -216,8 +216,16 @@ def _re_namespace() -> Namespace:
 # ---------------------------------------------------------------- random
 
 
-def random_namespace(rng: _random.Random) -> Namespace:
-    """A `random` namespace over one private generator (one per run, seeded from the OS)."""
+MAX_SEED_CHARS = 10_000
+"""Longest str, bytes or digits of a seed given to random.Random(seed) or seed()."""
+
+
+def random_namespace(rng: _random.Random, name: str = "random") -> Namespace:
+    """A `random` namespace over one private generator (one per run, seeded from the OS).
+
+    ``random.Random(seed)`` makes another such namespace over a generator of its own, seeded as asked:
+    what models write for reproducible sampling (``rng = random.Random(42); rng.sample(xs, 3)``).
+    """
 
     def getrandbits(k: int) -> int:
         if k > MAX_INT_BITS:
@@ -241,11 +249,32 @@ def random_namespace(rng: _random.Random) -> Namespace:
         for name in (
             "random", "uniform", "randint", "randrange", "choice", "shuffle", "gauss", "normalvariate",
             "lognormvariate", "expovariate", "vonmisesvariate", "gammavariate", "betavariate",
-            "paretovariate", "weibullvariate", "triangular", "seed",
+            "paretovariate", "weibullvariate", "triangular",
         )
     }  # fmt: skip
-    members.update(getrandbits=getrandbits, randbytes=randbytes, sample=sample, choices=choices)
-    return Namespace("random", members)
+
+    def seed(a: Any = None, version: int = 2) -> None:
+        _check_seed(a)
+        rng.seed(a, version)
+
+    def make_random(x: Any = None) -> Namespace:
+        _check_seed(x)
+        return random_namespace(_random.Random(x), "Random")
+
+    members.update(getrandbits=getrandbits, randbytes=randbytes, sample=sample, choices=choices, seed=seed)
+    if name == "random":
+        members["Random"] = make_random
+    return Namespace(name, members)
+
+
+def _check_seed(seed: Any) -> None:
+    """A seed of plain data (None, int, float, str, bytes) of bounded size."""
+    if seed is not None and not isinstance(seed, int | float | str | bytes | bytearray):
+        raise TypeError(f"a random seed must be None, an int, a float, a str or bytes, not {type(seed).__name__}")
+    if isinstance(seed, int) and seed.bit_length() > MAX_INT_BITS:
+        raise SizeLimitError(f"a random seed exceeds {MAX_INT_BITS:,} bits")
+    if isinstance(seed, str | bytes | bytearray) and len(seed) > MAX_SEED_CHARS:
+        raise SizeLimitError(f"a random seed of {len(seed):,} characters exceeds {MAX_SEED_CHARS:,}")
 
 
 # ---------------------------------------------------------------- statistics

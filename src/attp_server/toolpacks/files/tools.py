@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from fnmatch import fnmatchcase
 from pathlib import Path, PurePosixPath
@@ -17,6 +18,9 @@ MAX_LIST_ENTRIES = 10_000
 
 REPLACE_ARGS = ("old_string", "new_string")
 RANGE_ARGS = ("start_line", "end_line", "new_content")
+_READ_TO_END = "read_file:to-the-end"
+"""The key of the one notice the reads that reached a file's end share (the hint says each read's lines)."""
+_READ_COUNT = re.compile(r"read_file reached the end of (\d+) files")
 _EDIT_MODES = (
     "edit_file has two modes: replace mode, edit_file(path, old_string=..., new_string=...), "
     "or line-range mode, edit_file(path, start_line=..., end_line=..., new_content=...)."
@@ -88,18 +92,19 @@ class FileTools:
         return len(data), self.workspace.atomic_write(target, data)
 
     def read_file(self, path: str, max_lines: int = 1000, offset: int = 0) -> str:
-        """Read a UTF-8 text file from the workspace, or a window of its lines (at most 5000 a call: page with offset).
+        """Read a UTF-8 text file from the workspace: max_lines lines (5000 at most) from line offset (0-based).
 
         Args:
             path: File path relative to the workspace root, e.g. "notes/todo.md".
             max_lines: Most lines to return (at least 1); the server caps it (5000 by default).
-            offset: Number of lines to skip first (0-based), to continue a long file.
+            offset: Number of lines to skip first (0-based: 0 is the first line), to continue a long file.
 
         Returns:
             The text of the lines, exactly as in the file and nothing else: "" once offset reaches
-            the end. When lines remain after the window, the result's hint says how many the file
-            has, so read on with offset = the number of lines read so far. Only "\\n" ends a line:
-            count them with text.count("\\n"), not len(text.splitlines()), which also splits at "\\r".
+            the end. The result's hint says every time which lines were read of how many ("lines
+            1-5000 of 5000: the whole file", or "more remain: read on with offset=5000"). Only "\\n"
+            ends a line: count them with text.count("\\n"), not len(text.splitlines()), which also
+            splits at "\\r".
 
         Raises:
             ToolError: FILE_NOT_FOUND (suggested_value holds the closest existing name),
@@ -146,19 +151,33 @@ class FileTools:
             )
         limit = min(max_lines, self.options.max_lines)
         end = min(offset + limit, total)
-        # The text stays the file's own lines (a note inside it would be parsed as data); the hint says what
-        # a program did not read. A paging loop that goes on from where it stopped to the end takes it back.
+        # The text stays the file's own lines (a note inside it would be parsed as data); the hint says, every
+        # time, which lines were read of how many. A paging loop that goes on from where it stopped to the end
+        # takes back its "more remain", and the reads that reached the end share one notice.
+        call = current_call()
         partial = f"read_file:{target.rel}"
-        resume = f"read on with offset={offset}"
         if end < total:
             capped = f" (max_lines is capped at {limit})" if max_lines > limit else ""
-            current_call().notice(
-                f"read_file({path!r}) gave part of the file: lines {offset + 1}-{end} of {total}{capped}; read on "
-                f"with offset={end}",
+            call.notice(
+                f"read_file({path!r}) gave part of the file: lines {offset + 1}-{end} of {total}{capped}; more "
+                f"remain: read on with offset={end}",
                 key=partial,
             )
-        elif offset and (current_call().noticed(partial) or "").endswith(resume):
-            current_call().withdraw(partial)
+            return "".join(lines[offset:end])
+        if offset and (call.noticed(partial) or "").endswith(f"read on with offset={offset}"):
+            call.withdraw(partial)
+        previous = call.noticed(_READ_TO_END)
+        same = previous is not None and f"read_file({path!r}) gave " in previous  # the same file read on
+        if same and end == offset:  # a paging loop's last, empty page: the lines it read before say more
+            return ""
+        counted = _READ_COUNT.match(previous or "")
+        files = 1 if previous is None else (int(counted.group(1)) if counted else 1) + (0 if same else 1)
+        span = f"lines {offset + 1}-{end} of {total}" if end > offset else f"no lines (the file has {total})"
+        whole = "the whole file" if offset == 0 else "to the end of the file"
+        said = f"read_file({path!r}) gave {span}: {whole}."
+        call.notice(
+            said if files == 1 else f"read_file reached the end of {files} files; the last: {said}", key=_READ_TO_END
+        )
         return "".join(lines[offset:end])
 
     def write_file(self, path: str, content: str) -> dict[str, str | int | bool]:

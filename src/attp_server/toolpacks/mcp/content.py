@@ -2,10 +2,12 @@
 
 * ``structuredContent`` when present (the SDK's ``{"result": x}`` wrapper of a non-object result
   unwrapped to ``x``);
-* else the content blocks: one text block parsed as JSON when it is JSON, returned as ``str`` when
-  not; images and audio as ``{"type", "mimeType", "size"}`` (plus ``"path"`` when the server's
-  ``save_media`` option saved them into the workspace), never their base64; resource links and
-  embedded resources as small dicts; several blocks as a list of those; none as None.
+* else the content blocks: one text block parsed as JSON when it is JSON, or as a Python literal
+  when it is exactly one list, dict or tuple of plain values (``str(rows)``; see `literal`),
+  returned as ``str`` when neither; images and audio as ``{"type", "mimeType", "size"}`` (plus
+  ``"path"`` when the server's ``save_media`` option saved them into the workspace), never their
+  base64; resource links and embedded resources as small dicts; several blocks as a list of those;
+  none as None.
 
 What an upstream server returns is untrusted data: it only ever becomes JSON values (never an
 object with behaviour), its nesting and size are capped, and a credential of the server found in it
@@ -37,6 +39,7 @@ from mcp_types import (
 )
 
 from attp_server.toolpack import ToolError
+from attp_server.toolpacks.mcp.literal import python_literal
 
 MAX_DEPTH = 100
 """Deepest nesting of lists and dicts accepted from an upstream result."""
@@ -165,13 +168,16 @@ def media_saver(root: Path, folder: str) -> SaveMedia:
 
 
 def _json_or_text(text: str) -> Any:
+    """JSON text as data; else a Python literal of a list, dict or tuple (`python_literal`); else the text."""
     stripped = text.strip()
-    if not stripped or stripped[0] not in '{["-0123456789tfn':
+    if not stripped or stripped[0] not in '{["-0123456789tfn(':
         return text
     try:
         return json.loads(stripped, parse_constant=_refuse)
     except (ValueError, RecursionError):
-        return text
+        pass
+    literal = python_literal(stripped)
+    return text if literal is None else literal
 
 
 def _refuse(name: str) -> Any:

@@ -37,7 +37,7 @@ from anyio.abc import TaskStatus
 from mcp import Client
 from mcp.client.auth import OAuthFlowError
 from mcp.client.sse import sse_client
-from mcp.client.stdio import DEFAULT_INHERITED_ENV_VARS, StdioServerParameters
+from mcp.client.stdio import DEFAULT_INHERITED_ENV_VARS, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
@@ -51,6 +51,7 @@ from attp_server.toolpacks.mcp.content import media_saver, result_data
 from attp_server.toolpacks.mcp.oauth import LoginNeeded, Provider, Vault, has_tokens
 from attp_server.toolpacks.mcp.oauth import provider as oauth_provider
 from attp_server.toolpacks.mcp.schema import ToolShape, identifier, shape_of
+from attp_server.toolpacks.mcp.stderr import StderrTail
 
 logger = logging.getLogger(__name__)
 
@@ -106,6 +107,7 @@ class Upstream:
         self._client: Client | None = None
         self._tools: list[Tool] = []
         self._secrets: list[str] = []
+        self._stderr: StderrTail | None = None
         self._changed: Changed | None = None
         self._wanted = anyio.Event()
         self._lost = anyio.Event()
@@ -158,6 +160,8 @@ class Upstream:
                 await self._session(task_status)
             except Exception as exc:
                 broke = self.connects > was_connected
+                if self._stderr is not None:  # what the process said before it ended is the reason
+                    await self._stderr.ended()
                 self._fail(exc, broke=broke)
                 if not broke:
                     self._settle()  # the calls waiting for this attempt learn that it failed
@@ -240,9 +244,11 @@ class Upstream:
     def _explain(self, exc: BaseException, *, broke: bool) -> str:
         cause = _leaf(exc)
         where = f"mcp_servers.{self.config_name}"
+        said = self._stderr.meaningful(errors_only=broke) if self._stderr is not None else None
+        stderr = f"; its stderr said: {said}" if said else ""
         if broke:
             ended = "the connection ended (the server exited or closed it)"
-            return f"{self.config.describe()}: {ended}; it is started again on the next call"
+            return f"{self.config.describe()}: {ended}{stderr}; it is started again on the next call"
         if isinstance(cause, ExpansionError):
             return f"{cause}. Fix: set the variable, then restart attp-server."
         if self._needs_login(cause):
@@ -256,7 +262,11 @@ class Upstream:
             if isinstance(cause, FileNotFoundError | PermissionError):
                 reason, fix = self._not_started(cause, where)
             else:
-                fix = f"run the command of {where} by hand to see its error, and correct it"
+                if said:
+                    reason = f"it exited at start; its stderr said: {said}"
+                    fix = f"correct the server or {where} (its whole stderr is in attp-server's log)"
+                else:
+                    fix = f"run the command of {where} by hand to see its error, and correct it"
                 if withheld := self._withheld():
                     fix += (
                         f". It did not get these variables of attp-server's environment: {', '.join(withheld)} "
@@ -340,17 +350,24 @@ class Upstream:
     async def _connect(self) -> AsyncIterator[Client]:
         self._auth = await self._oauth()
         self._challenge = None
-        transport = self._transport()
+        transport, self._stderr = self._transport()
         client = Client(
             transport,
             message_handler=self._on_message,
             client_info=types.Implementation(name="attp-server", version=__version__),
         )
-        async with client:
-            yield client
+        try:
+            async with client:
+                if self._stderr is not None:
+                    self._stderr.started()  # the process is started: only it holds the pipe's write end now
+                yield client
+        finally:
+            if self._stderr is not None:
+                self._stderr.started()
 
-    def _transport(self) -> Any:
-        """The SDK transport for this server, with ``${VAR}`` expanded now (the secrets live only here)."""
+    def _transport(self) -> tuple[Any, StderrTail | None]:
+        """The SDK transport for this server, with ``${VAR}`` expanded now (the secrets live only here), and
+        for a stdio server the tail of its stderr."""
         config = self.config
         where = f"mcp_servers.{self.config_name}"
         if config.command is not None:
@@ -361,21 +378,24 @@ class Upstream:
                 for name, value in self.environ.items()
                 if any(fnmatch.fnmatchcase(name, pattern) for pattern in self.passthrough)
             }
+            # Its stderr may print any of its env (a URL with a password in it): every value is blanked there.
+            tail = StderrTail(self.pack, _secret_values(env, every=True))
             env = {**passed, **env}
-            return StdioServerParameters(
+            parameters = StdioServerParameters(
                 command=config.command,
                 args=list(config.args),
                 env=env or None,
                 cwd=str(config.cwd) if config.cwd is not None else None,
             )
+            return stdio_client(parameters, errlog=tail.file), tail
         headers = {
             k: expand(v.get_secret_value(), self.environ, f"{where}.headers.{k}") for k, v in config.headers.items()
         }
         self._secrets = _secret_values(headers, every=True)
         url = str(config.url)
         if config.transport == "sse":
-            return sse_client(url, headers=headers or None)
-        return _streamable(url, headers, self._auth, self._note_challenge)
+            return sse_client(url, headers=headers or None), None
+        return _streamable(url, headers, self._auth, self._note_challenge), None
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):

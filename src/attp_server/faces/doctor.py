@@ -1,0 +1,293 @@
+"""``attp doctor``: what the worker's containment holds on this machine, shown by real probes.
+
+Each probe is a few lines of plain CPython, run inside a real worker after its whole lockdown, as if a
+program had got past the evaluator: no evaluator, no policy, only the process's walls. Each tries one
+thing a fallen program would want (read a file, reach the network, start a process, touch the server)
+and must be stopped. The set runs three times: with every layer (the worker as it serves; this decides
+the exit status), without seccomp and without Landlock, so each wall is seen to hold by itself.
+
+``--probe FILE.py`` runs the operator's own file the same way (every layer), passes its standard output
+through and says how the worker ended. This is a local operator command: the MCP server has no path
+to it (a serving pool's workers refuse ``probe`` messages; only a pool made here starts them so).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import secrets
+import shutil
+import socket
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from attp_server.sandbox.process.pool import WorkerPool, missing_layers
+from attp_server.settings import Settings
+
+PROBE_TIMEOUT_S = 30.0
+"""The wall clock of one probe: the spin probe's CPU budget (2 s of CPU) must end it first, on a busy machine too."""
+
+CPU_BUDGET_S = 0.5
+"""The CPU budget a probe runs with, rounded up to whole seconds past what the worker has used."""
+
+RUNS = {"all": (), "without_seccomp": ("seccomp",), "without_landlock": ("landlock",)}
+"""The worker as it serves (every layer), and with one wall left out."""
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One attempt: `code` runs to its end only if the attempt worked (the wall did not hold)."""
+
+    name: str
+    code: str
+    wall: str
+    """What stops it, for the reader."""
+    blocked_if_exit: int | None = None
+    """A worker that exits with this code did it (``execve`` replaced the worker: the new program's exit)."""
+    rlimit: bool = False
+    """Stopped by a resource limit, which neither Landlock nor seccomp changes: run with every layer only."""
+
+
+@dataclass(frozen=True)
+class Fixtures:
+    """What the probes aim at, made by the doctor before it starts them."""
+
+    parent: int
+    workspace_file: Path
+    tmp_target: Path
+    tcp_port: int
+    unix_path: Path
+
+
+def probes(f: Fixtures, memory_mb: int) -> list[Probe]:
+    return [
+        Probe("read /etc/hostname", 'open("/etc/hostname").read()', "Landlock, seccomp (open)"),
+        Probe("read a workspace file", f"open({str(f.workspace_file)!r}).read()", "Landlock, seccomp (open)"),
+        Probe("write to /tmp", f"open({str(f.tmp_target)!r}, 'w').write('escaped')", "Landlock, seccomp (open)"),
+        Probe("list /", 'import os\nos.listdir("/")', "Landlock, seccomp (open)"),
+        Probe(
+            "TCP connect to 127.0.0.1",
+            _CONNECT + f"connect(2, struct.pack('=HH4s8x', 2, socket_port({f.tcp_port}), bytes([127, 0, 0, 1])))",
+            "network namespace, Landlock (ABI 4+), seccomp (socket)",
+        ),
+        Probe(
+            "Unix socket connect",
+            _CONNECT + f"connect(1, struct.pack('=H108s', 1, {str(f.unix_path).encode()!r}))",
+            "seccomp (socket)",
+        ),
+        Probe(
+            "execve /bin/sh",
+            'import os\nos.execv("/bin/sh", ["/bin/sh", "-c", "exit 42"])',
+            "seccomp (execve), Landlock (execute)",
+            blocked_if_exit=42,
+        ),
+        Probe("fork", "import os\nif os.fork() == 0:\n    os._exit(0)", "seccomp (clone), RLIMIT_NPROC"),
+        Probe(
+            "signal the parent",
+            f"import os, signal\nos.kill({f.parent}, signal.SIGURG)",
+            "seccomp (kill only itself), Landlock (ABI 6 signal scope), other uid",
+        ),
+        Probe(
+            "read /proc/<parent>/environ", f"open('/proc/{f.parent}/environ', 'rb').read()", "Landlock, seccomp (open)"
+        ),
+        Probe(
+            "ptrace the parent",
+            "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+            f"if libc.ptrace(16, {f.parent}, 0, 0) != 0:\n"
+            "    raise PermissionError(ctypes.get_errno(), __import__('os').strerror(ctypes.get_errno()))\n"
+            f"libc.ptrace(17, {f.parent}, 0, 0)",
+            "seccomp (ptrace), Landlock (ptrace scope), no_new_privs, other uid",
+        ),
+        Probe(
+            f"allocate past memory_mb ({memory_mb} MB)",
+            f"data = bytearray({memory_mb * 2} * 1024 * 1024)",
+            "RLIMIT_AS",
+            rlimit=True,
+        ),
+        Probe("spin past the CPU budget", "while True:\n    pass", "RLIMIT_CPU (SIGXCPU)", rlimit=True),
+    ]
+
+
+_CONNECT = """import ctypes, os, struct
+libc = ctypes.CDLL(None, use_errno=True)  # the socket module may not be loaded: a fallen program uses libc
+
+
+def socket_port(port):
+    return int.from_bytes(port.to_bytes(2, "big"), "little")
+
+
+def connect(family, address):
+    fd = libc.socket(family, 1, 0)
+    if fd < 0:
+        raise PermissionError(ctypes.get_errno(), "socket(): " + os.strerror(ctypes.get_errno()))
+    if libc.connect(fd, address, len(address)) != 0:
+        raise PermissionError(ctypes.get_errno(), "connect(): " + os.strerror(ctypes.get_errno()))
+
+
+"""
+
+
+def _judge(probe: Probe, outcome: dict[str, Any]) -> bool:
+    """Was the attempt stopped?"""
+    ended = outcome["ended"]
+    if probe.name.startswith("spin"):
+        return outcome.get("signal") == "SIGXCPU"  # the CPU budget ended it (not the wall clock)
+    if ended == "exited":
+        return probe.blocked_if_exit is None or outcome.get("code") != probe.blocked_if_exit
+    return ended in ("raised", "signal")
+
+
+@contextlib.contextmanager
+def fixtures(settings: Settings) -> Iterator[Fixtures]:
+    """A TCP listener and a Unix socket anyone may connect to, a world-readable file in the workspace, a path in
+    /tmp: each removed afterwards."""
+    directory = Path(tempfile.mkdtemp(prefix="attp-doctor-"))
+    os.chmod(directory, 0o755)  # noqa: S103  (the worker may be another uid)
+    workspace = settings.workspace.resolve()
+    workspace.mkdir(parents=True, exist_ok=True)
+    workspace_file = workspace / f".attp-doctor-{secrets.token_hex(4)}.txt"
+    workspace_file.write_text("a file the sandbox must not read\n", encoding="utf-8")
+    os.chmod(workspace_file, 0o644)
+    tcp = socket.create_server(("127.0.0.1", 0))
+    unix = socket.socket(socket.AF_UNIX)
+    unix_path = directory / "probe.sock"
+    try:
+        unix.bind(str(unix_path))
+        os.chmod(unix_path, 0o777)  # noqa: S103  (anyone may connect: only a wall stops it)
+        unix.listen(8)
+        yield Fixtures(
+            parent=os.getpid(),
+            workspace_file=workspace_file,
+            tmp_target=Path(tempfile.gettempdir()) / f"attp-doctor-escaped-{secrets.token_hex(4)}",
+            tcp_port=tcp.getsockname()[1],
+            unix_path=unix_path,
+        )
+    finally:
+        tcp.close()
+        unix.close()
+        workspace_file.unlink(missing_ok=True)
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+async def _layers(settings: Settings) -> dict[str, Any]:
+    """A worker's lockdown report, as it serves."""
+    async with WorkerPool(size=1, max_workers=1, memory_mb=settings.memory_mb, containment="best-effort") as pool:
+        with anyio.fail_after(30):
+            while not pool.lockdown:
+                await anyio.sleep(0.02)
+        return dict(pool.lockdown)
+
+
+async def _run_probe(
+    settings: Settings, code: str, without: tuple[str, ...], on_output: Callable[[str], None]
+) -> dict[str, Any]:
+    pool = WorkerPool(
+        size=0, max_workers=1, memory_mb=settings.memory_mb, containment="best-effort", probe=True, without=without
+    )
+    async with pool:
+        return await pool.probe(code, timeout_s=PROBE_TIMEOUT_S, cpu_s=CPU_BUDGET_S, on_output=on_output)
+
+
+async def diagnose(settings: Settings) -> dict[str, Any]:
+    """Every layer as a worker reports it, and every probe under each of `RUNS`."""
+    report = await _layers(settings)
+    missing = missing_layers(report)
+    rows: list[dict[str, Any]] = []
+    with fixtures(settings) as f:
+        for probe in probes(f, settings.memory_mb):
+            row: dict[str, Any] = {"probe": probe.name, "wall": probe.wall}
+            for run, without in RUNS.items():
+                if probe.rlimit and without:
+                    row[run] = {"blocked": row["all"]["blocked"], "how": "a resource limit: the same in every run"}
+                    continue
+                outcome = await _run_probe(settings, probe.code, without, lambda text: None)
+                row[run] = {"blocked": _judge(probe, outcome), "how": outcome["detail"]}
+            rows.append(row)
+        with contextlib.suppress(OSError):
+            f.tmp_target.unlink(missing_ok=True)
+    return {
+        "machine": {
+            "system": f"{platform.system()} {platform.release()}",
+            "arch": platform.machine(),
+            "uid": os.getuid(),
+            "python": platform.python_version(),
+        },
+        "containment": settings.containment,
+        "layers": {name: value for name, value in report.items() if name != "missing"},
+        "missing": missing,
+        "probes": rows,
+        "ok": all(row["all"]["blocked"] for row in rows),
+    }
+
+
+def render(diagnosis: dict[str, Any]) -> str:
+    machine = diagnosis["machine"]
+    lines = [
+        f"attp doctor: {machine['system']} {machine['arch']}, server uid {machine['uid']}, "
+        f'containment = "{diagnosis["containment"]}"',
+        "",
+        "layers (as a worker reports them after its lockdown):",
+    ]
+    for name, value in diagnosis["layers"].items():
+        state = "holds" if value else "MISSING"
+        why = diagnosis["missing"].get(name, "") if not value else ("" if value is True else str(value))
+        lines.append(f"  {name:<20} {state:<8} {why}".rstrip())
+    lines += ["", "probes (plain CPython inside a locked-down worker, as if the evaluator had fallen):"]
+    width = max(len(row["probe"]) for row in diagnosis["probes"])
+    lines.append(f"  {'':<{width}}  {'every layer':<12} {'no seccomp':<12} {'no Landlock':<12}")
+    for row in diagnosis["probes"]:
+        cells = ["blocked" if row[run]["blocked"] else "NOT BLOCKED" for run in RUNS]
+        lines.append(f"  {row['probe']:<{width}}  {cells[0]:<12} {cells[1]:<12} {cells[2]:<12}")
+        lines.append(f"  {'':<{width}}    {row['all']['how']}")
+    escaped = [row["probe"] for row in diagnosis["probes"] if not row["all"]["blocked"]]
+    lines.append("")
+    if escaped:
+        lines.append(f"NOT CONTAINED: {', '.join(escaped)} got through a worker with every layer on this machine.")
+    else:
+        lines.append("Every probe was blocked by the worker as it serves.")
+    if diagnosis["missing"]:
+        missing = ", ".join(f"{name} ({why})" for name, why in diagnosis["missing"].items())
+        lines.append(
+            f'Missing: {missing}. With containment = "required" the server refuses to run programs here; '
+            '"best-effort" runs them with a warning.'
+        )
+    return "\n".join(lines)
+
+
+def run(settings: Settings, *, as_json: bool, probe_file: Path | None) -> int:
+    """The command. Exit 0: every probe blocked (or, with a probe file: it ran); 1: something got through."""
+    if probe_file is not None:
+        code = probe_file.read_text(encoding="utf-8")
+        outcome = anyio.run(_own_probe, settings, code, as_json)
+        if as_json:
+            print(json.dumps(outcome, indent=2))
+        else:
+            print(f"attp doctor: {probe_file} in a locked-down worker: {outcome['detail']}", file=sys.stderr)
+        return 0
+    diagnosis = anyio.run(diagnose, settings)
+    print(json.dumps(diagnosis, indent=2) if as_json else render(diagnosis))
+    return 0 if diagnosis["ok"] else 1
+
+
+async def _own_probe(settings: Settings, code: str, as_json: bool) -> dict[str, Any]:
+    printed: list[str] = []
+
+    def output(text: str) -> None:
+        if as_json:
+            printed.append(text)
+        else:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+
+    outcome = await _run_probe(settings, code, (), output)
+    if as_json:
+        outcome["stdout"] = "".join(printed)
+    return outcome

@@ -1,0 +1,148 @@
+"""``GET /metrics`` (issue 25, SPEC §15): Prometheus text behind the token, counters that move by what the runs
+did, and label values a program cannot multiply."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from harness import SERVE_FLAGS, Served, execute, make_settings, running, serving_http
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from prometheus_client.parser import text_string_to_metric_families
+from upstreams import time_stdio
+
+from attp_server.run.runtime import ExecuteRequest, Runtime, open_runtime
+from attp_server.run.state import RunState
+
+pytestmark = pytest.mark.anyio
+
+TOKENS = {"alice": "metrics-token-5b2c9e", "bob": "metrics-token-77e1a0"}
+AUTH = {"Authorization": f"Bearer {TOKENS['alice']}"}
+GAUGES = ("attp_runs_waiting", "attp_workers_busy", "attp_sessions_active")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    env = {"ATTP_AUTH_TOKENS": json.dumps(TOKENS), "ATTP_RATE_LIMIT_PER_MINUTE": json.dumps({"default": 3})}
+    with serving_http(tmp_path_factory.mktemp("metrics-ws"), *SERVE_FLAGS, env=env) as served:
+        yield served
+
+
+def scrape(
+    served: Served, headers: dict[str, str] | None = None
+) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of ``/metrics``, by name and labels."""
+    assert served.url is not None
+    response = httpx.get(served.url + "/metrics", headers=headers or AUTH, timeout=10)
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"].startswith("text/plain")
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(response.text)
+        for sample in family.samples
+    }
+
+
+def moved(before: dict[tuple[str, tuple[tuple[str, str], ...]], float], after: dict[tuple[str, tuple[tuple[str, str], ...]], float]) -> dict[str, float]:  # fmt: skip
+    """The counters that moved, as ``name{label=value,...}``: delta (sums, buckets, timestamps and gauges aside)."""
+    changed = {}
+    for key, value in after.items():
+        name, labels = key
+        if not name.startswith("attp_") or name.endswith(("_created", "_bucket", "_sum")) or name in GAUGES:
+            continue
+        delta = value - before.get(key, 0.0)
+        if delta:
+            changed[name + "{" + ",".join(f"{k}={v}" for k, v in labels) + "}"] = round(delta, 6)
+    return changed
+
+
+def test_a_scrape_without_the_token_is_refused(server: Served) -> None:
+    assert server.url is not None
+    refused = httpx.get(server.url + "/metrics", timeout=10)
+    assert refused.status_code == 401
+    assert "attp_" not in refused.text
+    wrong = httpx.get(server.url + "/metrics", headers={"Authorization": "Bearer nope"}, timeout=10)
+    assert wrong.status_code == 401
+
+
+@pytest.mark.parametrize(("mode", "principal"), [("auto", "alice"), ("legacy", "bob")])
+async def test_counters_move_by_what_the_runs_did(server: Served, mode: str, principal: str) -> None:
+    before = scrape(server)
+    async with server.client(headers={"Authorization": f"Bearer {TOKENS[principal]}"}, mode=mode) as client:
+        first = await execute(client, "__result__ = add(1, 2)")
+        second = await execute(client, 'refuse("NOPE")')
+        third = await execute(client, 'write_file("m.txt", "x")')
+        fourth = await execute(client, "__result__ = add(2, 2)")  # the fourth tool call this minute: limited
+    after = scrape(server)
+    assert (first["status"], second["error"]["code"], third["status"]) == ("ok", "NOPE", "ok")
+    assert fourth["error"]["code"] == "RATE_LIMITED", fourth
+    assert "allowed in" in fourth["error"]["message"]
+    assert moved(before, after) == {
+        "attp_runs_total{error_code=,status=ok}": 2,
+        "attp_runs_total{error_code=OTHER,status=error}": 1,  # a pack's own error code is not a label value
+        "attp_runs_total{error_code=RATE_LIMITED,status=error}": 1,
+        "attp_run_duration_seconds_count{}": 4,
+        "attp_tool_calls_total{outcome=ok,pack=demo,tool=add}": 1,
+        "attp_tool_calls_total{outcome=OTHER,pack=demo,tool=refuse}": 1,
+        "attp_tool_calls_total{outcome=ok,pack=files,tool=write_file}": 1,
+        "attp_tool_calls_total{outcome=RATE_LIMITED,pack=demo,tool=add}": 1,
+        "attp_tool_call_duration_seconds_count{pack=demo}": 3,
+        "attp_tool_call_duration_seconds_count{pack=files}": 1,
+        f"attp_rate_limited_total{{principal={principal}}}": 1,
+    }
+    for gauge in GAUGES:
+        assert (gauge, ()) in after
+    # The next minute's calls would pass again: the limit is a rate, not a quota. (Not waited for here.)
+
+
+async def test_label_values_are_a_closed_set(workspace: Path) -> None:
+    """A worker asking for a hundred made-up tool names grows no series: they are all one `(unknown)`."""
+    async with running(workspace) as runtime:
+        for i in range(100):
+            await runtime.dispatch.traced_call(RunState(), f"made_up_{i}", [], {})
+        text = runtime.metrics.exposition().decode()
+    tool_series = [line for line in text.splitlines() if line.startswith("attp_tool_calls_total{")]
+    assert tool_series == ['attp_tool_calls_total{outcome="NAME_NOT_FOUND",pack="",tool="(unknown)"} 100.0']
+
+
+async def test_opentelemetry_metrics_when_an_sdk_is_configured(workspace: Path) -> None:
+    """The same counts through the OpenTelemetry metrics API, read by the SDK's in-memory reader."""
+    reader = InMemoryMetricReader()
+    async with running(workspace) as first:
+        runtime = Runtime(first.settings, first.registry, first.pool, meter_provider=MeterProvider([reader]))
+        await runtime.execute(ExecuteRequest(code='__result__ = add(1, 2)\nwrite_file("o.txt", "x")'))
+        await runtime.execute(ExecuteRequest(code='refuse("NOPE")'))
+    data = reader.get_metrics_data()
+    assert data is not None
+    points = {
+        metric.name: {
+            tuple(sorted((p.attributes or {}).items())): getattr(p, "value", None) for p in metric.data.data_points
+        }
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+    }
+    assert points["attp.runs"] == {
+        (("error_code", ""), ("status", "ok")): 1,
+        (("error_code", "OTHER"), ("status", "error")): 1,
+    }
+    assert points["attp.tool_calls"] == {
+        (("outcome", "ok"), ("pack", "demo"), ("tool", "add")): 1,
+        (("outcome", "ok"), ("pack", "files"), ("tool", "write_file")): 1,
+        (("outcome", "OTHER"), ("pack", "demo"), ("tool", "refuse")): 1,
+    }
+    assert {"attp.run.duration", "attp.tool_call.duration", "attp.workers.busy", "attp.sessions.active"} <= set(points)
+
+
+async def test_an_upstream_server_is_up_or_down(workspace: Path) -> None:
+    """`attp_upstream_up{server}`: 1 for mcp-server-time (a real third-party server), 0 for one that cannot start."""
+    servers = {"time": time_stdio(), "broken": {"command": "/nonexistent/mcp-server"}}
+    settings = make_settings(workspace, toolpacks=[], mcp_servers=servers, mcp_startup_timeout_s=5)
+    async with open_runtime(settings) as runtime:
+        text = runtime.metrics.exposition().decode()
+    assert 'attp_upstream_up{server="time"} 1.0' in text
+    assert 'attp_upstream_up{server="broken"} 0.0' in text
