@@ -77,8 +77,8 @@ class ConfigWatch:
         self.config_file = config_file
         self.apply = apply
         self.period = settings.config_poll_s
-        self._files = self._watched(settings)
-        self._stamp = _stamp(self._files)
+        self.files = self._watched(settings)
+        self._stamp = _stamp(self.files)
 
     def _watched(self, settings: Settings) -> list[Path]:
         files = [self.config_file] if self.config_file is not None else []
@@ -92,7 +92,7 @@ class ConfigWatch:
 
     async def check(self) -> bool:
         """Read and apply the configuration if one of its files changed since the last look; True if it did."""
-        stamp = await anyio.to_thread.run_sync(_stamp, self._files)
+        stamp = await anyio.to_thread.run_sync(_stamp, self.files)
         if stamp == self._stamp:
             return False
         self._stamp = stamp
@@ -101,8 +101,8 @@ class ConfigWatch:
         except Exception as exc:  # ConfigError names the file, the server and the problem; never a secret
             logger.warning("configuration edit not applied (the running servers stay as they are): %s", exc)
             return True
-        self._files = self._watched(settings)
-        self._stamp = await anyio.to_thread.run_sync(_stamp, self._files)
+        self.files = self._watched(settings)
+        self._stamp = await anyio.to_thread.run_sync(_stamp, self.files)
         await self.apply(settings)
         return True
 

@@ -528,9 +528,10 @@ async def open_runtime(
         runtime.live = live
         await runtime.scopes.sweep_stale(store.handles.present)
         tasks.start_soon(_end_idle_sessions, runtime)
-        if reload is not None and settings.config_poll_s > 0:
+        watch = ConfigWatch(reload, config_file, settings, runtime.reload) if reload is not None else None
+        if watch is not None and settings.config_poll_s > 0 and watch.files:  # nothing to watch: nothing can change
             runtime.watching = True
-            tasks.start_soon(ConfigWatch(reload, config_file, settings, runtime.reload).run)
+            tasks.start_soon(watch.run)
         try:
             yield runtime
         finally:
