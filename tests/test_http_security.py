@@ -146,6 +146,9 @@ def test_the_comparison_is_constant_time(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_forged_host_or_origin_is_refused(http_server: Served, headers: dict[str, str], status: int) -> None:
     response = httpx.post(f"{http_server.url}/mcp", json=INITIALIZE, headers={**MCP_HEADERS, **headers})
     assert response.status_code == status
+    if status == 421:  # the way out is named: the setting and the value to give it
+        assert "ATTP_ALLOWED_HOSTS='evil.example:*'" in response.text, response.text
+        assert "127.0.0.1:*" in response.text
 
 
 def test_loopback_origin_is_accepted(http_server: Served) -> None:

@@ -15,10 +15,16 @@ settings never hold the secret itself. Values are `SecretStr`: a settings dump o
 
 Keys other clients add (``disabled``, ``autoApprove``, ``timeout``, ...) are ignored, except that a
 ``"disabled": true`` server is skipped, as those clients do.
+
+Filters, in either form: ``tools`` (an allow list of names or globs, ``["read_*", "list_*"]``),
+``exclude_tools`` (names or globs taken out) and ``read_only = true`` (only the tools the server
+annotates ``readOnlyHint``). A filtered tool is never made into a tool here: it is absent from what
+the model reads and a call to it, by any name, is ``NAME_NOT_FOUND``.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import logging
 import os
@@ -27,7 +33,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +51,9 @@ _JSON_TRANSPORTS: dict[str, Transport] = {
 }
 """The ``type``/``transport`` spellings other clients write in their JSON, and what each means here."""
 
-_JSON_KEYS = frozenset({"command", "args", "env", "cwd", "url", "headers", "transport"})
+_JSON_KEYS = frozenset(
+    {"command", "args", "env", "cwd", "url", "headers", "transport", "tools", "exclude_tools", "read_only"}
+)
 
 
 class McpServer(BaseModel):
@@ -73,6 +81,42 @@ class McpServer(BaseModel):
     max_result_bytes: int = Field(
         10 * 1024 * 1024, ge=1024, description="Largest result accepted from one tool call (text and structured)."
     )
+    tools: list[str] | None = Field(
+        None,
+        description='Only these tools (names as the server lists them, or globs: ["read_*", "get_time"]); '
+        "the others are hidden and refused.",
+    )
+    exclude_tools: list[str] = Field(
+        default_factory=list, description="Tools taken out (names or globs), after `tools`; hidden and refused."
+    )
+    read_only: bool = Field(
+        False, description="Keep only the tools the server annotates read-only (readOnlyHint); hide the rest."
+    )
+
+    @field_validator("tools", "exclude_tools")
+    @classmethod
+    def _patterns(cls, patterns: list[str] | None) -> list[str] | None:
+        for pattern in patterns or []:
+            if not pattern.strip():
+                raise ValueError("a tool name or glob cannot be empty")
+        return patterns
+
+    def admits(self, names: tuple[str, ...], *, read_only: bool) -> bool:
+        """Whether the filters keep a tool: `names` are the name the server lists and the Python name it is
+        called by here (a pattern may match either); `read_only` is its readOnlyHint."""
+
+        def matches(patterns: list[str]) -> bool:
+            return any(fnmatch.fnmatchcase(name, pattern) for name in names for pattern in patterns)
+
+        if self.tools is not None and not matches(self.tools):
+            return False
+        if matches(self.exclude_tools):
+            return False
+        return read_only or not self.read_only
+
+    def filtered(self) -> bool:
+        """Whether any filter is set."""
+        return self.tools is not None or bool(self.exclude_tools) or self.read_only
 
     @model_validator(mode="after")
     def _one_kind(self) -> McpServer:

@@ -52,6 +52,11 @@ DEFAULT_TENANT = "default"
 """The tenant name of whoever presents `auth_token` (and of stdio and unauthenticated callers)."""
 TENANT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
 DEFAULT_CONFIG_FILE = Path("attp.toml")
+PROXY_AND_CA_VARIABLES = (
+    "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "no_proxy", "all_proxy",
+    "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS",
+)  # fmt: skip
+"""What a server behind a proxy, or one trusting a company CA, needs to reach the network (`env_passthrough`)."""
 _SECRET_BEARING = frozenset({"mcp_servers", "auth_token", "auth_tokens"})
 """Settings whose values are never repeated in an error message (env and headers of upstream servers, tokens)."""
 N8N_MCP_CLIENT = "@n8n/n8n-nodes-langchain.mcpClient"  # the clientInfo name of n8n's standalone MCP Client node
@@ -155,6 +160,18 @@ class Settings(BaseSettings):
     )
     mcp_startup_timeout_s: float = Field(
         20.0, gt=0, le=600, description="How long startup waits for the upstream MCP servers (all at once)."
+    )
+    env_passthrough: list[str] = Field(
+        default_factory=lambda: list(PROXY_AND_CA_VARIABLES),
+        description="Variables of attp-server's environment passed on to upstream stdio servers (names or globs, "
+        "e.g. NODE_*), besides HOME, PATH and the like; by default the proxy and CA certificate variables.",
+    )
+    config_poll_s: float = Field(
+        2.0,
+        ge=0,
+        le=3600,
+        description="While serving, how often the config file and mcp_config files are checked for edits to the "
+        "upstream servers (added ones start, removed ones stop, changed ones restart); 0: never.",
     )
     _upstream: dict[str, McpServer] = PrivateAttr(default_factory=dict)
     session_state: bool = Field(

@@ -33,6 +33,7 @@ A tool can read its call's deadline (and forward progress) through `current_call
 from __future__ import annotations
 
 import contextvars
+import copy
 import dataclasses
 import importlib
 import importlib.metadata
@@ -246,6 +247,11 @@ class LiveTools(Protocol):
 
     async def serve(self, changed: Callable[[], Awaitable[None]], *, task_status: TaskStatus[None]) -> None: ...
 
+    def wake(self) -> None:
+        """A program asked for these tools while they are unavailable (and was refused before it ran): try to
+        connect again now, if the backoff allows, so that the next call finds them."""
+        ...
+
 
 @dataclass(frozen=True)
 class Toolpack:
@@ -273,6 +279,9 @@ class Toolpack:
     live: LiveTools | None = None
     """Tools discovered while serving (an upstream MCP server). Their names yield: a tool gets its bare
     name only when no other enabled pack has a tool (or alias) of that name; it is always ``pack.tool``."""
+    origin: str | None = None
+    """The name the user gave it where that is not `name` (an upstream server named ``memory`` is the pack
+    ``memory_mcp``): errors that use the old name point to the new one."""
     forget: Callable[[ToolpackContext], None] | None = None
     """Remove what the pack keeps for the context's scope outside its folders (rows in the shared
     database): a session's scope ended (``isolation = "session"``). What is in the scope's folders goes
@@ -291,6 +300,10 @@ class ToolpackFactory:
 
     make: Callable[[Any, frozenset[str]], Sequence[Toolpack]]
     """Called with the `Settings` and the names already taken by enabled packs; returns the packs."""
+    update: Callable[[Any, Sequence[Toolpack], frozenset[str]], Sequence[Toolpack]] | None = None
+    """The configuration was edited while serving: called with the new `Settings`, the packs this factory
+    made that are serving now, and the names other packs take; returns the packs to serve from now on,
+    the very same objects for what did not change (so only the others are started and stopped)."""
 
 
 @dataclass(frozen=True)
@@ -669,6 +682,23 @@ class ToolRegistry:
                 settled = dataclasses.replace(tool, qualified=qualified)
                 self.tools[settled.ref] = settled
 
+    def set_live(self, packs: Sequence[Toolpack]) -> None:
+        """Serve these live packs from now on, in place of the current ones (the configuration was edited).
+
+        `packs` and `tools` are replaced, never changed in place, so a `snapshot` taken before keeps what it saw.
+        """
+        fixed = {name: pack for name, pack in self.packs.items() if pack.live is None}
+        for pack in packs:
+            if pack.live is None or pack.name in fixed or pack.name in RESERVED_NAMES or not pack.name.isidentifier():
+                raise ToolpackLoadError(f"toolpack {pack.name!r} cannot be served as a live pack")
+        self.packs = {**fixed, **{pack.name: pack for pack in packs}}
+        self.refresh()
+
+    def snapshot(self) -> ToolRegistry:
+        """This registry as it is now, for one run: it keeps calling the tools it started with whatever is
+        edited while it runs (`refresh` and `set_live` replace the dicts a snapshot shares, never change them)."""
+        return copy.copy(self)
+
     def resolve(self, name: str) -> Tool | None:
         """Find a tool by the name programs call it, an alias, or ``pack.tool``."""
         found = self.tools.get(name) or self.tools.get(self.aliases.get(name, ""))
@@ -693,6 +723,10 @@ class ToolRegistry:
     def callable_names(self) -> list[str]:
         """Every name a program may call directly: tools with a bare name, and aliases."""
         return [*(ref for ref, tool in self.tools.items() if not tool.qualified), *self.aliases]
+
+    def renamed(self) -> dict[str, str]:
+        """The names users gave packs that are served under another name -> that name (``memory`` -> ``memory_mcp``)."""
+        return {pack.origin: name for name, pack in self.packs.items() if pack.origin and pack.origin != name}
 
     def unavailable(self) -> dict[str, str]:
         """Live packs whose tools cannot be called now -> why, and what fixes it."""

@@ -95,7 +95,8 @@ def create_server(runtime: Runtime) -> MCPServer:
     settings = runtime.settings
     clients = _Clients()
     bus = InMemorySubscriptionBus()
-    live = any(pack.live is not None for pack in runtime.registry.packs.values())
+    # Upstream servers' tools can change while serving, and so can the servers themselves (the config is watched).
+    live = runtime.watching or any(pack.live is not None for pack in runtime.registry.packs.values())
     server: MCPServer = MCPServer(
         SERVER_NAME,
         version=__version__,
@@ -301,8 +302,7 @@ def caller_from(context: ServerRequestContext[Any, Any] | None) -> Caller:
 
 def _add_tool_resources(server: MCPServer, runtime: Runtime) -> None:
     """The tool descriptions and the system prompt, as resources and a prompt (SPEC §5)."""
-    catalog = runtime.catalog
-    registry = runtime.registry
+    registry = runtime.registry  # the same object while serving; its tools change with the upstream servers
 
     def find(name: str) -> Tool:
         tool = registry.resolve(name)
@@ -318,7 +318,7 @@ def _add_tool_resources(server: MCPServer, runtime: Runtime) -> None:
         description="Every enabled tool: signature and docstring.",
     )
     def all_tools() -> str:
-        return catalog.attp_text()
+        return runtime.catalog.attp_text()
 
     @server.resource(
         "attp://tools/{name}", name="tool", mime_type="text/x-python", description="One tool's signature and docstring."
@@ -342,7 +342,7 @@ def _add_tool_resources(server: MCPServer, runtime: Runtime) -> None:
         description="The ATTP system prompt with the tools filled in.",
     )
     def prompt_resource() -> str:
-        return catalog.prompt()
+        return runtime.catalog.prompt()
 
     memory_view = registry.tools.get("view")
     if memory_view is not None and memory_view.pack == "memory":
@@ -370,7 +370,7 @@ def _add_tool_resources(server: MCPServer, runtime: Runtime) -> None:
     )
     def attp_system_prompt(language: str = "en") -> str:
         """Args: language: "en" (default) or "zh" for the seed's Chinese wording."""
-        return catalog.prompt(language)
+        return runtime.catalog.prompt(language)
 
 
 def _add_skill_resources(server: MCPServer, library: SkillLibrary) -> None:

@@ -7,21 +7,27 @@ Exit codes: 0 ok, 1 the program failed (status error or fail), 2 bad usage or co
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import anyio
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 from attp_server import __version__
 from attp_server.errors import AttpError, ErrorCode, ErrorInfo
 from attp_server.faces import doctor
 from attp_server.faces.app import LANGUAGES, create_server, serve_stdio
-from attp_server.faces.client_config import CLAUDE_CONFIG_LOCATIONS, claude_config, n8n_config
+from attp_server.faces.bundle import write_bundle
+from attp_server.faces.client_config import CLAUDE_CONFIG_LOCATIONS, NotCarried, claude_config, n8n_config
 from attp_server.faces.http import check_exposure, serve_http
 from attp_server.faces.logs import configure_logging
 from attp_server.faces.manifest import build_manifest, differences
@@ -33,8 +39,10 @@ from attp_server.run.checks import check_program, check_starlark
 from attp_server.run.envelope import Declined, EnvelopeError, looks_like_envelope, parse_envelope
 from attp_server.run.runtime import ExecuteRequest, Runtime, build_registry, open_registry, open_runtime
 from attp_server.run.tam import TamError, looks_like_tam, translate_tam
-from attp_server.settings import Settings, load_settings
+from attp_server.settings import DEFAULT_CONFIG_FILE, Settings, load_settings
 from attp_server.toolpack import ToolRegistry
+from attp_server.toolpacks.mcp.oauth import Vault
+from attp_server.toolpacks.mcp.oauth import login as oauth_login
 
 logger = logging.getLogger("attp_server")
 
@@ -50,7 +58,11 @@ def _settings_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--profile", help="use the config file's [profiles.NAME] (toolpacks, workspace, ...)")
     group.add_argument("--workspace", type=Path, help="root directory of the files toolpack")
     group.add_argument(
-        "--toolpack", dest="toolpacks", action="append", metavar="PACK", help="enable a toolpack (repeatable)"
+        "--toolpack",
+        dest="toolpacks",
+        action="append",
+        metavar="PACK",
+        help="enable only this toolpack (repeatable); +PACK adds it to the default packs instead",
     )
     group.add_argument(
         "--skills-dir",
@@ -131,6 +143,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     tools = commands.add_parser("tools", help="print the catalog of enabled tools")
     tools.add_argument("--format", choices=["attp", "atdf", "json"], default="attp")
+    tools.add_argument(
+        "--as-model",
+        dest="as_model",
+        action="store_true",
+        help="print what the model reads: attp_execute's description (rules, signatures, servers that are down)",
+    )
     _settings_flags(tools)
 
     prompt = commands.add_parser("prompt", help="print the ATTP system prompt with the enabled tools")
@@ -145,6 +163,22 @@ def build_parser() -> argparse.ArgumentParser:
     config.add_argument("--port", type=int, help="HTTP port the server will use (n8n)")
     _settings_flags(config)
 
+    login = commands.add_parser(
+        "login", help="connect an upstream MCP server that needs OAuth (prints the URL to open, keeps the tokens)"
+    )
+    login.add_argument("name", help="the server's name in [mcp_servers] or the --mcp-config file")
+    login.add_argument(
+        "--callback-port", type=int, default=0, help="loopback port for the browser's redirect (default: any free)"
+    )
+    login.add_argument("--wait-s", type=float, default=300.0, help="how long to wait for the browser (default 300)")
+    _settings_flags(login)
+
+    bundle = commands.add_parser(
+        "bundle", help="write an MCP Bundle (.mcpb) that Claude Desktop installs with one click"
+    )
+    bundle.add_argument(
+        "--output", type=Path, default=Path("attp-server.mcpb"), help="the file (default attp-server.mcpb)"
+    )
     doctor = commands.add_parser(
         "doctor", help="probe what the sandbox worker's containment holds on this machine (exit 1 if a probe escapes)"
     )
@@ -192,6 +226,24 @@ def _cli_values(args: argparse.Namespace) -> dict[str, Any]:
     return {key: getattr(args, key) for key in keys if getattr(args, key, None) is not None}
 
 
+def _flag_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings the flags give. ``--toolpack +PACK`` adds PACK to the packs the configuration enables
+    (the defaults, or the config file's); ``--toolpack PACK`` replaces them."""
+    values = _cli_values(args)
+    packs: list[str] = values.get("toolpacks") or []
+    added = [pack[1:] for pack in packs if pack.startswith("+")]
+    if not added:
+        return values
+    if len(added) != len(packs):
+        raise AttpError(
+            "give either --toolpack PACK (enables only the packs named) or --toolpack +PACK (adds to the packs "
+            f"enabled by default or by the config file), not both (got {' '.join(packs)})"
+        )
+    base = load_settings({k: v for k, v in values.items() if k != "toolpacks"}, args.config, profile=args.profile)
+    values["toolpacks"] = [*base.toolpacks, *(pack for pack in added if pack not in base.toolpacks)]
+    return values
+
+
 def _read_input(path: str | None) -> str:
     if path is None or path == "-":
         return sys.stdin.read()
@@ -208,20 +260,27 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "manifest":
             return _manifest(args)
-        settings = load_settings(_cli_values(args), args.config, profile=args.profile)
+        if args.command == "bundle":
+            return _bundle(args)
+        values = _flag_values(args)
+        settings = load_settings(values, args.config, profile=args.profile)
     except AttpError as exc:
         print(f"attp: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    configure_logging(settings.log_level, settings.log_format)
+    quiet = args.command != "serve" and "log_level" not in settings.model_fields_set
+    configure_logging("WARNING" if quiet else settings.log_level, settings.log_format)  # exec: the result, no INFO
     try:
         if args.command == "serve":
-            return _serve(settings)
+            reload = functools.partial(load_settings, values, args.config, profile=args.profile)
+            return _serve(settings, reload, args.config)
         if args.command == "exec":
             return _exec(settings, args)
         if args.command == "check":
             return _check(settings, args)
         if args.command == "config":
             return _config(settings, args)
+        if args.command == "login":
+            return _login(settings, args)
         if args.command == "doctor":
             return doctor.run(settings, as_json=args.json, probe_file=args.probe)
         if args.command == "prompt":
@@ -240,12 +299,15 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-def _serve(settings: Settings) -> int:
+def _serve(settings: Settings, reload: Callable[[], Settings], config: Path | None) -> int:
+    """Serve until stopped; edits of the config file and the mcp_config files apply while serving (`reload`)."""
     if settings.transport == "http":
         check_exposure(settings)
+    if config is None and DEFAULT_CONFIG_FILE.exists():
+        config = DEFAULT_CONFIG_FILE
 
     async def run() -> None:
-        async with open_runtime(settings) as runtime:
+        async with open_runtime(settings, reload=reload, config_file=config) as runtime:
             server = create_server(runtime)
             _log_containment(runtime)
             if settings.transport == "http":
@@ -403,9 +465,12 @@ def _registry(settings: Settings) -> ToolRegistry:
 
 
 def _tools(settings: Settings, args: argparse.Namespace) -> int:
-
+    """Print the catalog; with upstream servers, say on stderr how each one went, and exit 1 if one failed."""
     registry = _registry(settings)
-    if args.format == "atdf":
+    failed = _report_upstreams(registry)
+    if args.as_model:
+        print(Catalog(registry, settings).description)
+    elif args.format == "atdf":
         print(json.dumps([atdf_descriptor(t) for t in registry.tools.values()], indent=2, ensure_ascii=False))
     elif args.format == "json":
         data = [
@@ -415,14 +480,41 @@ def _tools(settings: Settings, args: argparse.Namespace) -> int:
         print(json.dumps(data, indent=2, ensure_ascii=False))
     else:
         print("\n\n".join(tool_text(t) for t in registry.tools.values()))
-    return EXIT_OK
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def _report_upstreams(registry: ToolRegistry) -> bool:
+    """One line per upstream server on stderr: its toolpack (the name programs use) and its tools, or why it
+    failed. True if one failed."""
+    failed = False
+    for pack in registry.packs.values():
+        if pack.live is None:
+            continue
+        health = pack.live.health()
+        name = str(health.get("name", pack.name))
+        where = f"mcp server {name!r}" + (f" (toolpack {pack.name})" if pack.name != name else "")
+        if pack.live.problem is not None:
+            failed = True
+            print(f"attp: {where} FAILED: {pack.live.problem}", file=sys.stderr)
+            continue
+        hidden = int(health.get("hidden", 0))
+        count = sum(1 for tool in registry.tools.values() if tool.pack == pack.name)
+        extra = f", {hidden} hidden by its filters" if hidden else ""
+        print(f"attp: {where}: {count} tools as {pack.name}.NAME{extra}", file=sys.stderr)
+    return failed
 
 
 def _config(settings: Settings, args: argparse.Namespace) -> int:
+    flags = _flag_values(args)
     if args.client == "n8n":
-        print(n8n_config(settings, docker=args.docker))
+        print(n8n_config(settings, docker=args.docker, flags=flags))
         return EXIT_OK
-    print(json.dumps(claude_config(settings, name=args.name, profile=args.profile, config=args.config), indent=2))
+    try:
+        entry = claude_config(settings, name=args.name, profile=args.profile, config=args.config, flags=flags)
+    except NotCarried as exc:
+        print(f"attp: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(json.dumps(entry, indent=2))
     print("Merge into claude_desktop_config.json (" + "; ".join(CLAUDE_CONFIG_LOCATIONS) + ").", file=sys.stderr)
     return EXIT_OK
 
@@ -440,6 +532,69 @@ def _manifest(args: argparse.Namespace) -> int:
         return EXIT_OK
     args.path.write_text(render_manifest(manifest), encoding="utf-8")
     print(f"wrote {args.path}")
+    return EXIT_OK
+
+
+def _login(settings: Settings, args: argparse.Namespace) -> int:
+    """``attp login NAME``: the OAuth authorization code flow with PKCE for one remote server; the tokens go to
+    the server's store (sealed), never to stdout or the log."""
+    servers = settings.upstream_servers
+    config = servers.get(args.name)
+    if config is None:
+        known = ", ".join(sorted(servers)) or "none (give --config or --mcp-config as for attp serve)"
+        print(f"attp: no upstream server named {args.name!r}; configured: {known}", file=sys.stderr)
+        return EXIT_USAGE
+    if config.url is None or config.transport != "streamable-http":
+        print(
+            f"attp: {args.name!r} is {config.describe()}; OAuth login is for a remote Streamable HTTP server (url)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    url = str(config.url)
+    # The SDK logs the flow's failure with a traceback; the one line below says it (unless --log-level DEBUG).
+    if settings.log_level != "DEBUG":
+        logging.getLogger("mcp.client.auth").setLevel(logging.CRITICAL)
+
+    async def connect(auth: Any) -> int:
+        http = create_mcp_http_client(auth=auth)
+        async with http, Client(streamable_http_client(url, http_client=http)) as client:
+            return len((await client.list_tools()).tools)
+
+    async def run() -> int:
+        return await oauth_login(
+            args.name, url, Vault(settings), connect, port=args.callback_port, timeout_s=args.wait_s, say=_say
+        )
+
+    try:
+        tools = anyio.run(run)
+    except Exception as exc:  # the flow's own errors, the server's, the network's: one line each, no traceback
+        cause: BaseException = exc
+        while isinstance(cause, BaseExceptionGroup) and cause.exceptions:
+            cause = cause.exceptions[0]
+        reason = str(cause) or type(cause).__name__
+        if isinstance(cause, TimeoutError):
+            reason = f"no redirect came back within {args.wait_s:g} s (--wait-s)"
+        print(f"attp: login to {args.name!r} failed: {reason}", file=sys.stderr)
+        return EXIT_FAILED
+    _say(f"Logged in to {args.name!r}: {tools} tools. The tokens are kept in the server's store (encrypted) and")
+    _say("refreshed before they expire; attp serve uses them from its next connection to this server.")
+    return EXIT_OK
+
+
+def _say(text: str) -> None:
+    print(text, flush=True)
+
+
+def _bundle(args: argparse.Namespace) -> int:
+    """Built from this installation only (the attp script's path), never from ATTP_* variables or a config file."""
+    if args.output.suffix != ".mcpb":
+        print(f"attp: --output {args.output} must end in .mcpb (Claude Desktop opens only those)", file=sys.stderr)
+        return EXIT_USAGE
+    manifest = write_bundle(args.output)
+    command = manifest["server"]["mcp_config"]["command"]
+    print(f"wrote {args.output}: double-click it (or drag it onto Claude Desktop's Settings > Extensions) to install")
+    print(f"it starts {command} serve; the install dialog asks for the workspace folder, the upstream servers file")
+    print("(a Claude-format JSON, optional) and the approval mode")
     return EXIT_OK
 
 

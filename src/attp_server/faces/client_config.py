@@ -9,7 +9,9 @@ Client node, which reports a failed program as a successful step) how to check t
 from __future__ import annotations
 
 import os
+import shlex
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,24 +35,70 @@ def server_command() -> list[str]:
     return [str(script)] if script.is_file() else [str(python), "-m", "attp_server"]
 
 
+SERVE_FLAGS: dict[str, str] = {
+    "toolpacks": "--toolpack",
+    "skills_dirs": "--skills-dir",
+    "mcp_config": "--mcp-config",
+    "engine": "--engine",
+    "timeout_s": "--timeout-s",
+    "memory_mb": "--memory-mb",
+    "max_tool_calls": "--max-tool-calls",
+    "result_format": "--result-format",
+    "workers": "--workers",
+    "isolation": "--isolation",
+    "approval": "--approval",
+    "log_level": "--log-level",
+    "log_format": "--log-format",
+}
+"""The settings flags `attp config` passes on to the ``attp serve`` it prints (workspace and db_path apart)."""
+
+
+class NotCarried(ValueError):
+    """A flag given to `attp config` that the printed configuration cannot carry."""
+
+
+def serve_flags(values: Mapping[str, Any]) -> list[str]:
+    """The flags given on the command line, as ``attp serve`` flags; paths made absolute (the client starts the
+    server from a directory of its own)."""
+    args: list[str] = []
+    for field, flag in SERVE_FLAGS.items():
+        value = values.get(field)
+        if value is None:
+            continue
+        for item in value if isinstance(value, list) else [value]:
+            args += [flag, str(Path(item).resolve()) if isinstance(item, Path) else str(item)]
+    return args
+
+
 def claude_config(
-    settings: Settings, *, name: str = "attp", profile: str | None = None, config: Path | None = None
+    settings: Settings,
+    *,
+    name: str = "attp",
+    profile: str | None = None,
+    config: Path | None = None,
+    flags: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The ``mcpServers`` entry for ``claude_desktop_config.json``, every path absolute."""
+    """The ``mcpServers`` entry for ``claude_desktop_config.json``, every path absolute, with every serve flag
+    that was given (`flags`, from the command line). Raises `NotCarried` for a flag Claude Desktop's stdio has
+    no use for (--host, --port)."""
+    flags = flags or {}
+    if stray := [f"--{key}" for key in ("host", "port") if flags.get(key) is not None]:
+        raise NotCarried(
+            f"{' and '.join(stray)}: only for HTTP, and Claude Desktop starts the server over stdio (use `attp "
+            "config n8n` for an HTTP client)"
+        )
     command, *prefix = server_command()
     args = [*prefix, "serve", "--workspace", str(settings.workspace.resolve())]
-    if "memory" in settings.toolpacks:
-        args += ["--db-path", str(settings.db_path.resolve())]
+    # Always: its folder is the data folder (the store's state and secret), which must not land in Claude's cwd.
+    args += ["--db-path", str(settings.db_path.resolve())]
     config = config if config is not None else (DEFAULT_CONFIG_FILE if DEFAULT_CONFIG_FILE.exists() else None)
     if config is not None:
         args += ["--config", str(config.resolve())]
     if profile is not None:
         args += ["--profile", profile]
-    if "toolpacks" in settings.model_fields_set and profile is None:
-        for pack in settings.toolpacks:
-            args += ["--toolpack", pack]
-    for field in ("isolation", "approval"):  # set here, so the server Claude starts must have it too
-        if field in settings.model_fields_set:
+    args += serve_flags(flags)
+    for field in ("isolation", "approval"):  # set here (environment, file), so the server Claude starts must have it
+        if field in settings.model_fields_set and field not in flags:
             args += [f"--{field}", str(getattr(settings, field))]
     return {"mcpServers": {name: {"command": command, "args": args}}}
 
@@ -81,7 +129,7 @@ def _n8n_sessions(settings: Settings) -> list[str]:
     return lines
 
 
-def n8n_config(settings: Settings, *, docker: bool = False) -> str:
+def n8n_config(settings: Settings, *, docker: bool = False, flags: Mapping[str, Any] | None = None) -> str:
     """How to set up n8n's two MCP nodes for a server started with these settings, as text to follow."""
     named = bool(settings.auth_tokens)
     token = settings.auth_token is not None or named or docker  # from Docker the server listens beyond loopback
@@ -115,7 +163,12 @@ def n8n_config(settings: Settings, *, docker: bool = False) -> str:
         ]
     lines += ["", *_mcp_client_lines(settings), "", *_mcp_client_tool_lines(), ""]
     lines += _n8n_sessions(settings)
-    serve = f"attp serve --transport http --port {settings.port}"
+    given = [f"--workspace {_quoted(settings.workspace.resolve())}"] if (flags or {}).get("workspace") else []
+    if (flags or {}).get("db_path"):
+        given.append(f"--db-path {_quoted(settings.db_path.resolve())}")
+    carried = serve_flags(flags or {})
+    given += [f"{flag} {_quoted(value)}" for flag, value in zip(carried[::2], carried[1::2], strict=True)]
+    serve = " ".join([f"attp serve --transport http --port {settings.port}", *given])
     if docker:
         lines += [
             "n8n runs in Docker, this server on the host:",
@@ -132,6 +185,10 @@ def n8n_config(settings: Settings, *, docker: bool = False) -> str:
         )
         lines.append("For n8n in Docker, run:  attp config n8n --docker")
     return "\n".join(lines)
+
+
+def _quoted(value: object) -> str:
+    return shlex.quote(str(value))
 
 
 def _mcp_client_lines(settings: Settings) -> list[str]:

@@ -30,7 +30,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from attp_server import __version__
 from attp_server.errors import AttpError
@@ -191,9 +191,50 @@ def http_app(server: MCPServer, runtime: Runtime) -> ASGIApp:
     app.router.routes.append(Route("/healthz", _healthz(runtime), methods=["GET"]))
     app.router.routes.append(Route("/metrics", _metrics(runtime), methods=["GET"]))
     tokens = server_tokens(settings)
+    hinted = HostHint(app, security.allowed_hosts)
     if not tokens:
-        return app
-    return TokenAuth(AuthContextMiddleware(app), tokens)
+        return hinted
+    return TokenAuth(AuthContextMiddleware(hinted), tokens)
+
+
+class HostHint:
+    """ASGI middleware: the SDK's bare ``421 Invalid Host header`` (DNS-rebinding protection) gets the way out:
+    the Host names accepted, and ``ATTP_ALLOWED_HOSTS`` / ``allowed_hosts`` to add the one that was sent."""
+
+    def __init__(self, app: ASGIApp, accepted: list[str]) -> None:
+        self.app = app
+        self.accepted = accepted
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        replaced = False
+
+        async def hinting(message: Message) -> None:
+            nonlocal replaced
+            if message["type"] == "http.response.start" and message.get("status") == 421:
+                replaced = True
+                body = self._text(scope).encode()
+                headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"content-length"]
+                headers.append((b"content-length", str(len(body)).encode()))
+                await send({**message, "headers": headers})
+                await send({"type": "http.response.body", "body": body})
+                return
+            if replaced:
+                return  # the SDK's own body, already answered
+            await send(message)
+
+        await self.app(scope, receive, hinting)
+
+    def _text(self, scope: Scope) -> str:
+        host = next((v.decode("latin-1") for k, v in scope.get("headers", []) if k == b"host"), "")
+        name = host.rsplit(":", 1)[0] if host and not host.endswith("]") else host
+        return (
+            f"Invalid Host header {host[:100]!r}: this server answers only to {', '.join(self.accepted)} (protection "
+            f"against DNS rebinding). To reach it by this name, start it with ATTP_ALLOWED_HOSTS='{name[:100]}:*' "
+            "(or allowed_hosts in attp.toml).\n"
+        )
 
 
 def _healthz(runtime: Runtime) -> Callable[[Request], Awaitable[JSONResponse]]:

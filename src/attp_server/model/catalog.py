@@ -198,8 +198,12 @@ class Catalog:
         )
 
     def _reaching_out(self) -> list[str]:
-        """The tools that reach beyond the workspace (the network, processes, other systems)."""
-        return [tool.ref for tool in self.registry.tools.values() if tool.marks.open_world]
+        """The tools that reach beyond the workspace (the network, processes, other systems): those marked so,
+        and every tool of an upstream MCP server as ``pack.*`` (another program or a remote server, whatever its
+        tools' annotations say, and whether or not it is up now)."""
+        live = [name for name, pack in self.registry.packs.items() if pack.live is not None]
+        marked = [tool.ref for tool in self.registry.tools.values() if tool.marks.open_world and tool.pack not in live]
+        return [*marked, *(f"{name}.*" for name in live)]
 
     def _rules(self) -> str:
         s = self.settings

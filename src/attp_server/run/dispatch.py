@@ -81,12 +81,13 @@ class Dispatcher:
         """The reply to the worker's call of `name`, recorded in the run's trace and reported as progress."""
         if name == PARALLEL:
             return await self._parallel(run, args, kwargs)
-        tool = self.registry.resolve(name)
+        registry = run.tools or self.registry  # the tools this run started with
+        tool = registry.resolve(name)
         # Label values from a closed set: an enabled pack's tool, help/tools, or UNKNOWN_TOOL (the name is the
         # program's own text).
         pack, label = (tool.pack, tool.name) if tool is not None else ("", name if name in META_TOOLS else UNKNOWN_TOOL)
         started = time.perf_counter()
-        live = tool is not None and self.registry.packs[tool.pack].live is not None
+        live = tool is not None and registry.packs[tool.pack].live is not None
         with self.tracing.tool_call(f"{pack}.{label}" if pack else label, run.span, current=live) as span:
             reply = await self._call(run, name, args, kwargs)
             error = reply.get("error")

@@ -88,3 +88,21 @@ def joined(first: str | None, second: str | None) -> str | None:
     if first and second:
         return f"{first if first.endswith(('.', '?', '!')) else first + '.'} {second}"
     return first or second
+
+
+def point_to_renamed(error: ErrorInfo | None, renamed: dict[str, str], namespaces: dict[str, list[str]]) -> None:
+    """A ``NAME_NOT_FOUND`` for ``memory.create_entities`` where the MCP server named ``memory`` is served as
+    ``memory_mcp`` (a built-in pack has the name): say so, and suggest ``memory_mcp.create_entities``."""
+    if error is None or error.code != ErrorCode.NAME_NOT_FOUND or not renamed:
+        return
+    ref = error.received or error.tool_name or ""
+    space, dot, member = ref.partition(".")
+    target = renamed.get(space)
+    if not dot or target is None:
+        return
+    served = f"the MCP server {space!r} is the toolpack {target} ({space} is a built-in name here)"
+    if member in namespaces.get(target, []):
+        error.message = f"{space} has no member {member!r}: {served}; call {target}.{member}(...)"
+        error.suggested_value = f"{target}.{member}"
+    else:
+        error.message += f" ({served})"

@@ -12,8 +12,10 @@ from __future__ import annotations
 import functools
 import logging
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -29,8 +31,9 @@ from attp_server.run.admission import Admission
 from attp_server.run.audit import AuditLog, handle_digest
 from attp_server.run.dispatch import Dispatcher
 from attp_server.run.intake import Prepared, prepare
+from attp_server.run.live import ConfigWatch, LivePacks
 from attp_server.run.metrics import Gauges, Metrics, bounded_code
-from attp_server.run.outcome import NO_SESSION_HINT, add_solution, error_result, from_worker, joined
+from attp_server.run.outcome import NO_SESSION_HINT, add_solution, error_result, from_worker, joined, point_to_renamed
 from attp_server.run.rate_limits import RateLimits, known_principals, principal_of
 from attp_server.run.request import CallContext, Engine, ExecuteRequest, Progress
 from attp_server.run.state import RunState
@@ -45,7 +48,7 @@ from attp_server.sessions.isolation import NoSession, Scopes
 from attp_server.sessions.registry import Caller, Session, SessionRefused, Sessions
 from attp_server.settings import Settings
 from attp_server.store import Store, StoreError, open_store
-from attp_server.toolpack import ToolpackLoadError, ToolRegistry, load_factory, load_toolpack
+from attp_server.toolpack import Toolpack, ToolpackLoadError, ToolRegistry, load_factory, load_toolpack
 
 __all__ = [
     "CallContext",
@@ -119,6 +122,14 @@ class Runtime:
             audit=self.audit,
             limits=self.limits,
         )
+        self.live: LivePacks | None = None
+        """The live packs' tasks (upstream MCP servers); set by `open_runtime`."""
+        self.watching = False
+        """Whether edits of the configuration are applied while serving (`ConfigWatch`)."""
+        self._generation = 0
+        self._running: Counter[int] = Counter()
+        """Runs in flight by the configuration generation they started under (for `reload`)."""
+        self._reloading = anyio.Lock()
 
     def gauges(self) -> Gauges:
         """What the server is doing right now (read at each scrape of the metrics)."""
@@ -166,6 +177,57 @@ class Runtime:
                 await listener()
             except Exception:
                 logger.exception("a tool-list listener failed")
+
+    async def reload(self, settings: Settings) -> None:
+        """Serve the upstream servers `settings` configures: start the added and changed ones, then put them in
+        the tool list (clients are told), then stop the removed and replaced ones once the runs that started
+        before have ended: a running program finishes on the tools it started with."""
+        if self.live is None:
+            return
+        async with self._reloading:
+            current = [pack for pack in self.registry.packs.values() if pack.live is not None]
+            fixed = frozenset(name for name, pack in self.registry.packs.items() if pack.live is None)
+            factory = load_factory("mcp")
+            if factory.update is None:
+                return
+            try:
+                wanted = list(factory.update(settings, current, fixed))
+            except Exception as exc:
+                logger.warning("configuration edit not applied: %s", exc)
+                return
+            added = [pack for pack in wanted if not any(pack is old for old in current)]
+            removed = [pack for pack in current if not any(pack is new for new in wanted)]
+            ignored = _other_changes(self.settings, settings)
+            if ignored:
+                logger.warning("configuration edited: %s changed; only the upstream servers apply while serving, the "
+                               "rest at the next start", ", ".join(ignored))  # fmt: skip
+            if not added and not removed:
+                logger.info("configuration read again: the upstream servers are as they were")
+                return
+            for pack in added:
+                logger.info("configuration edited: starting the mcp server of toolpack %r", pack.name)
+            await self.live.start(added)
+            self.registry.set_live(wanted)
+            self.scopes.set_live(wanted)
+            self._generation += 1
+            await self.refresh()
+            if removed:
+                names = ", ".join(repr(pack.name) for pack in removed)
+                logger.info("configuration edited: stopping the mcp servers %s once the runs using them end", names)
+                if self.tasks is not None:
+                    self.tasks.start_soon(self._retire, removed, self._generation)
+                else:
+                    self.live.stop(removed)
+
+    async def _retire(self, packs: list[Toolpack], generation: int) -> None:
+        """Stop `packs` when no run that started before `generation` is still running (bounded by the longest a
+        run may take, paused approvals included)."""
+        longest = self.settings.timeout_s + self.settings.approval_timeout_s + 5
+        with anyio.move_on_after(longest):
+            while any(count for started, count in self._running.items() if started < generation):
+                await anyio.sleep(0.2)
+        assert self.live is not None
+        self.live.stop(packs)
 
     async def execute(self, request: ExecuteRequest, context: CallContext | None = None) -> ExecutionResult:
         context = context if context is not None else CallContext()
@@ -229,7 +291,7 @@ class Runtime:
             if isinstance(ticket, ErrorInfo):
                 return error_result(request.target, ticket)
             try:
-                tools = await self.tools_for(context.caller, session)
+                tools = (await self.tools_for(context.caller, session)).snapshot()
             except NoSession as refused:
                 return error_result(request.target, refused.info)
             caller = context.caller
@@ -276,10 +338,11 @@ class Runtime:
         session = run.session
         keeping = prepared.keep and prepared.engine == "python" and self.settings.session_state and session is not None
         state = session.kept if keeping and session is not None else None
+        registry = run.tools or self.registry
         job = Job(
             code=prepared.code,
-            tools=self.registry.callable_names(),
-            namespaces=self.registry.namespaces(),
+            tools=registry.callable_names(),
+            namespaces=registry.namespaces(),
             timeout_s=self.settings.timeout_s,
             max_output_bytes=self.settings.max_output_bytes,
             max_result_bytes=self.settings.max_result_bytes,
@@ -290,7 +353,7 @@ class Runtime:
             state=state.message() if state is not None else None,
             keep=keeping,
             max_state_bytes=self.settings.max_state_bytes,
-            unavailable=self.registry.unavailable(),
+            unavailable=registry.unavailable(),
             modules=self.settings.modules,
         )
         waiting = self.tracing.start("attp.acquire_worker")
@@ -303,9 +366,14 @@ class Runtime:
             run.span = self.tracing.start("attp.evaluate", start_ns=began)
 
         done: Mapping[str, Any] = {}
+        generation = self._generation
+        self._running[generation] += 1
         try:
             done = await self.pool.run(job, functools.partial(self.dispatch.traced_call, run), started)
         finally:
+            self._running[generation] -= 1
+            if not self._running[generation]:
+                del self._running[generation]
             if run.span is None:
                 end(waiting)
             else:
@@ -317,6 +385,12 @@ class Runtime:
                     failed(run.span, bounded_code(str(error["code"])))
                 end(run.span)
         result = from_worker(done, run, prepared.target, self.settings.max_output_bytes)
+        point_to_renamed(result.error, registry.renamed(), job.namespaces)
+        if result.error is not None and result.error.code == ErrorCode.UPSTREAM_UNAVAILABLE:
+            # Refused before it ran (the check knows the server is down), so no call asked for the server: ask now.
+            pack = registry.packs.get((result.error.tool_name or "").partition(".")[0])
+            if pack is not None and pack.live is not None:
+                pack.live.wake()
         if keeping and session is not None:
             kept, hint = await kept_state.after_run(session.kept, done, self.settings.max_state_bytes)
             if not kept_state.same(kept, session.kept):  # unchanged state is not written again
@@ -387,24 +461,20 @@ def build_registry(settings: Settings) -> ToolRegistry:
 
 
 @asynccontextmanager
-async def live_tools(registry: ToolRegistry, changed: Callable[[], Awaitable[None]]) -> AsyncIterator[None]:
+async def live_tools(registry: ToolRegistry, changed: Callable[[], Awaitable[None]]) -> AsyncIterator[LivePacks]:
     """Start the packs whose tools are live (upstream MCP servers), all at once; stop them on exit.
 
     Each reports back within its own startup timeout, connected or not (a server that fails is
     reported and its pack stays unavailable: it never stops the server). On exit their tasks are
-    cancelled, which closes every connection and ends every child process they started.
+    cancelled, which closes every connection and ends every child process they started. The `LivePacks`
+    yielded starts and stops more of them while serving (`Runtime.reload`).
     """
-    lives = [pack.live for pack in registry.packs.values() if pack.live is not None]
-    if not lives:
-        yield
-        return
     async with anyio.create_task_group() as running:
-        async with anyio.create_task_group() as starting:
-            for live in lives:
-                starting.start_soon(running.start, functools.partial(live.serve, changed))
+        live = LivePacks(running, changed)
+        await live.start([pack for pack in registry.packs.values() if pack.live is not None])
         registry.refresh()
         try:
-            yield
+            yield live
         finally:
             running.cancel_scope.cancel()
 
@@ -422,8 +492,17 @@ async def open_registry(settings: Settings) -> AsyncIterator[ToolRegistry]:
 
 
 @asynccontextmanager
-async def open_runtime(settings: Settings, *, registry: ToolRegistry | None = None) -> AsyncIterator[Runtime]:
-    """Start the live packs and the worker pool and yield a ready `Runtime`; stop them all on exit."""
+async def open_runtime(
+    settings: Settings,
+    *,
+    registry: ToolRegistry | None = None,
+    reload: Callable[[], Settings] | None = None,
+    config_file: Path | None = None,
+) -> AsyncIterator[Runtime]:
+    """Start the live packs and the worker pool and yield a ready `Runtime`; stop them all on exit.
+
+    With `reload` (reads the configuration again) and `config_poll_s` > 0, edits of `config_file` and the
+    ``mcp_config`` files are applied while serving (`ConfigWatch`, `Runtime.reload`)."""
     registry = registry if registry is not None else build_registry(settings)
     runtime: Runtime | None = None
 
@@ -435,7 +514,7 @@ async def open_runtime(settings: Settings, *, registry: ToolRegistry | None = No
 
     async with (
         open_store(settings) as store,
-        live_tools(registry, changed),
+        live_tools(registry, changed) as live,
         WorkerPool(
             size=settings.workers,
             max_workers=settings.max_workers,
@@ -446,8 +525,13 @@ async def open_runtime(settings: Settings, *, registry: ToolRegistry | None = No
     ):
         runtime = Runtime(settings, registry, pool, store)
         runtime.tasks = tasks
+        runtime.live = live
         await runtime.scopes.sweep_stale(store.handles.present)
         tasks.start_soon(_end_idle_sessions, runtime)
+        watch = ConfigWatch(reload, config_file, settings, runtime.reload) if reload is not None else None
+        if watch is not None and settings.config_poll_s > 0 and watch.files:  # nothing to watch: nothing can change
+            runtime.watching = True
+            tasks.start_soon(watch.run)
         try:
             yield runtime
         finally:
@@ -458,6 +542,19 @@ async def open_runtime(settings: Settings, *, registry: ToolRegistry | None = No
 
 SWEEP_PERIOD_S = 10.0
 """How often a server process sweeps the store (expiry, the total state bound, its stdio session's liveness)."""
+
+
+LIVE_SETTINGS = frozenset({"mcp_servers", "mcp_config"})
+"""What an edit of the configuration changes while serving (`Runtime.reload`)."""
+
+
+def _other_changes(before: Settings, after: Settings) -> list[str]:
+    """The settings an edit changed besides the upstream servers (names only, never values)."""
+    return [
+        name
+        for name in Settings.model_fields
+        if name not in LIVE_SETTINGS and getattr(before, name) != getattr(after, name)
+    ]
 
 
 async def _end_idle_sessions(runtime: Runtime) -> None:

@@ -22,7 +22,7 @@ import re
 import shutil
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,7 +32,7 @@ from attp_server.errors import ErrorCode, ErrorInfo
 from attp_server.sandbox.process.pool import process_alive
 from attp_server.sessions.registry import Caller, Session
 from attp_server.settings import DEFAULT_TENANT, Settings
-from attp_server.toolpack import ToolRegistry
+from attp_server.toolpack import Toolpack, ToolRegistry
 
 logger = logging.getLogger(__name__)
 
@@ -128,6 +128,11 @@ class Scopes:
                 while len(self._built) > MAX_BUILT:
                     self._built.popitem(last=False)
         return built
+
+    def set_live(self, packs: Sequence[Toolpack]) -> None:
+        """The live packs were replaced (the configuration was edited): every built scope serves the new ones."""
+        for built in self._built.values():
+            built.set_live(packs)
 
     def refresh(self) -> None:
         """The live packs' tools changed (an upstream server's list): every built scope settles its names again."""

@@ -18,9 +18,11 @@ and upstream progress is forwarded as the run's progress.
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 import logging
 import math
+import os
 import re
 import time
 import urllib.parse
@@ -34,8 +36,9 @@ import httpx2
 import mcp_types as types
 from anyio.abc import TaskStatus
 from mcp import Client
+from mcp.client.auth import OAuthFlowError
 from mcp.client.sse import sse_client
-from mcp.client.stdio import StdioServerParameters
+from mcp.client.stdio import DEFAULT_INHERITED_ENV_VARS, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
@@ -46,6 +49,8 @@ from attp_server import __version__
 from attp_server.mcp_config import ExpansionError, McpServer, expand
 from attp_server.toolpack import Tool, ToolError, ToolMarks, current_call, make_tool
 from attp_server.toolpacks.mcp.content import media_saver, result_data, scrub
+from attp_server.toolpacks.mcp.oauth import LoginNeeded, Provider, Vault, has_tokens
+from attp_server.toolpacks.mcp.oauth import provider as oauth_provider
 from attp_server.toolpacks.mcp.schema import ToolShape, identifier, shape_of
 from attp_server.toolpacks.mcp.stderr import StderrTail
 from attp_server.toolpacks.mcp.stdio import REFUSED_UNREAD, bounded_stdio
@@ -59,6 +64,11 @@ MAX_PAGES = 100
 MAX_MESSAGE_FACTOR = 2
 """A stdio server's message may be this many times its ``max_result_bytes`` (plus 1 MiB) before it is refused
 unread (`bounded_stdio`): what the server reads and parses is bounded by the limit, not by what was sent."""
+_NEEDED = re.compile(
+    r"PROXY|CERT|CA_BUNDLE|SSL|TLS|^NODE_|^NPM_|^UV_|^PIP_|^PYTHON|^VIRTUAL_ENV$|^JAVA_HOME$|^XDG_", re.I
+)
+"""Variables servers commonly need that are worth naming when one fails without them."""
+_NETWORK = re.compile(r"PROXY|CERT|CA_BUNDLE|SSL|TLS", re.I)
 MIN_SECRET_CHARS = 6
 """Shorter values of env and headers are not blanked out (they would match ordinary text)."""
 MIN_PASSWORD_CHARS = 4
@@ -84,8 +94,17 @@ class Upstream:
         startup_timeout_s: float,
         environ: Mapping[str, str],
         config_name: str | None = None,
+        passthrough: tuple[str, ...] = (),
+        vault: Vault | None = None,
     ) -> None:
         self.pack = pack
+        self.vault = vault
+        """Where the OAuth tokens of a remote server are kept (`attp login NAME`); None: no OAuth."""
+        self._auth: Provider | None = None
+        self._challenge: str | None = None
+        """The WWW-Authenticate of the last 401 the server answered (a remote server); None: no 401."""
+        self.passthrough = passthrough
+        """Names (or globs) of `environ`'s variables a stdio server gets besides the SDK's short default list."""
         self.config = config
         self.config_name = config_name or pack
         self.workspace = workspace
@@ -107,6 +126,8 @@ class Upstream:
         self._started = False
         self.connects = 0
         self.failures = 0
+        self.hidden = 0
+        """Tools the server lists that the filters (tools, exclude_tools, read_only) hide."""
 
     # ------------------------------------------------------------ LiveTools
 
@@ -115,13 +136,21 @@ class Upstream:
 
     def health(self) -> dict[str, Any]:
         return {
+            "name": self.config_name,
             "server": self.config.describe(),
             "status": "ok" if self.problem is None else "unavailable",
             "problem": self.problem,
             "tools": len(self._tools),
+            "hidden": self.hidden,
             "connects": self.connects,
             "failures": self.failures,
         }
+
+    def wake(self) -> None:
+        if self._client is not None or self._request is not None or time.monotonic() < self._retry_at:
+            return
+        self._request = anyio.Event()
+        self._wanted.set()
 
     async def serve(self, changed: Changed, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Keep the server connected until cancelled (see the module docstring)."""
@@ -229,25 +258,105 @@ class Upstream:
             return f"{self.config.describe()}: {ended}{stderr}; it is started again on the next call"
         if isinstance(cause, ExpansionError):
             return f"{cause}. Fix: set the variable, then restart attp-server."
+        if self._needs_login(cause):
+            return (
+                f"{self.config.describe()}: it needs an OAuth login (it answered 401 with OAuth metadata). Fix: run "
+                f"`attp login {self.config_name}` once (with the same --config / --mcp-config); the tokens are kept in "
+                "the server's store and refreshed; it is retried on the next call."
+            )
         reason = _reason(cause)
         if self.config.command is not None:
             if isinstance(cause, FileNotFoundError | PermissionError):
-                fix = f"install it, or correct {where}.command"
-                reason = f"the command {self.config.command!r} cannot be started ({type(cause).__name__})"
-            elif said:
-                reason = f"it exited at start; its stderr said: {said}"
-                fix = f"correct the server or {where} (its whole stderr is in attp-server's log)"
+                reason, fix = self._not_started(cause, where)
             else:
-                fix = f"run the command of {where} by hand to see its error, and correct it"
+                if said:
+                    reason = f"it exited at start; its stderr said: {said}"
+                    fix = f"correct the server or {where} (its whole stderr is in attp-server's log)"
+                else:
+                    fix = f"run the command of {where} by hand to see its error, and correct it"
+                if withheld := self._withheld():
+                    fix += (
+                        f". It did not get these variables of attp-server's environment: {', '.join(withheld)} "
+                        "(add the ones it needs to env_passthrough, or to its env)"
+                    )
             return f"{self.config.describe()}: {reason}. Fix: {fix}; it is retried on the next call."
-        if isinstance(cause, httpx2.HTTPStatusError) and cause.response.status_code in (401, 403):
+        if self._challenge is not None or (
+            isinstance(cause, httpx2.HTTPStatusError) and cause.response.status_code in (401, 403)
+        ):
+            reason = f"it refused the credentials (HTTP 401: {self._challenge or 'unauthorized'})"[:300]
             fix = f"check the credentials in {where}.headers"
         else:
             fix = f"check that the server is running and that {where}.url is right"
         return f"{self.config.describe()}: {reason}. Fix: {fix}; it is retried on the next call."
 
+    def _not_started(self, cause: BaseException, where: str) -> tuple[str, str]:
+        """Why the command did not start, and the fix: a program missing from PATH is the usual case (uvx, npx
+        and node live in folders an app such as Claude Desktop does not put on the PATH it starts us with)."""
+        command = str(self.config.command)
+        if isinstance(cause, PermissionError):
+            return (
+                f"the command {command!r} is not executable (PermissionError)",
+                f"make it executable, or correct {where}.command",
+            )
+        if os.sep in command or (os.altsep and os.altsep in command):
+            return f"the command {command!r} does not exist", f"correct {where}.command (an absolute path)"
+        path = self.environ.get("PATH", "")
+        reason = f"the command {command!r} was not found on the PATH attp-server was started with ({path[:300]})"
+        comes_with = {"uvx": "uv (https://docs.astral.sh/uv/)", "uv": "uv (https://docs.astral.sh/uv/)",
+                      "npx": "Node.js", "node": "Node.js", "npm": "Node.js"}.get(Path(command).name)  # fmt: skip
+        fix = f"install {comes_with}, or " if comes_with else "install it, or "
+        fix += (
+            f"give its absolute path as {where}.command (`which {command}` in a terminal prints it): an app such "
+            "as Claude Desktop starts attp-server with a shorter PATH than a terminal's"
+        )
+        return reason, fix
+
+    def _withheld(self) -> list[str]:
+        """Variables of attp-server's environment a stdio server did not get that servers commonly need (proxies,
+        certificates, toolchain settings): names only, for the failure's reason."""
+        given = {*DEFAULT_INHERITED_ENV_VARS, *self.config.env}
+        withheld = [
+            name
+            for name in self.environ
+            if name not in given
+            and not any(fnmatch.fnmatchcase(name, pattern) for pattern in self.passthrough)
+            and _NEEDED.search(name)
+        ]
+        return sorted(withheld, key=lambda name: (not _NETWORK.search(name), name))[:20]  # proxies, CAs first
+
+    def _needs_login(self, cause: BaseException) -> bool:
+        """Whether the server wants an OAuth login: the provider found it needs a person, or the server answered
+        401 with a Bearer challenge and we have no tokens and no Authorization header to send."""
+        if isinstance(cause, LoginNeeded):
+            return True
+        if isinstance(cause, OAuthFlowError) and isinstance(cause.__context__, LoginNeeded):
+            return True
+        if self.vault is None or self._challenge is None or self._auth is not None:
+            return False
+        configured = any(name.lower() == "authorization" for name in self.config.headers)
+        return not configured and self._challenge.lower().startswith("bearer")
+
+    async def _note_challenge(self, response: httpx2.Response) -> None:
+        """An httpx response hook: remember a 401's challenge (the SDK's transport keeps only 'an error')."""
+        if response.status_code == 401:
+            self._challenge = response.headers.get("www-authenticate", "")
+
+    async def _oauth(self) -> Provider | None:
+        """The OAuth provider for a remote Streamable HTTP server given no Authorization header, once it has
+        tokens (`attp login`); None otherwise (a 401 then says to log in)."""
+        config = self.config
+        if self.vault is None or config.url is None or config.transport != "streamable-http":
+            return None
+        if any(name.lower() == "authorization" for name in config.headers):
+            return None
+        if not await has_tokens(self.config_name, str(config.url), self.vault):
+            return None
+        return oauth_provider(self.config_name, str(config.url), self.vault)
+
     @asynccontextmanager
     async def _connect(self) -> AsyncIterator[Client]:
+        self._auth = await self._oauth()
+        self._challenge = None
         transport, self._stderr = self._transport()
         client = Client(
             transport,
@@ -271,8 +380,14 @@ class Upstream:
         if config.command is not None:
             env = {k: expand(v.get_secret_value(), self.environ, f"{where}.env.{k}") for k, v in config.env.items()}
             self._secrets = _secret_values(env)
+            passed = {
+                name: value
+                for name, value in self.environ.items()
+                if any(fnmatch.fnmatchcase(name, pattern) for pattern in self.passthrough)
+            }
             # Its stderr may print any of its env (a URL with a password in it): every value is blanked there.
             tail = StderrTail(self.pack, _secret_values(env))
+            env = {**passed, **env}
             parameters = StdioServerParameters(
                 command=config.command,
                 args=list(config.args),
@@ -289,7 +404,7 @@ class Upstream:
         self._secrets = _secret_values(headers, url=url)
         if config.transport == "sse":
             return sse_client(url, headers=headers or None), None
-        return _streamable(url, headers), None
+        return _streamable(url, headers, self._auth, self._note_challenge), None
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
@@ -308,13 +423,28 @@ class Upstream:
                 break
         taken: set[str] = set()
         tools = []
+        hidden = 0
         for definition in listed:
+            read_only = definition.annotations is not None and definition.annotations.read_only_hint is True
+            if not self.config.admits((definition.name, identifier(definition.name)), read_only=read_only):
+                hidden += 1  # never made into a tool: not listed, not described, not callable by any name
+                continue
             name = identifier(definition.name, taken)
             taken.add(name)
             try:
                 tools.append(self._tool(name, definition))
             except Exception as exc:  # one odd tool must not take the others down
                 logger.warning("mcp server %r: leaving out tool %r: %s", self.pack, definition.name, self._reason(exc))
+        if self.config.filtered():
+            self.hidden = hidden
+            logger.info("mcp server %r: %d of %d tools hidden by its filters", self.pack, hidden, len(listed))
+            if self.config.tools is not None and hidden == len(listed):
+                logger.warning(
+                    "mcp server %r: its tools filter %s matches none of its tools (%s)",
+                    self.pack,
+                    self.config.tools,
+                    ", ".join(d.name for d in listed[:20]) or "none",
+                )
         return tools
 
     def _tool(self, name: str, definition: types.Tool) -> Tool:
@@ -414,11 +544,18 @@ class Upstream:
             result,
             unwrap=shape.unwrap_result,
             max_bytes=self.config.max_result_bytes,
-            secrets=self._secrets,
+            secrets=[*self._secrets, *self._tokens()],
             save=save,
         )
         # Up to max_result_bytes of JSON to parse, walk and measure: off the event loop every session shares.
         return await anyio.to_thread.run_sync(convert)
+
+    def _tokens(self) -> list[str]:
+        """The OAuth tokens in use (blanked out of results like any credential)."""
+        tokens = self._auth.context.current_tokens if self._auth is not None else None
+        if tokens is None:
+            return []
+        return [t for t in (tokens.access_token, tokens.refresh_token) if t and len(t) >= MIN_SECRET_CHARS]
 
     async def _ready(self, remaining: float | None) -> Client:
         """The connected client, connecting again first when the server is down and the backoff allows."""
@@ -517,8 +654,15 @@ def _secret_values(values: Mapping[str, str], *, url: str = "") -> list[str]:
 
 
 @asynccontextmanager
-async def _streamable(url: str, headers: Mapping[str, str]) -> AsyncIterator[Any]:
-    http = create_mcp_http_client(headers=dict(headers) or None)
+async def _streamable(
+    url: str,
+    headers: Mapping[str, str],
+    auth: httpx2.Auth | None = None,
+    on_response: Callable[[httpx2.Response], Awaitable[None]] | None = None,
+) -> AsyncIterator[Any]:
+    http = create_mcp_http_client(headers=dict(headers) or None, auth=auth)
+    if on_response is not None:
+        http.event_hooks = {"request": [], "response": [on_response]}
     async with http, streamable_http_client(url, http_client=http) as streams:
         yield streams
 

@@ -1,0 +1,133 @@
+"""Filters per upstream server (``tools``, ``exclude_tools``, ``read_only``) as a user runs them: ``attp serve``
+in front of real servers, an SDK client on both protocol eras. A filtered tool is absent from everything the
+model reads and refused by any name it might guess, ``parallel()`` included."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+import tomli_w
+from harness import execute, server_env, serving_http
+from mcp.shared.exceptions import MCPError
+from upstreams import everything_stdio, time_stdio
+
+from attp_server.mcp_config import McpServer, read_claude_config
+
+pytestmark = pytest.mark.anyio
+
+HIDDEN = ("get_env", "toggle_simulated_logging", "gzip_file_as_resource", "simulate_research_query", "get_current_time")
+SHOWN = ("echo", "get_sum", "convert_time")
+
+
+def write_configs(root: Path) -> tuple[Path, Path]:
+    """time in attp.toml (allow list), everything in Claude JSON (read_only plus an exclusion by its own name)."""
+    toml = root / "attp.toml"
+    toml.write_text(
+        tomli_w.dumps(
+            {"toolpacks": {"enabled": ["files"]}, "mcp_servers": {"time": {**time_stdio(), "tools": ["convert_*"]}}}
+        )
+    )
+    claude = root / "claude_desktop_config.json"
+    claude.write_text(
+        json.dumps(
+            {"mcpServers": {"everything": {**everything_stdio(), "read_only": True, "exclude_tools": ["get-env"]}}}
+        )
+    )
+    return toml, claude
+
+
+GUESSES = [
+    "get_env()",
+    "everything.get_env()",
+    "everything.toggle_simulated_logging()",
+    "time.get_current_time(timezone='UTC')",
+    "get_current_time(timezone='UTC')",
+]
+
+
+@pytest.mark.parametrize("mode", ["2026-07-28", "legacy"])
+async def test_filtered_tools_are_hidden_and_refused(tmp_path: Path, mode: str) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    toml, claude = write_configs(tmp_path)
+    with serving_http(workspace, "--config", str(toml), "--mcp-config", str(claude)) as served:
+        assert served.url is not None
+        upstream = httpx.get(served.url + "/healthz").json()["upstream"]
+        assert upstream["time"]["status"] == upstream["everything"]["status"] == "ok"
+        assert upstream["time"]["hidden"] == 1 and upstream["everything"]["hidden"] == 5
+        async with served.client(mode=mode) as client:
+            [tool] = (await client.list_tools()).tools
+            description = tool.description or ""
+            for name in SHOWN:
+                assert name in description
+            for name in HIDDEN:
+                assert name not in description
+            seen = await execute(
+                client,
+                "__result__ = {'sum': get_sum(a=1, b=2), 'time': convert_time(source_timezone='UTC', "
+                "time='12:00', target_timezone='UTC')['target']['timezone']}",
+            )
+            assert seen["status"] == "ok", seen["error"]
+            for guess in GUESSES:
+                refused = await execute(client, f"__result__ = {guess}")
+                assert refused["status"] == "error" and refused["error"]["code"] == "NAME_NOT_FOUND", (guess, refused)
+            # A name built at run time gets past every static check: the server refuses it, once for the batch.
+            dynamic = await execute(
+                client, "name = 'everything.' + 'get' + '_env'\n__result__ = parallel(name, [{}, {}])"
+            )
+            assert dynamic["error"]["code"] == "NAME_NOT_FOUND", dynamic
+            assert dynamic["calls"] == [] or all(not c["ok"] for c in dynamic["calls"])
+            helped = await execute(client, "help('get_env')\nprint(tools('env'))\nprint(tools('time'))")
+            assert helped["status"] == "ok", helped["error"]
+            assert "environment" not in helped["stdout"].lower() and "get_current_time" not in helped["stdout"]
+            assert "convert_time" in helped["stdout"]
+            listing = await client.read_resource("attp://tools")
+            text = "".join(getattr(c, "text", "") for c in listing.contents)
+            assert "def echo" in text or "echo(" in text
+            assert not any(f"{name}(" in text for name in HIDDEN)
+            for uri in (
+                "attp://tools/get_env",
+                "attp://tools/everything.get_env/atdf",
+                "attp://tools/get_current_time",
+            ):
+                with pytest.raises(MCPError, match="no tool named"):
+                    await client.read_resource(uri)
+
+
+def test_attp_tools_lists_only_what_the_filters_keep(tmp_path: Path) -> None:
+    toml, claude = write_configs(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "attp_server", "tools", "--format", "atdf", "--config", str(toml), "--mcp-config",
+         str(claude), "--workspace", str(tmp_path)],
+        capture_output=True, text=True, env=server_env(), cwd=tmp_path, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    names = {d["name"] for d in json.loads(done.stdout)}
+    assert {"echo", "get_sum", "convert_time"} <= names
+    assert not names & set(HIDDEN)
+
+
+def test_filter_keys_in_toml_and_claude_json(tmp_path: Path) -> None:
+    server = McpServer.model_validate(
+        {"command": "x", "tools": ["read_*", "list-dirs"], "exclude_tools": ["read_secret"]}
+    )
+    assert server.admits(("read_file",), read_only=False)
+    assert server.admits(("list-dirs", "list_dirs"), read_only=False)
+    assert not server.admits(("read_secret",), read_only=True)
+    assert not server.admits(("write_file",), read_only=True)
+    only_reads = McpServer.model_validate({"command": "x", "read_only": True})
+    assert only_reads.admits(("anything",), read_only=True) and not only_reads.admits(("anything",), read_only=False)
+    path = tmp_path / "claude.json"
+    path.write_text(json.dumps({"mcpServers": {"s": {"command": "x", "tools": ["a*"], "read_only": True}}}))
+    assert read_claude_config(path)["s"].tools == ["a*"]
+    path.write_text(json.dumps({"mcpServers": {"s": {"command": "x", "tools": "a*"}}}))
+    with pytest.raises(ValueError, match=r"mcpServers\.s: tools: Input should be a valid list"):
+        read_claude_config(path)
+    path.write_text(json.dumps({"mcpServers": {"s": {"command": "x", "exclude_tools": [""]}}}))
+    with pytest.raises(ValueError, match="cannot be empty"):
+        read_claude_config(path)

@@ -1,0 +1,134 @@
+"""Live configuration: edits of attp.toml's [mcp_servers] and of an --mcp-config file, applied while ``attp serve``
+runs, seen by real SDK clients on both protocol eras. Added servers start, removed ones stop, changed ones
+restart; a program running during the edit finishes on the servers it started with; a broken edit is logged
+and changes nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import mcp_types as types
+import pytest
+import tomli_w
+from harness import execute, serving_http
+from upstreams import everything_stdio, time_stdio
+
+pytestmark = pytest.mark.anyio
+
+SLOW = """started = everything.echo(message="before")
+everything.trigger_long_running_operation(duration=15, steps=5)
+__result__ = [started, everything.echo(message="after")]"""
+
+
+def write_toml(path: Path, time_server: dict[str, Any]) -> None:
+    path.write_text(tomli_w.dumps({"toolpacks": {"enabled": ["files"]}, "mcp_servers": {"time": time_server}}))
+
+
+def write_json(path: Path, servers: dict[str, Any]) -> None:
+    """Written to a new file and renamed over the old one, as editors save."""
+    partial = path.with_suffix(".partial")
+    partial.write_text(json.dumps({"mcpServers": servers}))
+    os.replace(partial, path)
+
+
+def children(pid: int, word: str) -> list[int]:
+    """Processes whose parent is `pid` and whose command line has `word` (the upstream servers attp started)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == pid and word in command:
+            found.append(int(entry.name))
+    return found
+
+
+async def wait_until(check: Any, timeout: float = 20.0) -> None:
+    with anyio.fail_after(timeout):
+        while not check():
+            await anyio.sleep(0.1)
+
+
+async def test_edits_apply_while_serving(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    toml, claude = tmp_path / "attp.toml", tmp_path / "upstream.json"
+    write_toml(toml, time_stdio())
+    write_json(claude, {"everything": everything_stdio()})
+    log = tmp_path / "stderr.log"
+    flags = ("--config", str(toml), "--mcp-config", str(claude), "--timeout-s", "40")
+    with serving_http(workspace, *flags, env={"ATTP_CONFIG_POLL_S": "0.2"}, stderr=log) as served:
+        assert served.url is not None and served.process is not None
+        pid = served.process.pid
+
+        def upstream() -> dict[str, Any]:
+            return dict(httpx.get(served.url + "/healthz").json()["upstream"])  # type: ignore[operator]
+
+        assert set(upstream()) == {"time", "everything"}
+        assert children(pid, "server-everything")
+        heard = anyio.Event()
+
+        async def on_message(message: Any) -> None:
+            if isinstance(message, types.ToolListChangedNotification):
+                heard.set()
+
+        async with served.client(mode="legacy", message_handler=on_message) as legacy, served.client() as modern:
+            before = (await modern.list_tools()).tools[0].description or ""
+            assert "trigger_long_running_operation" in before and "convert_time" in before
+            running: dict[str, Any] = {}
+
+            async def slow() -> None:
+                running.update(await execute(legacy, SLOW))
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(slow)
+                await anyio.sleep(1.0)  # the program is inside the 15 s operation
+                # Remove everything, add time2 (filtered), change time (an exclusion): all while it runs.
+                write_json(claude, {"time2": {**time_stdio(), "tools": ["get_current_time"]}})
+                write_toml(toml, {**time_stdio(), "exclude_tools": ["convert_time"]})
+                with anyio.fail_after(20):
+                    await heard.wait()
+                assert running == {}, "the program is still running"
+                assert set(upstream()) == {"time", "time2"}
+                assert children(pid, "server-everything"), "a server a running program uses is kept until it ends"
+            assert running["status"] == "ok", running["error"]
+            assert running["result"] == ["Echo: before", "Echo: after"]
+
+            # tools/list carries a cache hint (ttlMs); a client that was not listening asks the server again.
+            after = (await modern.list_tools(cache_mode="refresh")).tools[0].description or ""
+            assert "trigger_long_running_operation" not in after and "convert_time" not in after
+            assert "time2" in after
+            await wait_until(lambda: not children(pid, "server-everything"))
+            gone = await execute(modern, '__result__ = everything.echo(message="x")')
+            assert gone["error"]["code"] == "NAME_NOT_FOUND", gone
+            hidden = await execute(
+                modern, "__result__ = convert_time(source_timezone='UTC', time='12:00', target_timezone='UTC')"
+            )
+            assert hidden["error"]["code"] == "NAME_NOT_FOUND", hidden
+            now = await execute(
+                modern,
+                "__result__ = [time.get_current_time(timezone='UTC')['timezone'], time2.get_current_time(timezone='Asia/Tokyo')['timezone']]",
+            )
+            assert now["result"] == ["UTC", "Asia/Tokyo"], now
+
+            # A broken edit is logged and changes nothing.
+            claude.write_text('{"mcpServers": {"time2": ')
+            write_toml(toml, {"command": "x", "url": "http://127.0.0.1:1/mcp"})
+            deadline = time.monotonic() + 10
+            while "configuration edit not applied" not in log.read_text() and time.monotonic() < deadline:
+                await anyio.sleep(0.1)
+            assert "configuration edit not applied" in log.read_text()
+            assert set(upstream()) == {"time", "time2"}
+            still = await execute(modern, "__result__ = time2.get_current_time(timezone='UTC')['timezone']")
+            assert still["result"] == "UTC", still
+            assert (await modern.list_tools(cache_mode="refresh")).tools[0].description == after
