@@ -83,6 +83,8 @@ class LoadResult:
     abandoned_after: int = 0
     server_cpu: float = 0.0
     """CPU-s per second of the server process itself (its workers not included) while the normal client ran."""
+    attacker_stderr: str = ""
+    """The last lines the hostile side wrote to stderr (why it made no call, when it made none)."""
 
     def p(self, q: float) -> float:
         ordered = sorted(self.latencies)
@@ -173,17 +175,19 @@ async def run_load(scratch: Path, *, hostile: int, duration: float, programs: st
         (scratch / "upstreams.json").write_text(json.dumps({"mcpServers": servers}))
         flags += ["--mcp-config", str(scratch / "upstreams.json")]
     result = LoadResult()
+    attacker_log = scratch / "attacker.stderr"
     with http_server([*attp_args(workspace, *flags), "--timeout-s", str(TIMEOUT_S)], scratch, port) as server:
         url = f"http://127.0.0.1:{port}"
         hostile_side = ["-m", "bench.load", "--hostile", url, "--clients", str(hostile), "--duration", str(duration)]
         hostile_side += ["--programs", programs]
-        attacker = subprocess.Popen(
-            [sys.executable, *hostile_side],
-            cwd=ROOT,
-            env=_environment(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-        )
+        with attacker_log.open("wb") as attacker_err:  # the child has its own copy of the descriptor
+            attacker = subprocess.Popen(
+                [sys.executable, *hostile_side],
+                cwd=ROOT,
+                env=_environment(),
+                stdout=subprocess.PIPE,
+                stderr=attacker_err,
+            )
         try:
             await anyio.sleep(1.0)  # the hostile sessions are connected and busy
             stop = time.monotonic() + max(0.5, duration - 1.5)
@@ -198,6 +202,7 @@ async def run_load(scratch: Path, *, hostile: int, duration: float, programs: st
                 attacker.kill()
                 attacker.wait()
         result.hostile = dict(json.loads(out or b"{}"))
+        result.attacker_stderr = attacker_log.read_text(errors="replace")[-2000:]
         await _settle(server.pid, result)
         result.threads_after = thread_count(server.pid)
         health = httpx.get(url + "/healthz", timeout=30).json()
