@@ -99,6 +99,38 @@ async def test_filtered_tools_are_hidden_and_refused(tmp_path: Path, mode: str) 
                     await client.read_resource(uri)
 
 
+async def test_a_refusal_by_a_filter_leaves_one_audit_line(tmp_path: Path) -> None:
+    """Each guess at a filtered tool, by any name (``parallel()`` with a name built at run time included), leaves
+    one ``filter_refused`` line naming ``pack.tool``; a name no server has leaves none."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    toml, claude = write_configs(tmp_path)
+    log = tmp_path / "audit.jsonl"
+    flags = ("--config", str(toml), "--mcp-config", str(claude))
+    with serving_http(workspace, *flags, env={"ATTP_AUDIT_LOG": str(log)}) as served:
+        async with served.client() as client:
+            for guess in GUESSES:
+                refused = await execute(client, f"__result__ = {guess}")
+                assert refused["error"]["code"] == "NAME_NOT_FOUND", (guess, refused)
+            dynamic = await execute(client, "__result__ = parallel('everything.' + 'get_env', [{}, {}])")
+            assert dynamic["error"]["code"] == "NAME_NOT_FOUND", dynamic
+            unknown = await execute(client, "__result__ = no_such_tool()")
+            assert unknown["error"]["code"] == "NAME_NOT_FOUND", unknown
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [(line["event"], line["tool"], line["outcome"]) for line in lines] == [
+        ("filter_refused", tool, "NAME_NOT_FOUND")
+        for tool in (
+            "everything.get_env",
+            "everything.get_env",
+            "everything.toggle_simulated_logging",
+            "time.get_current_time",
+            "time.get_current_time",
+            "everything.get_env",
+        )
+    ]
+    assert all(line["principal"] == "anonymous" for line in lines)
+
+
 def test_attp_tools_lists_only_what_the_filters_keep(tmp_path: Path) -> None:
     toml, claude = write_configs(tmp_path)
     done = subprocess.run(

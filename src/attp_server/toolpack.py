@@ -252,6 +252,11 @@ class LiveTools(Protocol):
         connect again now, if the backoff allows, so that the next call finds them."""
         ...
 
+    def hides(self, name: str) -> bool:
+        """Whether `name` (as the server lists it, or as the sandbox would call it) is a tool the pack's filters
+        keep from programs: a call to it is refused like any unknown name, and the audit log records the refusal."""
+        ...
+
 
 @dataclass(frozen=True)
 class Toolpack:
@@ -727,6 +732,15 @@ class ToolRegistry:
     def renamed(self) -> dict[str, str]:
         """The names users gave packs that are served under another name -> that name (``memory`` -> ``memory_mcp``)."""
         return {pack.origin: name for name, pack in self.packs.items() if pack.origin and pack.origin != name}
+
+    def filtered(self, name: str) -> str | None:
+        """``pack.tool`` when `name` (bare or ``pack.tool``) names a tool a live pack's filters hide, else None."""
+        pack, dot, short = name.partition(".")
+        candidates = [(pack, self.packs.get(pack))] if dot else list(self.packs.items())
+        for candidate, found in candidates:
+            if found is not None and found.live is not None and found.live.hides(short if dot else name):
+                return f"{candidate}.{short if dot else name}"
+        return None
 
     def unavailable(self) -> dict[str, str]:
         """Live packs whose tools cannot be called now -> why, and what fixes it."""

@@ -124,6 +124,7 @@ class Dispatcher:
             )
         if name in META_TOOLS or (run.tools or self.registry).resolve(name) is None:
             # Refused once, not once per item: the name is the program's own text, of any length.
+            await self.refused_by_filter(run, name)
             return reply_error(
                 ErrorInfo(
                     code=ErrorCode.NAME_NOT_FOUND,
@@ -160,6 +161,7 @@ class Dispatcher:
             return self._meta(run, name, args, kwargs)
         tool = (run.tools or self.registry).resolve(name)
         if tool is None:
+            await self.refused_by_filter(run, name)
             return reply_error(
                 ErrorInfo(code=ErrorCode.NAME_NOT_FOUND, message=f"no tool named {name!r}", tool_name=name)
             )
@@ -185,6 +187,15 @@ class Dispatcher:
         outcome = reply_code(reply) or "ok"
         await self._audit(run, "tool_call", tool, bound, outcome, duration_ms=(time.perf_counter() - started) * 1000)
         return reply
+
+    async def refused_by_filter(self, run: RunState, name: str) -> None:
+        """An audit line when `name` is refused because a server's filters hide it (not merely unknown)."""
+        if self.audit.enabled and isinstance(name, str) and len(name) <= 200:
+            hidden = (run.tools or self.registry).filtered(name)
+            if hidden is not None:
+                await self.audit.record(
+                    "filter_refused", principal=run.principal, handle=run.handle, tool=hidden, outcome="NAME_NOT_FOUND"
+                )
 
     async def _audit(
         self,

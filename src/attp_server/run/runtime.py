@@ -386,6 +386,8 @@ class Runtime:
                 end(run.span)
         result = from_worker(done, run, prepared.target, self.settings.max_output_bytes)
         point_to_renamed(result.error, registry.renamed(), job.namespaces)
+        if result.error is not None and result.error.code == ErrorCode.NAME_NOT_FOUND and result.error.received:
+            await self.dispatch.refused_by_filter(run, str(result.error.received))  # the check refused it unrun
         if result.error is not None and result.error.code == ErrorCode.UPSTREAM_UNAVAILABLE:
             # Refused before it ran (the check knows the server is down), so no call asked for the server: ask now.
             pack = registry.packs.get((result.error.tool_name or "").partition(".")[0])

@@ -128,6 +128,8 @@ class Upstream:
         self.failures = 0
         self.hidden = 0
         """Tools the server lists that the filters (tools, exclude_tools, read_only) hide."""
+        self._hidden_names: frozenset[str] = frozenset()
+        """Their names, as the server lists them and as the sandbox would call them (for `hides`)."""
 
     # ------------------------------------------------------------ LiveTools
 
@@ -145,6 +147,9 @@ class Upstream:
             "connects": self.connects,
             "failures": self.failures,
         }
+
+    def hides(self, name: str) -> bool:
+        return name in self._hidden_names
 
     def wake(self) -> None:
         if self._client is not None or self._request is not None or time.monotonic() < self._retry_at:
@@ -423,11 +428,12 @@ class Upstream:
                 break
         taken: set[str] = set()
         tools = []
-        hidden = 0
+        hidden: set[str] = set()
         for definition in listed:
             read_only = definition.annotations is not None and definition.annotations.read_only_hint is True
-            if not self.config.admits((definition.name, identifier(definition.name)), read_only=read_only):
-                hidden += 1  # never made into a tool: not listed, not described, not callable by any name
+            names = (definition.name, identifier(definition.name))
+            if not self.config.admits(names, read_only=read_only):
+                hidden.update(names)  # never made into a tool: not listed, not described, not callable by any name
                 continue
             name = identifier(definition.name, taken)
             taken.add(name)
@@ -436,9 +442,10 @@ class Upstream:
             except Exception as exc:  # one odd tool must not take the others down
                 logger.warning("mcp server %r: leaving out tool %r: %s", self.pack, definition.name, self._reason(exc))
         if self.config.filtered():
-            self.hidden = hidden
-            logger.info("mcp server %r: %d of %d tools hidden by its filters", self.pack, hidden, len(listed))
-            if self.config.tools is not None and hidden == len(listed):
+            count = sum(1 for d in listed if d.name in hidden)
+            self.hidden, self._hidden_names = count, frozenset(hidden)
+            logger.info("mcp server %r: %d of %d tools hidden by its filters", self.pack, count, len(listed))
+            if self.config.tools is not None and count == len(listed):
                 logger.warning(
                     "mcp server %r: its tools filter %s matches none of its tools (%s)",
                     self.pack,
