@@ -175,7 +175,15 @@ def test_inspector_lists_the_tool(node_clients: NodeClients, inspector_target: I
     tools = inspect(node_clients, inspector_target, "--method", "tools/list")["tools"]
     assert [t["name"] for t in tools] == ["attp_execute"]
     tool = tools[0]
-    assert set(tool["inputSchema"]["properties"]) == {"code", "envelope", "target", "thought", "engine", "reset"}
+    assert set(tool["inputSchema"]["properties"]) == {
+        "code",
+        "envelope",
+        "target",
+        "thought",
+        "engine",
+        "reset",
+        "session",
+    }
     assert {"status", "result", "stdout", "calls", "error"} <= set(tool["outputSchema"]["properties"])
     assert "read_file(path, max_lines=1000, offset=0) -> str — Read a UTF-8 text file" in tool["description"]
     assert tool["annotations"]["destructiveHint"] is True
@@ -240,7 +248,7 @@ def test_inspector_gets_the_prompt(node_clients: NodeClients, inspector_target: 
 TS_CHECKS = [
     "server is attp-server",
     "tools/list is exactly attp_execute",
-    "input schema is code/engine/envelope/reset/target/thought",
+    "input schema is code/engine/envelope/reset/session/target/thought",
     "output schema has status",
     "description lists the tools",
     "extra toolCallId argument is accepted",

@@ -137,8 +137,8 @@ async function exercise(name, options) {
     const tool = tools.find((t) => t.name === "attp_execute");
     const inputs = Object.keys(tool?.inputSchema?.properties ?? {}).sort();
     checks.check(
-      "input schema is code/engine/envelope/reset/target/thought",
-      isDeepStrictEqual(inputs, ["code", "engine", "envelope", "reset", "target", "thought"]),
+      "input schema is code/engine/envelope/reset/session/target/thought",
+      isDeepStrictEqual(inputs, ["code", "engine", "envelope", "reset", "session", "target", "thought"]),
       inputs,
     );
     checks.check("output schema has status", "status" in (tool?.outputSchema?.properties ?? {}), tool?.outputSchema);

@@ -124,7 +124,11 @@ async def test_kept_functions_count_against_the_cap(workspace: Path) -> None:
             assert "too big" in (data["hint"] or ""), data
         data = await run(runtime, "__result__ = f0_0() + f0_1()")
         assert data["result"] == 3000, data
-        session = runtime.sessions.open(Caller(session="attacker"))
-        assert session is not None and session.kept is not None
-        assert session.kept.size <= 4000, session.kept.size
-        assert sum(len(source) for source in session.kept.functions.values()) <= 4000
+        assert runtime.sessions is not None
+        session = await runtime.sessions.open(Caller(session="attacker"), None)
+        try:
+            assert session.kept is not None
+            assert session.kept.size <= 4000, session.kept.size
+            assert sum(len(source) for source in session.kept.functions.values()) <= 4000
+        finally:
+            await runtime.sessions.finish(session)
