@@ -16,7 +16,16 @@ import pytest
 from harness import running
 
 from attp_server.run.runtime import CallContext, ExecuteRequest, Runtime
-from attp_server.sandbox.process.keep import NotKept, check_encoded, decode, encode, measure, references
+from attp_server.sandbox.process.keep import (
+    Collected,
+    NotKept,
+    check_encoded,
+    decode,
+    encode,
+    measure,
+    references,
+    unchanged,
+)
 from attp_server.sandbox.stdlib.namespaces import static_namespaces
 from attp_server.sessions.kept_state import accept
 from attp_server.sessions.registry import Caller
@@ -212,6 +221,26 @@ async def test_variables_and_functions_are_there_in_the_next_call(runtime: Runti
     assert second["result"] == [13, ["a", 1], ["x", "y"], "pair", ["bbb"], "1"], second
     again = await run(runtime, "rows.append(('c', 3))\n__result__ = total(rows)")
     assert again["result"] == 16
+
+
+async def test_a_value_python_calls_equal_but_of_another_type_is_kept_as_the_new_one(runtime: Runtime) -> None:
+    """An unchanged state is neither reported by the worker nor written: "unchanged" compares JSON, not Python's
+    ``==`` (which calls ``1``, ``1.0`` and ``True`` equal)."""
+    await run(runtime, "x = 1\ny = 1.0")
+    await run(runtime, "x = 1.0\ny = 1")  # the same size too
+    data = await run(runtime, "__result__ = [isinstance(x, float), isinstance(y, float)]")
+    assert data["result"] == [True, False], data["error"]
+
+
+def test_a_worker_reports_a_state_as_unchanged_only_when_it_is_the_same_json() -> None:
+    given = {"values": {"x": 1, "t": {"tuple": [1, 2]}}, "functions": {"f": "def f():\n    return 1"}}
+    same = Collected(values={"t": {"tuple": [1, 2]}, "x": 1}, functions={"f": "def f():\n    return 1"})
+    assert unchanged(same, given)
+    assert not unchanged(Collected(values={**same.values, "x": 1.0}, functions=same.functions), given)
+    assert not unchanged(Collected(values={**same.values, "x": True}, functions=same.functions), given)
+    assert not unchanged(Collected(values=same.values, functions={}), given)
+    assert not unchanged(Collected(values=same.values, functions=same.functions, dropped={"g": "why"}), given)
+    assert unchanged(Collected(), None) and not unchanged(same, None)
 
 
 async def test_reset_clears_the_kept_state_first(runtime: Runtime) -> None:
