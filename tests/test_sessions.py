@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from harness import running
 
@@ -27,6 +28,7 @@ from attp_server.sandbox.process.keep import (
     unchanged,
 )
 from attp_server.sandbox.stdlib.namespaces import static_namespaces
+from attp_server.sessions import registry
 from attp_server.sessions.kept_state import accept
 from attp_server.sessions.registry import Caller
 
@@ -206,6 +208,29 @@ async def run(runtime: Runtime, code: str | None, session: str | None = "A", **r
     caller = Caller(session=session) if session is not None else None
     result = await runtime.execute(ExecuteRequest(code=code, **request), CallContext(caller=caller))
     return result.model_dump(mode="json")
+
+
+async def test_a_call_renews_its_lease_while_it_runs_and_stops_when_it_ends(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sessions = runtime.sessions
+    assert sessions is not None
+    monkeypatch.setattr(registry, "LEASE_S", 0.3)  # renewed every 0.1 s
+    renewed: list[float] = []
+    renew = sessions.store.handles.renew
+
+    async def counted(key: str, lease: str, *, now: float) -> bool:
+        renewed.append(now)
+        return await renew(key, lease, now=now)
+
+    monkeypatch.setattr(sessions.store.handles, "renew", counted)
+    session = await sessions.open(Caller(session="long"), None)
+    async with sessions.held(session):
+        await anyio.sleep(0.55)
+    assert 3 <= len(renewed) <= 6, renewed
+    await sessions.finish(session)
+    await anyio.sleep(0.3)
+    assert len(renewed) <= 6, renewed
 
 
 async def test_variables_and_functions_are_there_in_the_next_call(runtime: Runtime) -> None:

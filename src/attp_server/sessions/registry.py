@@ -23,6 +23,7 @@ used longest ago lose their kept state, and are told so on their next call: `EVI
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import logging
@@ -262,11 +263,17 @@ class Sessions:
     async def _take(self, key: str, principal: str, handle: str | None, create: str | None) -> Session:
         turns = self._turns(key)
         started = time.monotonic()
-        with anyio.move_on_after(self.wait_s) as waited:
-            await turns.lock.acquire()  # calls on this replica queue here, without asking the store
-        if waited.cancelled_caught:
-            self._release(key, turns, held=False)
-            raise SessionRefused(busy(time.monotonic() - started))
+        try:
+            turns.lock.acquire_nowait()  # the common case: no other call on it here
+            free = True
+        except anyio.WouldBlock:
+            free = False
+        if not free:
+            with anyio.move_on_after(self.wait_s) as waited:
+                await turns.lock.acquire()  # calls on this replica queue here, without asking the store
+            if waited.cancelled_caught:
+                self._release(key, turns, held=False)
+                raise SessionRefused(busy(time.monotonic() - started))
         try:
             session = await self._claim(key, principal, handle, create, started)
         except BaseException:
@@ -313,23 +320,29 @@ class Sessions:
         if session is None or session.lease is None:
             yield
             return
-        async with anyio.create_task_group() as renewing:
-            renewing.start_soon(self._renew, session)
-            try:
-                yield
-            finally:
-                renewing.cancel_scope.cancel()
+        # Most calls end long before the first renewal: a timer, not a task, waits for it.
+        loop = asyncio.get_running_loop()
+        renewing: list[asyncio.Task[None]] = []
+        timer = loop.call_later(LEASE_S / 3, lambda: renewing.append(loop.create_task(self._renew(session))))
+        try:
+            yield
+        finally:
+            timer.cancel()
+            if renewing:
+                renewing[0].cancel()
+                with anyio.CancelScope(shield=True):
+                    await asyncio.wait(renewing)
 
     async def _renew(self, session: Session) -> None:
         assert session.lease is not None
         while True:
-            await anyio.sleep(LEASE_S / 3)
             try:
                 if not await self.store.handles.renew(session.key, session.lease, now=self.clock()):
                     logger.warning("a session's lease ran out while its call was running; its state will not be saved")
                     return
             except Exception as exc:
                 logger.warning("could not renew a session's lease: %s", exc)
+            await anyio.sleep(LEASE_S / 3)
 
     async def finish(self, session: Session | None) -> None:
         """The call ended: write what changed and give the session back. Never raises for the store's sake: a

@@ -81,6 +81,9 @@ class SQLiteBackend(Backend):
         """`statements` as one transaction on the loop's connection, or None (nothing done) if the database is busy."""
         db = self._loop_db
         try:
+            if len(statements) == 1:  # a statement alone is a transaction of its own
+                sql, params = statements[0]
+                return [db.execute(sql, tuple(params)).fetchall()]
             db.execute("BEGIN IMMEDIATE")
             try:
                 results = [db.execute(sql, tuple(params)).fetchall() for sql, params in statements]
