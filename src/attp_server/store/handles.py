@@ -226,11 +226,27 @@ class HandleStore:
         write_state: bool,
         approved: Iterable[str] = (),
     ) -> bool:
-        """Give the lease back; with `write_state`, store the run's state in the same statement.
+        """Give the lease back; with `write_state`, store the run's state in the same transaction.
 
         False when the lease was no longer this call's (nothing is written then)."""
         statements: list[Statement] = []
-        if write_state and state is not None:  # only while the lease is this call's
+        if write_state and self.backend.kind == "postgresql":
+            # One statement, one round trip: the release first (it locks the row, then checks the lease), and the
+            # state only if it was released (another replica taking a lease that ran out waits for the lock).
+            release = (
+                "UPDATE attp_handles SET state_bytes = ?, evicted = 0, lease = NULL, lease_until = 0, last_used = ? "
+                "WHERE key = ? AND lease = ? RETURNING key"
+            )
+            if state is not None:
+                change = (
+                    "INSERT INTO attp_state (key, state) SELECT key, ? FROM released "
+                    "ON CONFLICT (key) DO UPDATE SET state = excluded.state"
+                )
+                params: tuple[object, ...] = (state_bytes, now, key, lease, state)
+            else:
+                change, params = "DELETE FROM attp_state WHERE key IN (SELECT key FROM released)", (0, now, key, lease)
+            statements.append((f"WITH released AS ({release}), changed AS ({change}) SELECT key FROM released", params))  # noqa: S608
+        elif write_state and state is not None:  # only while the lease is this call's
             statements.append(
                 (
                     "INSERT INTO attp_state (key, state) SELECT key, ? FROM attp_handles WHERE key = ? AND lease = ? "
@@ -245,7 +261,7 @@ class HandleStore:
                     (key, lease),
                 )
             )
-        if write_state:
+        if write_state and self.backend.kind != "postgresql":
             statements.append(
                 (
                     "UPDATE attp_handles SET state_bytes = ?, evicted = 0, lease = NULL, lease_until = 0, "
@@ -253,7 +269,7 @@ class HandleStore:
                     (state_bytes if state is not None else 0, now, key, lease),
                 )
             )
-        else:
+        elif not write_state:
             statements.append(
                 (
                     "UPDATE attp_handles SET lease = NULL, lease_until = 0, last_used = ? "
