@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import sys
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,21 @@ from attp_server.sandbox.starlark.source import MAX_NESTING, rewrite_fstrings
 from attp_server.settings import Settings
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+async def shared_runtime(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Runtime]:
+    """One runtime (and worker pool) for the tests below that only run a program and read its answer: they need no
+    fresh workspace, counters or worker, and a worker per test would cost most of the file's time."""
+    workspace = tmp_path_factory.mktemp("shared") / "ws"
+    workspace.mkdir()
+    async with running(workspace) as runtime:
+        yield runtime
 
 
 async def run_starlark(runtime: Runtime, code: str, **limits: Any) -> dict[str, Any]:
@@ -134,8 +150,8 @@ BENIGN = [
 
 
 @pytest.mark.parametrize(("code", "expected"), BENIGN)
-async def test_benign_programs_compute_correct_answers(runtime: Runtime, code: str, expected: object) -> None:
-    data = await run_starlark(runtime, code)
+async def test_benign_programs_compute_correct_answers(shared_runtime: Runtime, code: str, expected: object) -> None:
+    data = await run_starlark(shared_runtime, code)
     assert data["status"] == "ok", data["error"]
     assert data["result"] == expected
     assert data["hint"] is None
@@ -174,9 +190,9 @@ ERRORS = [
 
 @pytest.mark.parametrize(("code", "error_code", "line", "text"), ERRORS)
 async def test_errors_map_to_the_python_engine_codes(
-    runtime: Runtime, code: str, error_code: str, line: int | None, text: str
+    shared_runtime: Runtime, code: str, error_code: str, line: int | None, text: str
 ) -> None:
-    data = await run_starlark(runtime, code)
+    data = await run_starlark(shared_runtime, code)
     assert data["status"] == "error"
     error = data["error"]
     assert error["code"] == error_code, error
@@ -224,10 +240,10 @@ COMMON_MISTAKES = [
 
 @pytest.mark.parametrize(("code", "error_code", "text"), COMMON_MISTAKES)
 async def test_common_mistakes_get_messages_that_say_what_to_do(
-    runtime: Runtime, code: str, error_code: str, text: str
+    shared_runtime: Runtime, code: str, error_code: str, text: str
 ) -> None:
     """Issue 13: range() past 2**31 - 1 said "Error unpacking value for parameter `a1` of type `int`"."""
-    error = (await run_starlark(runtime, code))["error"]
+    error = (await run_starlark(shared_runtime, code))["error"]
     assert error["code"] == error_code, error
     assert text in error["message"], error
     assert "a1" not in error["message"] and "program.star" not in error["message"]
@@ -304,8 +320,10 @@ UNREACHABLE = [
 
 
 @pytest.mark.parametrize(("code", "expected"), UNREACHABLE)
-async def test_injected_callables_expose_nothing_of_the_host(runtime: Runtime, code: str, expected: object) -> None:
-    data = await run_starlark(runtime, f"__result__ = {code}")
+async def test_injected_callables_expose_nothing_of_the_host(
+    shared_runtime: Runtime, code: str, expected: object
+) -> None:
+    data = await run_starlark(shared_runtime, f"__result__ = {code}")
     assert data["result"] == expected, data["error"]
 
 
@@ -348,10 +366,10 @@ MEMORY_BOMBS = [
 
 
 @pytest.mark.parametrize("code", MEMORY_BOMBS)
-async def test_memory_bombs_end_cleanly(runtime: Runtime, code: str) -> None:
-    data = await run_starlark(runtime, code)
+async def test_memory_bombs_end_cleanly(shared_runtime: Runtime, code: str) -> None:
+    data = await run_starlark(shared_runtime, code)
     assert data["error"]["code"] == "MEMORY_LIMIT", data["error"]
-    assert (await run_starlark(runtime, "__result__ = 'alive'"))["result"] == "alive"
+    assert (await run_starlark(shared_runtime, "__result__ = 'alive'"))["result"] == "alive"
 
 
 @pytest.mark.parametrize(
