@@ -251,16 +251,16 @@ async def test_common_mistakes_get_messages_that_say_what_to_do(
         assert "suggested_value" not in error or error["suggested_value"] is None  # not 'str' for 'set'
 
 
-async def test_syntax_error_has_column_and_misspelled_tool_a_suggestion(runtime: Runtime) -> None:
-    syntax = (await run_starlark(runtime, "x = 1\ny = [1, 2\nz = 3"))["error"]
+async def test_syntax_error_has_column_and_misspelled_tool_a_suggestion(shared_runtime: Runtime) -> None:
+    syntax = (await run_starlark(shared_runtime, "x = 1\ny = [1, 2\nz = 3"))["error"]
     assert (syntax["code"], syntax["line"], syntax["column"]) == ("SYNTAX_ERROR", 3, 1)
-    name = (await run_starlark(runtime, "reed_file('notes.md')"))["error"]
+    name = (await run_starlark(shared_runtime, "reed_file('notes.md')"))["error"]
     assert (name["code"], name["suggested_value"], name["column"]) == ("NAME_NOT_FOUND", "read_file", 1)
 
 
-async def test_a_failing_tool_call_ends_the_run_with_the_tools_error(runtime: Runtime) -> None:
+async def test_a_failing_tool_call_ends_the_run_with_the_tools_error(shared_runtime: Runtime) -> None:
     code = "print('before')\nrefuse('GONE')\nprint('after')\n__result__ = 1"
-    data = await run_starlark(runtime, code)
+    data = await run_starlark(shared_runtime, code)
     assert data["error"]["code"] == "GONE"
     assert data["error"]["tool_name"] == "refuse"
     assert data["error"]["suggested_value"] == "something else"
@@ -268,44 +268,46 @@ async def test_a_failing_tool_call_ends_the_run_with_the_tools_error(runtime: Ru
     assert [(c["tool"], c["ok"], c["error_code"]) for c in data["calls"]] == [("refuse", False, "GONE")]
 
 
-async def test_result_rule_last_expression_and_hints(runtime: Runtime) -> None:
-    last = await run_starlark(runtime, "x = add(1, 1)\nx * 10")
+async def test_result_rule_last_expression_and_hints(shared_runtime: Runtime) -> None:
+    last = await run_starlark(shared_runtime, "x = add(1, 1)\nx * 10")
     assert (last["result"], last["status"]) == (20, "ok")
     assert "last expression (line 2)" in last["hint"]
-    unset = await run_starlark(runtime, "x = 1")
+    unset = await run_starlark(shared_runtime, "x = 1")
     assert unset["result"] is None
     assert "never set" in unset["hint"]
-    conditional = await run_starlark(runtime, "if False:\n    __result__ = 1")
+    conditional = await run_starlark(shared_runtime, "if False:\n    __result__ = 1")
     assert "never set" in conditional["hint"]
-    printed = await run_starlark(runtime, "print('answer: 42')")
+    printed = await run_starlark(shared_runtime, "print('answer: 42')")
     assert not printed.get("hint"), printed
-    both = await run_starlark(runtime, "__result__ = 'chosen'\nlen")
+    both = await run_starlark(shared_runtime, "__result__ = 'chosen'\nlen")
     assert (both["status"], both["result"]) == ("ok", "chosen")
 
 
-async def test_print_is_captured_capped_and_can_be_discarded(runtime: Runtime) -> None:
-    data = await run_starlark(runtime, "print('a', 1, [1, (2, 3)], None, sep='|', end='!')\nprint(struct(k=True))")
+async def test_print_is_captured_capped_and_can_be_discarded(shared_runtime: Runtime) -> None:
+    data = await run_starlark(
+        shared_runtime, "print('a', 1, [1, (2, 3)], None, sep='|', end='!')\nprint(struct(k=True))"
+    )
     assert data["stdout"] == "a|1|[1, (2, 3)]|None!struct(k=True)\n"
     assert data["truncated"] is False
-    flood = await run_starlark(runtime, "for i in range(1000):\n    print('x' * 100)", max_output_bytes=1000)
+    flood = await run_starlark(shared_runtime, "for i in range(1000):\n    print('x' * 100)", max_output_bytes=1000)
     assert (flood["status"], len(flood["stdout"]), flood["truncated"]) == ("ok", 1000, True)
-    wide = await run_starlark(runtime, "print('é' * 600)", max_output_bytes=1000)
+    wide = await run_starlark(shared_runtime, "print('é' * 600)", max_output_bytes=1000)
     assert (wide["stdout"], wide["truncated"]) == ("é" * 500, True)
-    quiet = await run_starlark(runtime, "print('secret')\n__result__ = 1", capture_print=False)
+    quiet = await run_starlark(shared_runtime, "print('secret')\n__result__ = 1", capture_print=False)
     assert (quiet["stdout"], quiet["result"]) == ("", 1)
 
 
-async def test_tool_call_limit(runtime: Runtime) -> None:
-    data = await run_starlark(runtime, "for i in range(30):\n    add(i, 1)", max_tool_calls=20)
+async def test_tool_call_limit(shared_runtime: Runtime) -> None:
+    data = await run_starlark(shared_runtime, "for i in range(30):\n    add(i, 1)", max_tool_calls=20)
     assert data["error"]["code"] == "TOOL_CALL_LIMIT"
     assert len(data["calls"]) == 20
 
 
-async def test_each_run_starts_with_a_fresh_module(runtime: Runtime) -> None:
-    await run_starlark(runtime, "secret = 'left-behind'\nprint = None")
-    data = await run_starlark(runtime, "print('fresh')\n__result__ = secret")
+async def test_each_run_starts_with_a_fresh_module(shared_runtime: Runtime) -> None:
+    await run_starlark(shared_runtime, "secret = 'left-behind'\nprint = None")
+    data = await run_starlark(shared_runtime, "print('fresh')\n__result__ = secret")
     assert data["error"]["code"] == "NAME_NOT_FOUND"
-    assert (await run_starlark(runtime, "print('fresh')"))["stdout"] == "fresh\n"
+    assert (await run_starlark(shared_runtime, "print('fresh')"))["stdout"] == "fresh\n"
 
 
 UNREACHABLE = [
@@ -327,8 +329,8 @@ async def test_injected_callables_expose_nothing_of_the_host(
     assert data["result"] == expected, data["error"]
 
 
-async def test_getattr_finds_nothing_on_a_tool(runtime: Runtime) -> None:
-    data = await run_starlark(runtime, "__result__ = getattr(read_file, '__globals__')")
+async def test_getattr_finds_nothing_on_a_tool(shared_runtime: Runtime) -> None:
+    data = await run_starlark(shared_runtime, "__result__ = getattr(read_file, '__globals__')")
     assert data["error"]["code"] == "RUNTIME_ERROR"
 
 
