@@ -31,6 +31,7 @@ from attp_server.sandbox.stdlib.namespaces import static_namespaces
 from attp_server.sessions import registry
 from attp_server.sessions.kept_state import accept
 from attp_server.sessions.registry import Caller
+from attp_server.store.handles import Record
 
 pytestmark = pytest.mark.anyio
 
@@ -231,6 +232,33 @@ async def test_a_call_renews_its_lease_while_it_runs_and_stops_when_it_ends(
     await sessions.finish(session)
     await anyio.sleep(0.3)
     assert len(renewed) <= 6, renewed
+
+
+async def test_a_call_cancelled_just_after_taking_its_session_gives_the_session_back(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A client that goes away while its call reads the session's state must not leave the session taken in the
+    # store until the lease runs out: the next call on it would wait (or be refused busy) for nothing.
+    sessions = runtime.sessions
+    assert sessions is not None
+    assert (await run(runtime, "x = 1", session="cut"))["status"] == "ok"
+    read = sessions._read
+
+    async def stuck(key: str, text: str, size: int) -> Any:
+        await anyio.sleep_forever()
+
+    monkeypatch.setattr(sessions, "_read", stuck)
+    with anyio.move_on_after(0.3) as scope:
+        await sessions.open(Caller(session="cut"), None)
+    assert scope.cancelled_caught
+    monkeypatch.setattr(sessions, "_read", read)
+    key = sessions.implicit_key(Caller(session="cut"))
+    assert key is not None
+    got = await sessions.store.handles.claim(
+        key, Caller().principal, "f" * 16, now=sessions.clock(), idle_s=sessions.idle_s, max_age_s=1e9,
+        create=None, instance=sessions.instance, approvals=False,
+    )  # fmt: skip
+    assert isinstance(got, Record), got  # free at once, not Busy until the lease ran out
 
 
 async def test_variables_and_functions_are_there_in_the_next_call(runtime: Runtime) -> None:

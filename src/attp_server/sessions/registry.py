@@ -257,8 +257,24 @@ class Sessions:
                 self._release(session.key, turns)
                 raise
             session.stored = session.locked = True
-            await self._within_cap(principal)
+            try:
+                await self._within_cap(principal)
+            except BaseException:
+                await self._give_back(session.key, session.lease)
+                self._release(session.key, turns)
+                raise
         return session
+
+    async def _give_back(self, key: str, lease: str) -> None:
+        """Return a lease taken by a call that then failed or was cancelled before it could run, so that the
+        session is free at once rather than when the lease runs out."""
+        with anyio.CancelScope(shield=True):
+            try:
+                await self.store.handles.finish(
+                    key, lease, now=self.clock(), state=None, state_bytes=0, write_state=False
+                )
+            except Exception as exc:
+                logger.warning("could not give a session's lease back (it runs out by itself): %s", exc)
 
     async def _take(self, key: str, principal: str, handle: str | None, create: str | None) -> Session:
         turns = self._turns(key)
@@ -286,19 +302,25 @@ class Sessions:
         delay, notice = 0.02, None
         while True:
             lease, now = secrets.token_hex(8), self.clock()
-            got = await self.store.handles.claim(
-                key, principal, lease, now=now, idle_s=self.idle_s,
-                max_age_s=self.settings.session_max_age_s, create=create, instance=self.instance,
-                approvals=self.settings.approval != "never",
-            )  # fmt: skip
+            # Shielded: a call cancelled while the store grants the lease must still know it has it, to give it back.
+            with anyio.CancelScope(shield=True):
+                got = await self.store.handles.claim(
+                    key, principal, lease, now=now, idle_s=self.idle_s,
+                    max_age_s=self.settings.session_max_age_s, create=create, instance=self.instance,
+                    approvals=self.settings.approval != "never",
+                )  # fmt: skip
             if isinstance(got, Record):
-                session = Session(key, principal, got.kind, handle, approved=_tools(got.approved), lease=lease)
-                session.stored, session.evicted = True, got.evicted
-                session.notice = EVICTED if got.evicted else notice
-                if got.state is not None:
-                    session.kept = await self._read(key, got.state, got.state_bytes)
-                if create is not None and got.created == now:  # a transport session's first call: counted too
-                    await self._within_cap(principal)
+                try:
+                    session = Session(key, principal, got.kind, handle, approved=_tools(got.approved), lease=lease)
+                    session.stored, session.evicted = True, got.evicted
+                    session.notice = EVICTED if got.evicted else notice
+                    if got.state is not None:
+                        session.kept = await self._read(key, got.state, got.state_bytes)
+                    if create is not None and got.created == now:  # a transport session's first call: counted too
+                        await self._within_cap(principal)
+                except BaseException:
+                    await self._give_back(key, lease)
+                    raise
                 return session
             if isinstance(got, Busy):  # another replica's call holds it: ask again shortly
                 if time.monotonic() - started + delay > self.wait_s:
