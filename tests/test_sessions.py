@@ -17,6 +17,7 @@ import pytest
 from harness import running
 
 from attp_server.run.runtime import CallContext, ExecuteRequest, Runtime
+from attp_server.sandbox.process import pool as pool_module
 from attp_server.sandbox.process.keep import (
     Collected,
     NotKept,
@@ -333,23 +334,37 @@ async def test_the_same_program_in_two_sessions_runs_each_sessions_own_kept_func
         assert "is not a tool or function available here" in data["error"]["message"], data
 
 
-@pytest.mark.soak
 async def test_a_session_with_many_kept_names_does_not_fill_a_shared_worker_with_copies_of_them(
-    workspace: Path,
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The checked programs a worker keeps were keyed by the set of the session's kept names: a session
-    keeping 75,000 short names (under max_state_bytes) left a copy of that set (about 6 MB) with every
-    program it sent, so 24 short programs took the memory another session's program needed in that worker."""
-    # The names arrive 5,000 to a program (fewer calls, each carrying the whole state there and back).
-    async with running(workspace, workers=1, max_workers=1, max_code_chars=40_000) as runtime:
-        for start in range(0, 75_000, 5000):
-            names = ",".join(f"v{i}" for i in range(start, start + 5000))
-            data = await run(runtime, f"{names} = [0] * 5000\n__result__ = 1", session="A")
-            assert data["status"] == "ok" and data["hint"] is None, data
-        for k in range(24):
-            assert (await run(runtime, f"__result__ = {k}", session="A"))["result"] == k
-        data = await run(runtime, "x = list(range(1_500_000))\n__result__ = len(x)", session=None)
+    """The checked programs a worker keeps were keyed by the set of the session's kept names: each call decodes
+    the state afresh, so every short program a session sent left its own copy of those names in the worker's
+    cache (up to `MAX_ENTRIES`, 32), and the memory of a worker other sessions share filled up.
+
+    Measured on the worker (VmSize, /proc; CPython 3.11, the dev extras, starlark included): it starts at
+    about 36 MB; 6,000 kept names of about 400 characters (2.5 MB of state) cost about 3.1 MB a copy. With the
+    bug, 30 copies would be about 93 MB, nearly the whole limit of 96 MB: the worker runs out of memory at the
+    16th of A's programs (every run so far). Keyed by a digest, it peaks at about 65 MB through the same calls
+    and at 72 MB with the final list (400,000 ints), 24 MB under the limit. The old version (75,000 names, 24
+    programs, 256 MB) could not fail: its calls took more than `LONG_RUN_S` (0.5 s), so its worker was
+    demoted and replaced every few calls, and the cache went with it before it held more than a few copies."""
+    # Only the memory limit may end this worker: a call slow on a busy machine is not demoted (and replaced).
+    monkeypatch.setattr(pool_module, "LONG_RUN_S", 60.0)
+    pad = "_" * 400
+    limits: dict[str, Any] = {"memory_mb": 96, "max_code_chars": 1_000_000, "max_state_bytes": 4 * 1024 * 1024}
+    async with running(workspace, workers=1, max_workers=1, **limits) as runtime:
+        for start in range(0, 6000, 1500):  # 4 calls of 1,500 names
+            names = ",".join(f"v{i}{pad}" for i in range(start, start + 1500))
+            data = await run(runtime, f"{names} = [0] * 1500\n__result__ = 1", session="A")
+            assert data["status"] == "ok" and data["hint"] is None, data["error"]
+        [worker] = runtime.pool.worker_pids()
+        for k in range(30):  # 30 distinct short programs: all kept (MAX_ENTRIES 32, MAX_TOTAL_CHARS 32,000)
+            data = await run(runtime, f"__result__ = {k}", session="A")
+            assert data["result"] == k, (k, data["error"])
+            assert runtime.pool.worker_pids() == [worker], "the worker was replaced: its cache proves nothing"
+        data = await run(runtime, "x = list(range(400_000))\n__result__ = len(x)", session=None)
         assert data["status"] == "ok", data["error"]
+        assert runtime.pool.worker_pids() == [worker]
 
 
 async def test_what_is_not_kept_is_named_in_the_hint(workspace: Path) -> None:
