@@ -44,7 +44,6 @@ from attp_server.store.handles import (
     KIND_CONNECTION,
     KIND_HANDLE,
     KIND_LASTING,
-    LEASE_S,
     Busy,
     Expired,
     Missing,
@@ -193,7 +192,7 @@ class Sessions:
         self.clock = clock
         self.instance = secrets.token_hex(8)
         """This server process, among the replicas: the owner of its stdio connection's implicit session."""
-        self.wait_s = max(settings.queue_timeout_s + settings.timeout_s, LEASE_S + 5)
+        self.wait_s = max(settings.queue_timeout_s + settings.timeout_s, store.handles.lease_s + 5)
         """How long a call waits for its session while another call holds it: at least long enough for the lease
         of a replica that died mid-run to run out."""
         self._local: dict[str, _Turns] = {}
@@ -309,7 +308,7 @@ class Sessions:
 
     @asynccontextmanager
     async def held(self, session: Session | None) -> AsyncIterator[None]:
-        """Keep the session's lease while the block runs (renewed every `LEASE_S` / 3)."""
+        """Keep the session's lease while the block runs (renewed every third of the lease's life)."""
         if session is None or session.lease is None:
             yield
             return
@@ -323,7 +322,7 @@ class Sessions:
     async def _renew(self, session: Session) -> None:
         assert session.lease is not None
         while True:
-            await anyio.sleep(LEASE_S / 3)
+            await anyio.sleep(self.store.handles.lease_s / 3)
             try:
                 if not await self.store.handles.renew(session.key, session.lease, now=self.clock()):
                     logger.warning("a session's lease ran out while its call was running; its state will not be saved")
