@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import gc
 import json
 import logging
 import os
@@ -611,4 +612,7 @@ def _reader_gone() -> int:
 
 
 def cli() -> None:
+    # The objects the modules made live as long as the process: out of every later collection, including the
+    # full ones as the interpreter exits, which otherwise take a second or more of a server's shutdown.
+    gc.freeze()
     sys.exit(main())
