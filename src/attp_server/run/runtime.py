@@ -411,7 +411,7 @@ class Runtime:
                 pack.live.wake()
         if keeping and session is not None:
             kept, hint = await kept_state.after_run(session.kept, done, self.settings.max_state_bytes)
-            if not kept_state.same(kept, session.kept):  # unchanged state is not written again
+            if kept is not session.kept:  # unchanged state is not written again
                 session.keep(kept)
             result.hint = joined(result.hint, hint)
         return result
