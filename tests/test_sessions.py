@@ -340,10 +340,11 @@ async def test_a_session_with_many_kept_names_does_not_fill_a_shared_worker_with
     """The checked programs a worker keeps were keyed by the set of the session's kept names: a session
     keeping 75,000 short names (under max_state_bytes) left a copy of that set (about 6 MB) with every
     program it sent, so 24 short programs took the memory another session's program needed in that worker."""
-    async with running(workspace, workers=1, max_workers=1) as runtime:
-        for start in range(0, 75_000, 2500):
-            names = ",".join(f"v{i}" for i in range(start, start + 2500))
-            data = await run(runtime, f"{names} = [0] * 2500\n__result__ = 1", session="A")
+    # The names arrive 5,000 to a program (fewer calls, each carrying the whole state there and back).
+    async with running(workspace, workers=1, max_workers=1, max_code_chars=40_000) as runtime:
+        for start in range(0, 75_000, 5000):
+            names = ",".join(f"v{i}" for i in range(start, start + 5000))
+            data = await run(runtime, f"{names} = [0] * 5000\n__result__ = 1", session="A")
             assert data["status"] == "ok" and data["hint"] is None, data
         for k in range(24):
             assert (await run(runtime, f"__result__ = {k}", session="A"))["result"] == k
