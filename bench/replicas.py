@@ -74,7 +74,7 @@ async def _throughput(url: str, duration: float) -> tuple[float, float, int]:
 
 async def replicas(report: Report, quick: bool) -> None:
     postgres, support = _fixtures()
-    duration = 1.0 if quick else 10.0
+    duration = 0.3 if quick else 10.0
     figures: dict[int, tuple[float, float, int]] = {}
     with tempfile.TemporaryDirectory() as scratch, postgres.running_postgres() as server:  # type: ignore[attr-defined]
         root = Path(scratch)

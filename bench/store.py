@@ -1,13 +1,14 @@
 """Store: what keeping a session in the store costs W1, in medians from one run.
 
 W1 through the runtime, round-robin, three ways: with no state at all (no session: the floor); continuing
-one session handle whose state is the embedded SQLite store (its lease taken, its state read, and
-W1's variables written back, every call); and the same on PostgreSQL over loopback (a server started
-for the bench from Debian's binaries, as the tests do; skipped when they are not installed). The
-deltas are each median minus the floor's: they hold the store's work and the keeping of W1's
-variables (the worker collecting them, the server re-checking them). The store's part alone is the
-``*_ops_ms`` rows: one call's store operations (take the session, read its state, write W1's state
-back and give it up), timed on their own in the same run.
+one session handle whose state is the embedded SQLite store (its lease taken and its state read, W1's
+variables restored in the worker and collected again, the lease given back, every call; W1 leaves the
+same values every time, so the worker says so and nothing is re-checked or written); and the same on
+PostgreSQL over loopback (a server started for the bench from Debian's binaries, as the tests do;
+skipped when they are not installed). The deltas are each median minus the floor's: they hold the
+store's work and the keeping of W1's variables. The store's part alone is the ``*_ops_ms`` rows: one
+call's store operations (take the session, read its state, write W1's state back, changed or not,
+and give it up), timed on their own in the same run.
 """
 
 from __future__ import annotations

@@ -112,7 +112,7 @@ async def clients(targets: list[Any], count: int = 1) -> AsyncIterator[list[Clie
 
 
 async def round_trip(report: Report, quick: bool, scratch: Path) -> None:
-    repeats = 10 if quick else 200
+    repeats = 4 if quick else 200
     workspace = scratch / "rt-workspace"
     workspace.mkdir()
     async with clients([stdio(attp_args(workspace), scratch), stdio(["-m", "bench.noop_server"], scratch)]) as (
@@ -159,7 +159,7 @@ async def _calls(client: Client, count: int, failures: list[str] | None = None) 
 
 
 async def scale(report: Report, quick: bool, scratch: Path) -> None:
-    duration, total_calls = (0.3, 100) if quick else (5.0, 10_000)
+    duration, total_calls, warm_calls = (0.3, 20, 1) if quick else (5.0, 10_000, 2)
     workspace = scratch / "scale-workspace"
     workspace.mkdir()
     port = free_port()
@@ -169,7 +169,7 @@ async def scale(report: Report, quick: bool, scratch: Path) -> None:
             async with clients([url], concurrency) as opened:
                 async with anyio.create_task_group() as warm:  # each session, and the pool grown to `concurrency`
                     for client in opened:
-                        warm.start_soon(_calls, client, 2)
+                        warm.start_soon(_calls, client, warm_calls)
                 latencies: list[float] = []
                 failures: list[str] = []
                 started = time.perf_counter()

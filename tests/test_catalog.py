@@ -18,7 +18,7 @@ from attp_server.model.catalog import (
 )
 from attp_server.run.runtime import build_registry
 from attp_server.settings import Settings
-from attp_server.toolpack import Tool, ToolMarks, Toolpack, ToolRegistry, make_tool
+from attp_server.toolpack import Tool, ToolMarks, Toolpack, ToolpackLoadError, ToolRegistry, make_tool
 
 
 def settings_for(tmp_path: Path, **overrides: Any) -> Settings:
@@ -205,6 +205,16 @@ def test_many_packs_still_fit(tmp_path: Path, count: int) -> None:
         description
     )
     assert ("more packs." in description) == (count == 2000)
+
+
+def test_a_tool_name_two_packs_define_is_refused_naming_both(tmp_path: Path) -> None:
+    """The clash check looks names up in an index of the packs added before (it scanned every pack per tool)."""
+    packs = [generated_pack(f"server{i}", 3) for i in range(50)]
+    packs[40].tools[2].__name__ = "server7_tool_1"
+    with pytest.raises(
+        ToolpackLoadError, match="'server7_tool_1' is defined by toolpack 'server7' and by toolpack 'server40'"
+    ):
+        catalog_with(tmp_path, packs)
 
 
 # --- signatures ---------------------------------------------------------------------------------

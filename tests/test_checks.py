@@ -537,7 +537,7 @@ def test_concurrent_checks_on_threads_never_fail_a_valid_program(known: KnownNam
     problems: list[object] = []
 
     def check_many() -> None:
-        for _ in range(150):
+        for _ in range(50):
             garbage: list[object] = [_Finalized() for _ in range(5)]
             garbage.append(garbage)  # a cycle: freed by a collection in the middle of someone's parse
             try:

@@ -8,12 +8,22 @@ from typing import Any
 
 import jsonschema
 import pytest
-from harness import SERVE_FLAGS, Served, serving_http
+from harness import SERVE_FLAGS, Served, served_over, serving_http
 from mcp_types import TextResourceContents
 
 pytestmark = [pytest.mark.anyio, pytest.mark.process]
 
 SCHEMA = json.loads((Path(__file__).parent / "data" / "atdf" / "enhanced_atdf_schema.json").read_text())
+
+
+@pytest.fixture(params=["memory", "sse", "streamable-http"])
+def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Served:
+    """As tests/conftest.py's, but the server in this process keeps no sandbox worker ready: reading resources
+    runs no program, and starting two workers per client was most of this file's time."""
+    served = served_over(request.param, request, tmp_path_factory)
+    if served.settings is not None:
+        served.settings = served.settings.model_copy(update={"workers": 0})
+    return served
 
 
 async def read(served: Served, uri: str) -> TextResourceContents:

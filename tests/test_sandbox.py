@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
@@ -13,6 +14,21 @@ from harness import run_code, running
 from attp_server.run.runtime import Runtime
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+async def shared_runtime(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Runtime]:
+    """One runtime (and worker pool) for the tests below that only run a program and read its answer: they need no
+    fresh workspace, counters or worker, and a worker per test would cost most of the file's time."""
+    workspace = tmp_path_factory.mktemp("shared") / "ws"
+    workspace.mkdir()
+    async with running(workspace) as runtime:
+        yield runtime
 
 
 BENIGN = [
@@ -60,8 +76,8 @@ BENIGN = [
 
 
 @pytest.mark.parametrize(("code", "expected"), BENIGN)
-async def test_benign_programs_compute_correct_answers(runtime: Runtime, code: str, expected: object) -> None:
-    data = await run_code(runtime, code)
+async def test_benign_programs_compute_correct_answers(shared_runtime: Runtime, code: str, expected: object) -> None:
+    data = await run_code(shared_runtime, code)
     if code.startswith("__result__ = file_reader"):
         assert data["error"]["code"] == "RESULT_NOT_SERIALIZABLE"
         return
@@ -97,8 +113,8 @@ UNREACHABLE = [
 
 
 @pytest.mark.parametrize("code", UNREACHABLE)
-async def test_interpreter_internals_are_unreachable(runtime: Runtime, code: str) -> None:
-    data = await run_code(runtime, code)
+async def test_interpreter_internals_are_unreachable(shared_runtime: Runtime, code: str) -> None:
+    data = await run_code(shared_runtime, code)
     assert data["status"] == "error"
     assert data["error"]["code"] in {"FORBIDDEN", "RUNTIME_ERROR", "NAME_NOT_FOUND"}, data["error"]
     assert data["result"] is None
@@ -160,21 +176,21 @@ async def test_regex_hang_ends_at_its_deadline(workspace: Path) -> None:
         pytest.param("','.join(['x' * 1000] * 10**5) * 1", id="join"),
     ],
 )
-async def test_memory_bombs_end_cleanly(runtime: Runtime, code: str) -> None:
-    data = await run_code(runtime, code)
+async def test_memory_bombs_end_cleanly(shared_runtime: Runtime, code: str) -> None:
+    data = await run_code(shared_runtime, code)
     assert data["error"]["code"] in {"MEMORY_LIMIT", "TIMEOUT"}, data["error"]
-    assert (await run_code(runtime, "__result__ = 'alive'"))["result"] == "alive"
+    assert (await run_code(shared_runtime, "__result__ = 'alive'"))["result"] == "alive"
 
 
-async def test_uncatchable_limits(runtime: Runtime) -> None:
+async def test_uncatchable_limits(shared_runtime: Runtime) -> None:
     code = "try:\n    'a' * 10**10\nexcept:\n    __result__ = 'caught'"
-    data = await run_code(runtime, code)
+    data = await run_code(shared_runtime, code)
     assert data["error"]["code"] == "MEMORY_LIMIT"
 
 
-async def test_each_run_starts_with_fresh_symbols(runtime: Runtime) -> None:
-    await run_code(runtime, "secret = 'left-behind'\nmath_copy = math")
-    data = await run_code(runtime, "__result__ = secret")
+async def test_each_run_starts_with_fresh_symbols(shared_runtime: Runtime) -> None:
+    await run_code(shared_runtime, "secret = 'left-behind'\nmath_copy = math")
+    data = await run_code(shared_runtime, "__result__ = secret")
     assert data["error"]["code"] == "NAME_NOT_FOUND"
 
 
@@ -207,9 +223,11 @@ async def test_killed_worker_is_replaced_and_not_reused(workspace: Path) -> None
 
 
 @pytest.mark.parametrize("code", ["str(10 ** 5000)", "json.dumps([10 ** 5000])", "f'{10 ** 5000}'"])
-async def test_an_integer_too_long_for_text_gets_advice_the_program_can_follow(runtime: Runtime, code: str) -> None:
+async def test_an_integer_too_long_for_text_gets_advice_the_program_can_follow(
+    shared_runtime: Runtime, code: str
+) -> None:
     """CPython's own message suggests sys.set_int_max_str_digits(), which no program can reach."""
-    error = (await run_code(runtime, code))["error"]
+    error = (await run_code(shared_runtime, code))["error"]
     assert error["code"] == "RUNTIME_ERROR"
     assert "4300 digits" in error["message"] and "sys." not in error["message"]
 
@@ -234,10 +252,10 @@ async def test_deadline_during_tool_calls_leaves_the_protocol_clean(workspace: P
     ],
 )
 async def test_a_program_that_answers_with_print_gets_no_hint_about_result(
-    runtime: Runtime, code: str, hint: str | None
+    shared_runtime: Runtime, code: str, hint: str | None
 ) -> None:
     """The trial's model printed its answers on purpose and was told each time that __result__ was never set."""
-    data = await run_code(runtime, code)
+    data = await run_code(shared_runtime, code)
     assert data["status"] == "ok"
     if hint is None:
         assert not data.get("hint"), data

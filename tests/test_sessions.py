@@ -12,14 +12,25 @@ import re
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from harness import running
 
 from attp_server.run.runtime import CallContext, ExecuteRequest, Runtime
-from attp_server.sandbox.process.keep import NotKept, check_encoded, decode, encode, measure, references
+from attp_server.sandbox.process.keep import (
+    Collected,
+    NotKept,
+    check_encoded,
+    decode,
+    encode,
+    measure,
+    references,
+    unchanged,
+)
 from attp_server.sandbox.stdlib.namespaces import static_namespaces
 from attp_server.sessions.kept_state import accept
 from attp_server.sessions.registry import Caller
+from attp_server.store.handles import Record
 
 pytestmark = pytest.mark.anyio
 
@@ -199,6 +210,56 @@ async def run(runtime: Runtime, code: str | None, session: str | None = "A", **r
     return result.model_dump(mode="json")
 
 
+async def test_a_call_renews_its_lease_while_it_runs_and_stops_when_it_ends(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sessions = runtime.sessions
+    assert sessions is not None
+    monkeypatch.setattr(sessions.store.handles, "lease_s", 0.3)  # renewed every 0.1 s
+    renewed: list[float] = []
+    renew = sessions.store.handles.renew
+
+    async def counted(key: str, lease: str, *, now: float) -> bool:
+        renewed.append(now)
+        return await renew(key, lease, now=now)
+
+    monkeypatch.setattr(sessions.store.handles, "renew", counted)
+    session = await sessions.open(Caller(session="long"), None)
+    async with sessions.held(session):
+        await anyio.sleep(0.55)
+    assert 3 <= len(renewed) <= 6, renewed
+    await sessions.finish(session)
+    await anyio.sleep(0.3)
+    assert len(renewed) <= 6, renewed
+
+
+async def test_a_call_cancelled_just_after_taking_its_session_gives_the_session_back(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A client that goes away while its call reads the session's state must not leave the session taken in the
+    # store until the lease runs out: the next call on it would wait (or be refused busy) for nothing.
+    sessions = runtime.sessions
+    assert sessions is not None
+    assert (await run(runtime, "x = 1", session="cut"))["status"] == "ok"
+    read = sessions._read
+
+    async def stuck(key: str, text: str, size: int) -> Any:
+        await anyio.sleep_forever()
+
+    monkeypatch.setattr(sessions, "_read", stuck)
+    with anyio.move_on_after(0.3) as scope:
+        await sessions.open(Caller(session="cut"), None)
+    assert scope.cancelled_caught
+    monkeypatch.setattr(sessions, "_read", read)
+    key = sessions.implicit_key(Caller(session="cut"))
+    assert key is not None
+    got = await sessions.store.handles.claim(
+        key, Caller().principal, "f" * 16, now=sessions.clock(), idle_s=sessions.idle_s, max_age_s=1e9,
+        create=None, instance=sessions.instance, approvals=False,
+    )  # fmt: skip
+    assert isinstance(got, Record), got  # free at once, not Busy until the lease ran out
+
+
 async def test_variables_and_functions_are_there_in_the_next_call(runtime: Runtime) -> None:
     first = await run(
         runtime,
@@ -212,6 +273,26 @@ async def test_variables_and_functions_are_there_in_the_next_call(runtime: Runti
     assert second["result"] == [13, ["a", 1], ["x", "y"], "pair", ["bbb"], "1"], second
     again = await run(runtime, "rows.append(('c', 3))\n__result__ = total(rows)")
     assert again["result"] == 16
+
+
+async def test_a_value_python_calls_equal_but_of_another_type_is_kept_as_the_new_one(runtime: Runtime) -> None:
+    """An unchanged state is neither reported by the worker nor written: "unchanged" compares JSON, not Python's
+    ``==`` (which calls ``1``, ``1.0`` and ``True`` equal)."""
+    await run(runtime, "x = 1\ny = 1.0")
+    await run(runtime, "x = 1.0\ny = 1")  # the same size too
+    data = await run(runtime, "__result__ = [isinstance(x, float), isinstance(y, float)]")
+    assert data["result"] == [True, False], data["error"]
+
+
+def test_a_worker_reports_a_state_as_unchanged_only_when_it_is_the_same_json() -> None:
+    given = {"values": {"x": 1, "t": {"tuple": [1, 2]}}, "functions": {"f": "def f():\n    return 1"}}
+    same = Collected(values={"t": {"tuple": [1, 2]}, "x": 1}, functions={"f": "def f():\n    return 1"})
+    assert unchanged(same, given)
+    assert not unchanged(Collected(values={**same.values, "x": 1.0}, functions=same.functions), given)
+    assert not unchanged(Collected(values={**same.values, "x": True}, functions=same.functions), given)
+    assert not unchanged(Collected(values=same.values, functions={}), given)
+    assert not unchanged(Collected(values=same.values, functions=same.functions, dropped={"g": "why"}), given)
+    assert unchanged(Collected(), None) and not unchanged(same, None)
 
 
 async def test_reset_clears_the_kept_state_first(runtime: Runtime) -> None:
@@ -258,10 +339,11 @@ async def test_a_session_with_many_kept_names_does_not_fill_a_shared_worker_with
     """The checked programs a worker keeps were keyed by the set of the session's kept names: a session
     keeping 75,000 short names (under max_state_bytes) left a copy of that set (about 6 MB) with every
     program it sent, so 24 short programs took the memory another session's program needed in that worker."""
-    async with running(workspace, workers=1, max_workers=1) as runtime:
-        for start in range(0, 75_000, 2500):
-            names = ",".join(f"v{i}" for i in range(start, start + 2500))
-            data = await run(runtime, f"{names} = [0] * 2500\n__result__ = 1", session="A")
+    # The names arrive 5,000 to a program (fewer calls, each carrying the whole state there and back).
+    async with running(workspace, workers=1, max_workers=1, max_code_chars=40_000) as runtime:
+        for start in range(0, 75_000, 5000):
+            names = ",".join(f"v{i}" for i in range(start, start + 5000))
+            data = await run(runtime, f"{names} = [0] * 5000\n__result__ = 1", session="A")
             assert data["status"] == "ok" and data["hint"] is None, data
         for k in range(24):
             assert (await run(runtime, f"__result__ = {k}", session="A"))["result"] == k

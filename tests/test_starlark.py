@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import sys
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,21 @@ from attp_server.sandbox.starlark.source import MAX_NESTING, rewrite_fstrings
 from attp_server.settings import Settings
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+async def shared_runtime(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Runtime]:
+    """One runtime (and worker pool) for the tests below that only run a program and read its answer: they need no
+    fresh workspace, counters or worker, and a worker per test would cost most of the file's time."""
+    workspace = tmp_path_factory.mktemp("shared") / "ws"
+    workspace.mkdir()
+    async with running(workspace) as runtime:
+        yield runtime
 
 
 async def run_starlark(runtime: Runtime, code: str, **limits: Any) -> dict[str, Any]:
@@ -134,8 +150,8 @@ BENIGN = [
 
 
 @pytest.mark.parametrize(("code", "expected"), BENIGN)
-async def test_benign_programs_compute_correct_answers(runtime: Runtime, code: str, expected: object) -> None:
-    data = await run_starlark(runtime, code)
+async def test_benign_programs_compute_correct_answers(shared_runtime: Runtime, code: str, expected: object) -> None:
+    data = await run_starlark(shared_runtime, code)
     assert data["status"] == "ok", data["error"]
     assert data["result"] == expected
     assert data["hint"] is None
@@ -174,9 +190,9 @@ ERRORS = [
 
 @pytest.mark.parametrize(("code", "error_code", "line", "text"), ERRORS)
 async def test_errors_map_to_the_python_engine_codes(
-    runtime: Runtime, code: str, error_code: str, line: int | None, text: str
+    shared_runtime: Runtime, code: str, error_code: str, line: int | None, text: str
 ) -> None:
-    data = await run_starlark(runtime, code)
+    data = await run_starlark(shared_runtime, code)
     assert data["status"] == "error"
     error = data["error"]
     assert error["code"] == error_code, error
@@ -224,10 +240,10 @@ COMMON_MISTAKES = [
 
 @pytest.mark.parametrize(("code", "error_code", "text"), COMMON_MISTAKES)
 async def test_common_mistakes_get_messages_that_say_what_to_do(
-    runtime: Runtime, code: str, error_code: str, text: str
+    shared_runtime: Runtime, code: str, error_code: str, text: str
 ) -> None:
     """Issue 13: range() past 2**31 - 1 said "Error unpacking value for parameter `a1` of type `int`"."""
-    error = (await run_starlark(runtime, code))["error"]
+    error = (await run_starlark(shared_runtime, code))["error"]
     assert error["code"] == error_code, error
     assert text in error["message"], error
     assert "a1" not in error["message"] and "program.star" not in error["message"]
@@ -235,16 +251,16 @@ async def test_common_mistakes_get_messages_that_say_what_to_do(
         assert "suggested_value" not in error or error["suggested_value"] is None  # not 'str' for 'set'
 
 
-async def test_syntax_error_has_column_and_misspelled_tool_a_suggestion(runtime: Runtime) -> None:
-    syntax = (await run_starlark(runtime, "x = 1\ny = [1, 2\nz = 3"))["error"]
+async def test_syntax_error_has_column_and_misspelled_tool_a_suggestion(shared_runtime: Runtime) -> None:
+    syntax = (await run_starlark(shared_runtime, "x = 1\ny = [1, 2\nz = 3"))["error"]
     assert (syntax["code"], syntax["line"], syntax["column"]) == ("SYNTAX_ERROR", 3, 1)
-    name = (await run_starlark(runtime, "reed_file('notes.md')"))["error"]
+    name = (await run_starlark(shared_runtime, "reed_file('notes.md')"))["error"]
     assert (name["code"], name["suggested_value"], name["column"]) == ("NAME_NOT_FOUND", "read_file", 1)
 
 
-async def test_a_failing_tool_call_ends_the_run_with_the_tools_error(runtime: Runtime) -> None:
+async def test_a_failing_tool_call_ends_the_run_with_the_tools_error(shared_runtime: Runtime) -> None:
     code = "print('before')\nrefuse('GONE')\nprint('after')\n__result__ = 1"
-    data = await run_starlark(runtime, code)
+    data = await run_starlark(shared_runtime, code)
     assert data["error"]["code"] == "GONE"
     assert data["error"]["tool_name"] == "refuse"
     assert data["error"]["suggested_value"] == "something else"
@@ -252,44 +268,46 @@ async def test_a_failing_tool_call_ends_the_run_with_the_tools_error(runtime: Ru
     assert [(c["tool"], c["ok"], c["error_code"]) for c in data["calls"]] == [("refuse", False, "GONE")]
 
 
-async def test_result_rule_last_expression_and_hints(runtime: Runtime) -> None:
-    last = await run_starlark(runtime, "x = add(1, 1)\nx * 10")
+async def test_result_rule_last_expression_and_hints(shared_runtime: Runtime) -> None:
+    last = await run_starlark(shared_runtime, "x = add(1, 1)\nx * 10")
     assert (last["result"], last["status"]) == (20, "ok")
     assert "last expression (line 2)" in last["hint"]
-    unset = await run_starlark(runtime, "x = 1")
+    unset = await run_starlark(shared_runtime, "x = 1")
     assert unset["result"] is None
     assert "never set" in unset["hint"]
-    conditional = await run_starlark(runtime, "if False:\n    __result__ = 1")
+    conditional = await run_starlark(shared_runtime, "if False:\n    __result__ = 1")
     assert "never set" in conditional["hint"]
-    printed = await run_starlark(runtime, "print('answer: 42')")
+    printed = await run_starlark(shared_runtime, "print('answer: 42')")
     assert not printed.get("hint"), printed
-    both = await run_starlark(runtime, "__result__ = 'chosen'\nlen")
+    both = await run_starlark(shared_runtime, "__result__ = 'chosen'\nlen")
     assert (both["status"], both["result"]) == ("ok", "chosen")
 
 
-async def test_print_is_captured_capped_and_can_be_discarded(runtime: Runtime) -> None:
-    data = await run_starlark(runtime, "print('a', 1, [1, (2, 3)], None, sep='|', end='!')\nprint(struct(k=True))")
+async def test_print_is_captured_capped_and_can_be_discarded(shared_runtime: Runtime) -> None:
+    data = await run_starlark(
+        shared_runtime, "print('a', 1, [1, (2, 3)], None, sep='|', end='!')\nprint(struct(k=True))"
+    )
     assert data["stdout"] == "a|1|[1, (2, 3)]|None!struct(k=True)\n"
     assert data["truncated"] is False
-    flood = await run_starlark(runtime, "for i in range(1000):\n    print('x' * 100)", max_output_bytes=1000)
+    flood = await run_starlark(shared_runtime, "for i in range(1000):\n    print('x' * 100)", max_output_bytes=1000)
     assert (flood["status"], len(flood["stdout"]), flood["truncated"]) == ("ok", 1000, True)
-    wide = await run_starlark(runtime, "print('é' * 600)", max_output_bytes=1000)
+    wide = await run_starlark(shared_runtime, "print('é' * 600)", max_output_bytes=1000)
     assert (wide["stdout"], wide["truncated"]) == ("é" * 500, True)
-    quiet = await run_starlark(runtime, "print('secret')\n__result__ = 1", capture_print=False)
+    quiet = await run_starlark(shared_runtime, "print('secret')\n__result__ = 1", capture_print=False)
     assert (quiet["stdout"], quiet["result"]) == ("", 1)
 
 
-async def test_tool_call_limit(runtime: Runtime) -> None:
-    data = await run_starlark(runtime, "for i in range(30):\n    add(i, 1)", max_tool_calls=20)
+async def test_tool_call_limit(shared_runtime: Runtime) -> None:
+    data = await run_starlark(shared_runtime, "for i in range(30):\n    add(i, 1)", max_tool_calls=20)
     assert data["error"]["code"] == "TOOL_CALL_LIMIT"
     assert len(data["calls"]) == 20
 
 
-async def test_each_run_starts_with_a_fresh_module(runtime: Runtime) -> None:
-    await run_starlark(runtime, "secret = 'left-behind'\nprint = None")
-    data = await run_starlark(runtime, "print('fresh')\n__result__ = secret")
+async def test_each_run_starts_with_a_fresh_module(shared_runtime: Runtime) -> None:
+    await run_starlark(shared_runtime, "secret = 'left-behind'\nprint = None")
+    data = await run_starlark(shared_runtime, "print('fresh')\n__result__ = secret")
     assert data["error"]["code"] == "NAME_NOT_FOUND"
-    assert (await run_starlark(runtime, "print('fresh')"))["stdout"] == "fresh\n"
+    assert (await run_starlark(shared_runtime, "print('fresh')"))["stdout"] == "fresh\n"
 
 
 UNREACHABLE = [
@@ -304,13 +322,15 @@ UNREACHABLE = [
 
 
 @pytest.mark.parametrize(("code", "expected"), UNREACHABLE)
-async def test_injected_callables_expose_nothing_of_the_host(runtime: Runtime, code: str, expected: object) -> None:
-    data = await run_starlark(runtime, f"__result__ = {code}")
+async def test_injected_callables_expose_nothing_of_the_host(
+    shared_runtime: Runtime, code: str, expected: object
+) -> None:
+    data = await run_starlark(shared_runtime, f"__result__ = {code}")
     assert data["result"] == expected, data["error"]
 
 
-async def test_getattr_finds_nothing_on_a_tool(runtime: Runtime) -> None:
-    data = await run_starlark(runtime, "__result__ = getattr(read_file, '__globals__')")
+async def test_getattr_finds_nothing_on_a_tool(shared_runtime: Runtime) -> None:
+    data = await run_starlark(shared_runtime, "__result__ = getattr(read_file, '__globals__')")
     assert data["error"]["code"] == "RUNTIME_ERROR"
 
 
@@ -348,10 +368,10 @@ MEMORY_BOMBS = [
 
 
 @pytest.mark.parametrize("code", MEMORY_BOMBS)
-async def test_memory_bombs_end_cleanly(runtime: Runtime, code: str) -> None:
-    data = await run_starlark(runtime, code)
+async def test_memory_bombs_end_cleanly(shared_runtime: Runtime, code: str) -> None:
+    data = await run_starlark(shared_runtime, code)
     assert data["error"]["code"] == "MEMORY_LIMIT", data["error"]
-    assert (await run_starlark(runtime, "__result__ = 'alive'"))["result"] == "alive"
+    assert (await run_starlark(shared_runtime, "__result__ = 'alive'"))["result"] == "alive"
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,9 @@ Each test gets an empty database; the same assertions hold on both, through the 
 
 from __future__ import annotations
 
+import json
 import os
+import sqlite3
 import stat
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -17,9 +19,11 @@ from postgres import fresh_database
 from attp_server.errors import AttpError
 from attp_server.settings import Settings
 from attp_server.store import Store, StoreError, open_backend, open_store
+from attp_server.store.backend import SMALL_BYTES
 from attp_server.store.handles import KIND_HANDLE, KIND_LASTING, LEASE_S, Busy, Expired, Missing, Record
 from attp_server.store.schema import HANDLES, migrate
 from attp_server.store.secret import load_secret
+from attp_server.store.sqlite import CHECKPOINT_EVERY, SQLiteBackend
 
 pytestmark = pytest.mark.anyio
 DAY = 86400.0
@@ -159,16 +163,77 @@ async def test_migrations_are_idempotent_and_may_race(database_url: str | None, 
             await backend.close()
 
 
-async def test_a_failed_statement_rolls_the_whole_transaction_back(store: Store) -> None:
+@pytest.mark.parametrize("small", [False, True])
+async def test_a_failed_statement_rolls_the_whole_transaction_back(store: Store, small: bool) -> None:
     with pytest.raises(StoreError, match="failed"):
         await store.backend.transaction(
             [
                 ("INSERT INTO attp_handles (key, principal, kind, created, last_used) VALUES (?, ?, ?, ?, ?)",
                  ("k", "p", KIND_HANDLE, 1.0, 1.0)),
                 ("INSERT INTO no_such_table VALUES (?)", (1,)),
-            ]
+            ],
+            small=small,
         )  # fmt: skip
     assert await store.handles.present(["k"]) == set()
+    await store.backend.execute("SELECT 1", small=small)  # and the connection is usable again
+
+
+async def test_a_state_too_large_for_the_event_loop_is_read_and_written_whole(store: Store) -> None:
+    big = json.dumps({"values": {"s": "é" * (2 * SMALL_BYTES)}, "functions": {}}, ensure_ascii=False)
+    await store.handles.create("k1", "alice", kind=KIND_HANDLE, now=1000.0, state=big, state_bytes=len(big))
+    got = await claim(store, "k1", now=1001.0)
+    assert isinstance(got, Record) and got.state == big
+    bigger = big.replace("é", "ü")
+    assert await store.handles.finish("k1", "l1", now=1002.0, state=bigger, state_bytes=len(bigger), write_state=True)
+    again = await claim(store, "k1", lease="l2", now=1003.0)
+    assert isinstance(again, Record) and again.state == bigger
+
+
+async def test_sqlite_runs_a_small_transaction_on_a_thread_while_another_writer_holds_the_file(tmp_path: Path) -> None:
+    """On the event loop a small transaction never waits: when another connection (here another process's, in
+    effect) is writing, it is rolled back untouched and waits on a thread, while the loop goes on."""
+    path = tmp_path / "state.sqlite3"
+    backend = SQLiteBackend(path)
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        await backend.execute("CREATE TABLE t (k INTEGER)")
+        other.execute("BEGIN IMMEDIATE")
+        other.execute("INSERT INTO t VALUES (1)")
+        done = anyio.Event()
+
+        async def insert() -> None:
+            await backend.transaction(
+                [("INSERT INTO t VALUES (?)", (2,)), ("INSERT INTO t VALUES (?)", (3,))], small=True
+            )
+            done.set()
+
+        with anyio.fail_after(5):  # a loop blocked on the file would never get here before the busy timeout
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(insert)
+                await anyio.sleep(0.3)
+                assert not done.is_set()
+                other.execute("COMMIT")
+        assert await backend.execute("SELECT k FROM t ORDER BY k", small=True) == [(1,), (2,), (3,)]
+    finally:
+        other.close()
+        await backend.close()
+
+
+async def test_sqlite_commits_on_the_event_loop_are_checkpointed_so_the_log_stays_small(tmp_path: Path) -> None:
+    path = tmp_path / "state.sqlite3"
+    backend = SQLiteBackend(path)
+    try:
+        await backend.execute("CREATE TABLE t (k INTEGER PRIMARY KEY, v TEXT)")
+        log = path.with_name(path.name + "-wal")
+        sizes = []
+        for n in range(5 * CHECKPOINT_EVERY):  # three pages of log each: it would grow by as much every time
+            await backend.execute("INSERT INTO t VALUES (?, ?)", n, "x" * 3000, small=True)
+            if n % CHECKPOINT_EVERY == CHECKPOINT_EVERY - 1:
+                sizes.append(log.stat().st_size)
+        assert sizes[-1] < 1.2 * sizes[0], sizes
+        assert (await backend.execute("SELECT COUNT(*) FROM t"))[0][0] == 5 * CHECKPOINT_EVERY
+    finally:
+        await backend.close()
 
 
 async def test_a_database_that_cannot_be_reached_is_a_startup_error_naming_it_without_its_password(

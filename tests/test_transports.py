@@ -3,18 +3,65 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
 import pytest
 from harness import Served, served_over
+from mcp import Client
 
 pytestmark = [pytest.mark.anyio, pytest.mark.process]
+
+
+@dataclass
+class SharedStdio(Served):
+    """One `attp serve` over stdio for the module, as a client keeps one for its whole life (Claude Desktop starts
+    one per session): `client()` is that session. Tests about separate sessions use `own_client`."""
+
+    session: Client | None = None
+
+    def client(self, headers: dict[str, str] | None = None, **kwargs: Any) -> AbstractAsyncContextManager[Client]:
+        assert self.session is not None and headers is None and not kwargs
+        return _borrowed(self.session)
+
+
+@asynccontextmanager
+async def _borrowed(session: Client) -> AsyncIterator[Client]:
+    yield session
+
+
+def own_client(served: Served) -> AbstractAsyncContextManager[Client]:
+    """A client with a session of its own (over stdio: its own server process)."""
+    if isinstance(served, SharedStdio):
+        assert served.stdio is not None
+        return Client(served.stdio)
+    return served.client()
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+async def stdio_served(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[SharedStdio]:
+    plain = served_over("stdio", request, tmp_path_factory)
+    assert plain.stdio is not None
+    async with Client(plain.stdio) as session:
+        yield SharedStdio("stdio", plain.workspace, stdio=plain.stdio, session=session)
 
 
 @pytest.fixture(params=["stdio", "sse", "streamable-http"])
 def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Served:
     """Here the transport is the subject: every test runs over each real one, stdio included."""
+    if request.param == "stdio":
+        shared: SharedStdio = request.getfixturevalue("stdio_served")
+        return shared
     return served_over(request.param, request, tmp_path_factory)
 
 
@@ -165,12 +212,12 @@ async def test_concurrent_session_answers_while_another_runs_away(served: Served
     finished: list[str] = []
 
     async def runaway() -> None:
-        async with served.client() as client:
+        async with own_client(served) as client:
             await client.call_tool("attp_execute", {"code": "while True:\n    pass"})
         finished.append("runaway")
 
     async def simple() -> None:
-        async with served.client() as client:
+        async with own_client(served) as client:
             await anyio.sleep(0.3)  # let the runaway start first
             result = await client.call_tool("attp_execute", {"code": "__result__ = add(1, 1)"})
         assert result.structured_content["result"] == 2

@@ -557,6 +557,8 @@ class ToolRegistry:
         self.options = options
         self._built: dict[str, list[ToolFunction]] = {}
         self._fixed: dict[str, list[Tool]] = {}
+        self._fixed_owner: dict[str, str] = {}
+        """Tool name -> the fixed pack that defines it (the clash check, without a scan of every pack per tool)."""
         for pack in packs:
             self._add_pack(pack, workspace, options.get(pack.name, {}), reuse.get(pack.name) if reuse else None)
         self.refresh()
@@ -651,11 +653,13 @@ class ToolRegistry:
                 raise ToolpackLoadError(
                     f"tool name {tool.name!r} of toolpack {pack.name!r} clashes with a toolpack or sandbox built-in"
                 )
-            for other, others in self._fixed.items():
-                if other != pack.name and any(t.name == tool.name for t in others):
-                    raise ToolpackLoadError(
-                        f"tool name clash: {tool.name!r} is defined by toolpack {other!r} and by toolpack {pack.name!r}"
-                    )
+            other = self._fixed_owner.get(tool.name)
+            if other is not None and other != pack.name:
+                raise ToolpackLoadError(
+                    f"tool name clash: {tool.name!r} is defined by toolpack {other!r} and by toolpack {pack.name!r}"
+                )
+        for tool in tools:
+            self._fixed_owner.setdefault(tool.name, pack.name)
         names = {t.name for t in tools}
         for alias, target in pack.aliases.items():
             if target not in names:

@@ -49,7 +49,7 @@ async def test_burst_of_runaways_leaves_pool_healthy(workspace: Path) -> None:
         fds_before = open_fds()
         programs = ["while True:\n    pass", "re.match('(a+)+$', 'a' * 40 + 'b')", "x = 'a' * 10**10"]
         codes = []
-        for i in range(50):
+        for i in range(30):
             codes.append((await run_code(runtime, programs[i % 3]))["error"]["code"])
         assert set(codes) == {"TIMEOUT", "MEMORY_LIMIT"}
         await wait_for_idle(runtime, 2)

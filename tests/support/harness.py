@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -238,9 +238,19 @@ def wait_for_health(url: str, process: subprocess.Popen[bytes], timeout: float =
 
 def run_quick_bench(module: str, output: Path) -> tuple[str, dict[str, Any]]:
     """Run `python -m <module> --quick --output <output>` from the checkout; its stdout and JSON."""
-    done = subprocess.run(
+    # A process group of its own: on a timeout, the servers the bench started go with it (no orphans).
+    bench = subprocess.Popen(
         [sys.executable, "-m", module, "--quick", "--output", str(output)],
-        capture_output=True, text=True, cwd=SUPPORT.parents[1], timeout=300, check=False,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=SUPPORT.parents[1], start_new_session=True,
     )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    return done.stdout, dict(json.loads(output.read_text()))
+    try:
+        stdout, stderr = bench.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        os.killpg(bench.pid, signal.SIGKILL)
+        stdout, stderr = bench.communicate()
+        raise AssertionError(f"python -m {module} --quick ran past 300 s; its stderr:\n{stderr[-4000:]}") from None
+    finally:
+        with suppress(ProcessLookupError):
+            os.killpg(bench.pid, signal.SIGKILL)  # anything the bench left behind
+    assert bench.returncode == 0, stderr
+    return stdout, dict(json.loads(output.read_text()))

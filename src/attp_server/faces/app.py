@@ -32,7 +32,7 @@ from attp_server.faces.elicitation import Relay, Rounds, ask_over_connection, ca
 from attp_server.faces.http import tenant_of
 from attp_server.faces.signals import on_stop_signal
 from attp_server.model.atdf import atdf_descriptor
-from attp_server.model.catalog import tool_text
+from attp_server.model.catalog import LANGUAGES, tool_text
 from attp_server.model.results import ExecutionResult, render, structured
 from attp_server.model.skills import SkillError, SkillLibrary, default_skills_dirs
 from attp_server.run.runtime import CallContext, ExecuteRequest, Runtime
@@ -53,7 +53,6 @@ FIXED_TOOLS_TTL_MS = 3_600_000
 """How long a client may keep our tools/list (``ttlMs``) when no upstream server can change it: an hour."""
 LIVE_TOOLS_TTL_MS = 60_000
 """The same with upstream servers behind attp: a minute (a change is also announced, as tools/list_changed)."""
-LANGUAGES = {"python": "Python", "starlark": "Starlark"}
 
 
 def instructions(engine: str) -> str:

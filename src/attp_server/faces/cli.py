@@ -2,6 +2,9 @@
 
 ``main(argv) -> int`` does all the work (tests call it directly); ``cli()`` only exits with it.
 Exit codes: 0 ok, 1 the program failed (status error or fail), 2 bad usage or configuration.
+
+The verbs that need the MCP SDK (serve, login, manifest, doctor, config) import it, and the faces built on it,
+when they run: importing it is most of a second of start-up that exec, check and tools would pay for nothing.
 """
 
 from __future__ import annotations
@@ -19,22 +22,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 import anyio
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 
 from attp_server import __version__
 from attp_server.errors import AttpError, ErrorCode, ErrorInfo
-from attp_server.faces import doctor
-from attp_server.faces.app import LANGUAGES, create_server, serve_stdio
-from attp_server.faces.bundle import write_bundle
-from attp_server.faces.client_config import CLAUDE_CONFIG_LOCATIONS, NotCarried, claude_config, n8n_config
-from attp_server.faces.http import check_exposure, serve_http
 from attp_server.faces.logs import configure_logging
-from attp_server.faces.manifest import build_manifest, differences
-from attp_server.faces.manifest import render as render_manifest
 from attp_server.model.atdf import atdf_descriptor
-from attp_server.model.catalog import Catalog, tool_text
+from attp_server.model.catalog import LANGUAGES, Catalog, tool_text
 from attp_server.model.results import ExecutionResult, render
 from attp_server.run.checks import check_program, check_starlark
 from attp_server.run.envelope import Declined, EnvelopeError, looks_like_envelope, parse_envelope
@@ -42,8 +35,6 @@ from attp_server.run.runtime import ExecuteRequest, Runtime, build_registry, ope
 from attp_server.run.tam import TamError, looks_like_tam, translate_tam
 from attp_server.settings import DEFAULT_CONFIG_FILE, Settings, load_settings
 from attp_server.toolpack import ToolRegistry
-from attp_server.toolpacks.mcp.oauth import Vault
-from attp_server.toolpacks.mcp.oauth import login as oauth_login
 
 logger = logging.getLogger("attp_server")
 
@@ -283,6 +274,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "login":
             return _login(settings, args)
         if args.command == "doctor":
+            from attp_server.faces import doctor
+
             return doctor.run(settings, as_json=args.json, probe_file=args.probe)
         if args.command == "prompt":
             print(Catalog(_registry(settings), settings).prompt(args.language))
@@ -302,6 +295,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _serve(settings: Settings, reload: Callable[[], Settings], config: Path | None) -> int:
     """Serve until stopped; edits of the config file and the mcp_config files apply while serving (`reload`)."""
+    from attp_server.faces.app import create_server, serve_stdio
+    from attp_server.faces.http import check_exposure, serve_http
+
     if settings.transport == "http":
         check_exposure(settings)
     if config is None and DEFAULT_CONFIG_FILE.exists():
@@ -323,6 +319,10 @@ def _serve(settings: Settings, reload: Callable[[], Settings], config: Path | No
         if error is None:
             raise
         raise error from None
+    # Stopped: the runtime has closed its workers, sessions and store. What is left (the SDK's models, the
+    # catalog) lives until the process ends, so the collector need not walk it again at exit: that walk was
+    # most of the second a stopped server took to exit.
+    gc.freeze()
     return EXIT_OK
 
 
@@ -506,6 +506,8 @@ def _report_upstreams(registry: ToolRegistry) -> bool:
 
 
 def _config(settings: Settings, args: argparse.Namespace) -> int:
+    from attp_server.faces.client_config import CLAUDE_CONFIG_LOCATIONS, NotCarried, claude_config, n8n_config
+
     flags = _flag_values(args)
     if args.client == "n8n":
         print(n8n_config(settings, docker=args.docker, flags=flags))
@@ -522,6 +524,9 @@ def _config(settings: Settings, args: argparse.Namespace) -> int:
 
 def _manifest(args: argparse.Namespace) -> int:
     """Built from defaults and the code only, never from this machine's ATTP_* variables or config file."""
+    from attp_server.faces.manifest import build_manifest, differences
+    from attp_server.faces.manifest import render as render_manifest
+
     settings = Settings(toolpacks=args.toolpacks) if args.toolpacks else Settings()
     manifest = anyio.run(build_manifest, settings, build_registry(settings))
     if args.check:
@@ -539,6 +544,13 @@ def _manifest(args: argparse.Namespace) -> int:
 def _login(settings: Settings, args: argparse.Namespace) -> int:
     """``attp login NAME``: the OAuth authorization code flow with PKCE for one remote server; the tokens go to
     the server's store (sealed), never to stdout or the log."""
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    from attp_server.toolpacks.mcp.oauth import Vault
+    from attp_server.toolpacks.mcp.oauth import login as oauth_login
+
     servers = settings.upstream_servers
     config = servers.get(args.name)
     if config is None:
@@ -588,6 +600,8 @@ def _say(text: str) -> None:
 
 def _bundle(args: argparse.Namespace) -> int:
     """Built from this installation only (the attp script's path), never from ATTP_* variables or a config file."""
+    from attp_server.faces.bundle import write_bundle
+
     if args.output.suffix != ".mcpb":
         print(f"attp: --output {args.output} must end in .mcpb (Claude Desktop opens only those)", file=sys.stderr)
         return EXIT_USAGE

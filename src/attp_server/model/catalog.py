@@ -28,6 +28,9 @@ from attp_server.sandbox.stdlib.modules import public_names
 from attp_server.settings import Settings
 from attp_server.toolpack import Tool, ToolRegistry, shape_fields
 
+LANGUAGES = {"python": "Python", "starlark": "Starlark"}
+"""The name of each engine's language, as the model and the user read it."""
+
 DESCRIPTION_BUDGET = 8000
 """Characters of the whole tool description; past it, tools are named instead of shown with signatures."""
 SUMMARY_CHARS = 110

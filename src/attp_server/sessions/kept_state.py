@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import json
 import keyword
 import logging
 from collections.abc import Mapping
@@ -125,10 +126,17 @@ def _check_function(name: str, source: object) -> str | None:
 
 
 def same(one: KeptState | None, other: KeptState | None) -> bool:
-    """Whether two states keep the same names with the same values and sources (then nothing needs writing)."""
+    """Whether two states keep the same names with the same sources and the same values, as JSON (``1`` and ``1.0``
+    are not the same value here, though Python calls them equal)."""
     if one is None or other is None:
         return one is other
-    return one.size == other.size and one.functions == other.functions and one.values == other.values
+    if one.size != other.size or one.functions != other.functions or one.values != other.values:
+        return False
+    return _text(one.values) == _text(other.values)
+
+
+def _text(values: Mapping[str, Any]) -> str:
+    return json.dumps(values, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
 
 STOPPED = "The run was stopped before it finished: the variables kept from earlier calls are as they were."
@@ -137,15 +145,22 @@ STOPPED = "The run was stopped before it finished: the variables kept from earli
 async def after_run(
     kept: KeptState | None, done: Mapping[str, Any], max_bytes: int
 ) -> tuple[KeptState | None, str | None]:
-    """The session's state after a run (from the worker's ``done`` report), and the hint naming what was not kept."""
+    """The session's state after a run (from the worker's ``done`` report), and the hint naming what was not kept.
+
+    The state is `kept` itself when the run left it as it was: nothing needs writing then."""
     if "state" not in done:  # the worker was killed: it reported nothing
         return kept, STOPPED if kept is not None else None
-    if done["state"] is None:  # the program did not get to run, or was stopped midway
+    if done["state"] is None:  # the program did not get to run, was stopped midway, or left the state unchanged
         return kept, None
-    accepted = await anyio.to_thread.run_sync(functools.partial(accept, done["state"], max_bytes=max_bytes))
+    return await anyio.to_thread.run_sync(functools.partial(_after, kept, done["state"], max_bytes))
+
+
+def _after(kept: KeptState | None, raw: object, max_bytes: int) -> tuple[KeptState | None, str | None]:
+    accepted = accept(raw, max_bytes=max_bytes)
     if accepted is None:
         return kept, None
-    return (accepted.state if accepted.state.names() else None), hint(accepted.dropped)
+    state = accepted.state if accepted.state.names() else None
+    return (kept if same(state, kept) else state), hint(accepted.dropped)
 
 
 def hint(dropped: Mapping[str, str]) -> str | None:

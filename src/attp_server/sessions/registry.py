@@ -23,6 +23,7 @@ used longest ago lose their kept state, and are told so on their next call: `EVI
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import logging
@@ -255,17 +256,39 @@ class Sessions:
                 self._release(session.key, turns)
                 raise
             session.stored = session.locked = True
-            await self._within_cap(principal)
+            try:
+                await self._within_cap(principal)
+            except BaseException:
+                await self._give_back(session.key, session.lease)
+                self._release(session.key, turns)
+                raise
         return session
+
+    async def _give_back(self, key: str, lease: str) -> None:
+        """Return a lease taken by a call that then failed or was cancelled before it could run, so that the
+        session is free at once rather than when the lease runs out."""
+        with anyio.CancelScope(shield=True):
+            try:
+                await self.store.handles.finish(
+                    key, lease, now=self.clock(), state=None, state_bytes=0, write_state=False
+                )
+            except Exception as exc:
+                logger.warning("could not give a session's lease back (it runs out by itself): %s", exc)
 
     async def _take(self, key: str, principal: str, handle: str | None, create: str | None) -> Session:
         turns = self._turns(key)
         started = time.monotonic()
-        with anyio.move_on_after(self.wait_s) as waited:
-            await turns.lock.acquire()  # calls on this replica queue here, without asking the store
-        if waited.cancelled_caught:
-            self._release(key, turns, held=False)
-            raise SessionRefused(busy(time.monotonic() - started))
+        try:
+            turns.lock.acquire_nowait()  # the common case: no other call on it here
+            free = True
+        except anyio.WouldBlock:
+            free = False
+        if not free:
+            with anyio.move_on_after(self.wait_s) as waited:
+                await turns.lock.acquire()  # calls on this replica queue here, without asking the store
+            if waited.cancelled_caught:
+                self._release(key, turns, held=False)
+                raise SessionRefused(busy(time.monotonic() - started))
         try:
             session = await self._claim(key, principal, handle, create, started)
         except BaseException:
@@ -278,19 +301,25 @@ class Sessions:
         delay, notice = 0.02, None
         while True:
             lease, now = secrets.token_hex(8), self.clock()
-            got = await self.store.handles.claim(
-                key, principal, lease, now=now, idle_s=self.idle_s,
-                max_age_s=self.settings.session_max_age_s, create=create, instance=self.instance,
-                approvals=self.settings.approval != "never",
-            )  # fmt: skip
+            # Shielded: a call cancelled while the store grants the lease must still know it has it, to give it back.
+            with anyio.CancelScope(shield=True):
+                got = await self.store.handles.claim(
+                    key, principal, lease, now=now, idle_s=self.idle_s,
+                    max_age_s=self.settings.session_max_age_s, create=create, instance=self.instance,
+                    approvals=self.settings.approval != "never",
+                )  # fmt: skip
             if isinstance(got, Record):
-                session = Session(key, principal, got.kind, handle, approved=_tools(got.approved), lease=lease)
-                session.stored, session.evicted = True, got.evicted
-                session.notice = EVICTED if got.evicted else notice
-                if got.state is not None:
-                    session.kept = await self._read(key, got.state, got.state_bytes)
-                if create is not None and got.created == now:  # a transport session's first call: counted too
-                    await self._within_cap(principal)
+                try:
+                    session = Session(key, principal, got.kind, handle, approved=_tools(got.approved), lease=lease)
+                    session.stored, session.evicted = True, got.evicted
+                    session.notice = EVICTED if got.evicted else notice
+                    if got.state is not None:
+                        session.kept = await self._read(key, got.state, got.state_bytes)
+                    if create is not None and got.created == now:  # a transport session's first call: counted too
+                        await self._within_cap(principal)
+                except BaseException:
+                    await self._give_back(key, lease)
+                    raise
                 return session
             if isinstance(got, Busy):  # another replica's call holds it: ask again shortly
                 if time.monotonic() - started + delay > self.wait_s:
@@ -312,23 +341,31 @@ class Sessions:
         if session is None or session.lease is None:
             yield
             return
-        async with anyio.create_task_group() as renewing:
-            renewing.start_soon(self._renew, session)
-            try:
-                yield
-            finally:
-                renewing.cancel_scope.cancel()
+        # Most calls end long before the first renewal: a timer, not a task, waits for it.
+        loop = asyncio.get_running_loop()
+        renewing: list[asyncio.Task[None]] = []
+        timer = loop.call_later(
+            self.store.handles.lease_s / 3, lambda: renewing.append(loop.create_task(self._renew(session)))
+        )
+        try:
+            yield
+        finally:
+            timer.cancel()
+            if renewing:
+                renewing[0].cancel()
+                with anyio.CancelScope(shield=True):
+                    await asyncio.wait(renewing)
 
     async def _renew(self, session: Session) -> None:
         assert session.lease is not None
         while True:
-            await anyio.sleep(self.store.handles.lease_s / 3)
             try:
                 if not await self.store.handles.renew(session.key, session.lease, now=self.clock()):
                     logger.warning("a session's lease ran out while its call was running; its state will not be saved")
                     return
             except Exception as exc:
                 logger.warning("could not renew a session's lease: %s", exc)
+            await anyio.sleep(self.store.handles.lease_s / 3)
 
     async def finish(self, session: Session | None) -> None:
         """The call ended: write what changed and give the session back. Never raises for the store's sake: a

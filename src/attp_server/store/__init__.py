@@ -10,7 +10,8 @@ How other parts use it:
 
 * The server opens one `Store` at start (`open_store(settings)`, an async context manager) and hands
   it down; the runtime's sessions use `store.handles`. Nothing here blocks the event loop: SQLite runs
-  on the store's own threads, PostgreSQL on an async pool.
+  on the store's own threads (a `small` transaction on the loop, when it need not wait; see `sqlite`),
+  PostgreSQL on an async pool.
 * A part with tables of its own (the memory pack's pages, OAuth tokens) declares them as idempotent
   steps and calls ``await store.migrate("its-part", STEPS)`` once at start (`schema.migrate`); it then
   runs SQL with ``await store.backend.transaction([(sql, params), ...])`` (``?`` placeholders, SQL that

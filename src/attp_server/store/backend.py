@@ -15,6 +15,9 @@ Statement = tuple[str, Sequence[Any]]
 """One SQL statement and its parameters."""
 Rows = list[tuple[Any, ...]]
 
+SMALL_BYTES = 64 * 1024
+"""Most data a `small` transaction reads or writes."""
+
 
 class StoreError(Exception):
     """The store cannot be reached or refused a statement; the message says which store (never its password)."""
@@ -29,8 +32,11 @@ class Backend(ABC):
     """Where it is, for logs and /healthz: a path, or a URL without its password."""
 
     @abstractmethod
-    async def transaction(self, statements: Sequence[Statement]) -> list[Rows]:
+    async def transaction(self, statements: Sequence[Statement], *, small: bool = False) -> list[Rows]:
         """Run `statements` in order as one transaction; the rows each returned (empty for none).
+
+        `small`: the statements touch a few rows found by their key and carry little data (at most `SMALL_BYTES`);
+        SQLite may then run them on the event loop, when the database is free that instant (see `sqlite`).
 
         Raises:
             StoreError: the database cannot be reached, or a statement failed (the transaction is rolled back).
@@ -44,6 +50,6 @@ class Backend(ABC):
     async def close(self) -> None:
         """Close every connection."""
 
-    async def execute(self, sql: str, *params: Any) -> Rows:
+    async def execute(self, sql: str, *params: Any, small: bool = False) -> Rows:
         """One statement in its own transaction."""
-        return (await self.transaction([(sql, params)]))[0]
+        return (await self.transaction([(sql, params)], small=small))[0]

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from attp_server.store.backend import Backend, Statement
+from attp_server.store.backend import SMALL_BYTES, Backend, Statement
 
 LEASE_S = 15.0
 """How long a lease lasts unless renewed, by default; a running call renews it every third of that."""
@@ -110,45 +110,51 @@ class HandleStore:
             "RETURNING key, kind, created, last_used, state_bytes, evicted"
         )
         taking = (lease, now + self.lease_s, now, key, principal, now, now - idle_s, now - max_age_s)
-        if self.backend.kind == "postgresql":  # one round trip: take it and read its state
+        postgres = self.backend.kind == "postgresql"
+        if postgres:  # one statement, one round trip: take it and read its state (and its approvals)
+            also = ", ARRAY(SELECT tool FROM attp_approvals WHERE attp_approvals.key = taken.key)" if approvals else ""
             statements.append(
                 (
-                    f"WITH taken AS ({take}) SELECT taken.kind, taken.created, taken.last_used, attp_state.state, "  # noqa: S608
-                    "taken.state_bytes, taken.evicted FROM taken LEFT JOIN attp_state ON attp_state.key = taken.key",
+                    f"WITH taken AS ({take}) SELECT taken.kind, taken.created, taken.last_used, taken.state_bytes, "  # noqa: S608
+                    f"taken.evicted, attp_state.state{also} FROM taken "
+                    "LEFT JOIN attp_state ON attp_state.key = taken.key",
                     taking,
                 )
             )
-        else:
+        else:  # a state past SMALL_BYTES is read after, on a thread (see `Backend.transaction`)
             statements.append((take, taking))
             statements.append(
                 (
                     "SELECT attp_state.state FROM attp_state JOIN attp_handles ON attp_handles.key = attp_state.key "
-                    "WHERE attp_state.key = ? AND attp_handles.lease = ?",
-                    (key, lease),
+                    "WHERE attp_state.key = ? AND attp_handles.lease = ? AND attp_handles.state_bytes <= ?",
+                    (key, lease, SMALL_BYTES),
                 )
             )
-        if approvals:
-            statements.append(("SELECT tool FROM attp_approvals WHERE key = ?", (key,)))
-        results = await self.backend.transaction(statements)
-        tools = results.pop() if approvals else []
-        if self.backend.kind == "postgresql":
-            rows = results[-1]
-            taken = [(kind, created, last_used, size, evicted) for kind, created, last_used, _, size, evicted in rows]
-            state = rows[0][3] if rows else None
-        else:
-            taken = [row[1:] for row in results[-2]]
-            state = results[-1][0][0] if results[-1] else None
-        if taken:
-            kind, created, last_used, state_bytes, evicted = taken[0]
+            if approvals:
+                statements.append(("SELECT tool FROM attp_approvals WHERE key = ?", (key,)))
+        results = await self.backend.transaction(statements, small=True)
+        if create is not None:
+            results.pop(0)
+        if results[0]:
+            if postgres:
+                kind, created, last_used, state_bytes, evicted, state, *more = results[0][0]
+                tools = more[0] if approvals else []
+            else:
+                _, kind, created, last_used, state_bytes, evicted = results[0][0]
+                state = results[1][0][0] if results[1] else None
+                tools = [row[0] for row in results[2]] if approvals else []
+                if state is None and state_bytes > SMALL_BYTES:
+                    state = await self._state(key, lease)
             return Record(
                 key, principal, kind, float(created), float(last_used), state, int(state_bytes), bool(evicted),
-                frozenset(row[0] for row in tools),
+                frozenset(tools),
             )  # fmt: skip
         # Not taken: say why (a second statement, only on this path).
         found = await self.backend.execute(
             "SELECT lease, lease_until, last_used, created FROM attp_handles WHERE key = ? AND principal = ?",
             key,
             principal,
+            small=True,
         )
         if not found:
             return Missing()
@@ -159,6 +165,16 @@ class HandleStore:
             await self.delete([key])
             return Expired()
         return Busy(now)  # released between the two statements: try again
+
+    async def _state(self, key: str, lease: str) -> str | None:
+        """The state of a handle this call holds, read on its own."""
+        rows = await self.backend.execute(
+            "SELECT attp_state.state FROM attp_state JOIN attp_handles ON attp_handles.key = attp_state.key "
+            "WHERE attp_state.key = ? AND attp_handles.lease = ?",
+            key,
+            lease,
+        )
+        return rows[0][0] if rows else None
 
     async def create(
         self,
@@ -188,7 +204,7 @@ class HandleStore:
             ("INSERT INTO attp_approvals (key, tool) VALUES (?, ?) ON CONFLICT DO NOTHING", (key, tool))
             for tool in approved
         ]
-        await self.backend.transaction(statements)
+        await self.backend.transaction(statements, small=state is None or len(state) <= SMALL_BYTES)
 
     async def renew(self, key: str, lease: str, *, now: float) -> bool:
         """Extend a lease this call holds; False when it has been lost (ran out and was taken)."""
@@ -197,6 +213,7 @@ class HandleStore:
             now + self.lease_s,
             key,
             lease,
+            small=True,
         )
         return bool(rows)
 
@@ -211,11 +228,27 @@ class HandleStore:
         write_state: bool,
         approved: Iterable[str] = (),
     ) -> bool:
-        """Give the lease back; with `write_state`, store the run's state in the same statement.
+        """Give the lease back; with `write_state`, store the run's state in the same transaction.
 
         False when the lease was no longer this call's (nothing is written then)."""
         statements: list[Statement] = []
-        if write_state and state is not None:  # only while the lease is this call's
+        if write_state and self.backend.kind == "postgresql":
+            # One statement, one round trip: the release first (it locks the row, then checks the lease), and the
+            # state only if it was released (another replica taking a lease that ran out waits for the lock).
+            release = (
+                "UPDATE attp_handles SET state_bytes = ?, evicted = 0, lease = NULL, lease_until = 0, last_used = ? "
+                "WHERE key = ? AND lease = ? RETURNING key"
+            )
+            if state is not None:
+                change = (
+                    "INSERT INTO attp_state (key, state) SELECT key, ? FROM released "
+                    "ON CONFLICT (key) DO UPDATE SET state = excluded.state"
+                )
+                params: tuple[object, ...] = (state_bytes, now, key, lease, state)
+            else:
+                change, params = "DELETE FROM attp_state WHERE key IN (SELECT key FROM released)", (0, now, key, lease)
+            statements.append((f"WITH released AS ({release}), changed AS ({change}) SELECT key FROM released", params))  # noqa: S608
+        elif write_state and state is not None:  # only while the lease is this call's
             statements.append(
                 (
                     "INSERT INTO attp_state (key, state) SELECT key, ? FROM attp_handles WHERE key = ? AND lease = ? "
@@ -230,7 +263,7 @@ class HandleStore:
                     (key, lease),
                 )
             )
-        if write_state:
+        if write_state and self.backend.kind != "postgresql":
             statements.append(
                 (
                     "UPDATE attp_handles SET state_bytes = ?, evicted = 0, lease = NULL, lease_until = 0, "
@@ -238,7 +271,7 @@ class HandleStore:
                     (state_bytes if state is not None else 0, now, key, lease),
                 )
             )
-        else:
+        elif not write_state:
             statements.append(
                 (
                     "UPDATE attp_handles SET lease = NULL, lease_until = 0, last_used = ? "
@@ -252,7 +285,8 @@ class HandleStore:
              "ON CONFLICT DO NOTHING", (tool, key))
             for tool in approved
         ]  # fmt: skip
-        results = await self.backend.transaction(statements)
+        small = not write_state or state is None or len(state) <= SMALL_BYTES
+        results = await self.backend.transaction(statements, small=small)
         return bool(results[released])
 
     async def delete(self, keys: Sequence[str]) -> None:

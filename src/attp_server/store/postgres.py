@@ -84,7 +84,7 @@ class PostgresBackend(Backend):
                 "and do the host, port, user, password and database name in database_url match it?"
             ) from None
 
-    async def transaction(self, statements: Sequence[Statement]) -> list[Rows]:
+    async def transaction(self, statements: Sequence[Statement], *, small: bool = False) -> list[Rows]:
         import psycopg
         import psycopg_pool
 

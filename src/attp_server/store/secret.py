@@ -21,6 +21,8 @@ from attp_server.errors import AttpError
 
 SECRET_BYTES = 32
 MIN_SECRET_BYTES = 16
+MAX_PURPOSES = 64
+"""Derived keys kept, so that each is derived once (the purposes are a handful of fixed names)."""
 SECRET_FILE_NAME = "secret.key"  # noqa: S105 - a file name, not a secret
 
 
@@ -31,13 +33,19 @@ class Secret:
         if len(material) < MIN_SECRET_BYTES:
             raise ValueError(f"a secret needs at least {MIN_SECRET_BYTES} bytes")
         self._material = material
+        self._keys: dict[str, bytes] = {}
 
     def __repr__(self) -> str:
         return "Secret(<hidden>)"
 
     def key(self, purpose: str) -> bytes:
         """32 bytes for one purpose ("handle", "folder", "request-state", ...)."""
-        return hmac.new(self._material, b"attp-server/" + purpose.encode("utf-8"), hashlib.sha256).digest()
+        key = self._keys.get(purpose)
+        if key is None:
+            key = hmac.new(self._material, b"attp-server/" + purpose.encode("utf-8"), hashlib.sha256).digest()
+            if len(self._keys) < MAX_PURPOSES:
+                self._keys[purpose] = key
+        return key
 
     def digest(self, purpose: str, text: str, length: int = 32) -> str:
         """A keyed digest of `text` (hex, `length` characters): unguessable without the secret, equal on every

@@ -440,6 +440,30 @@ def collect(
     return out
 
 
+def unchanged(collected: Collected, given: object) -> bool:
+    """Whether a run left exactly the state it was `given` (a ``run`` message's ``state``, or None for none) and
+    dropped nothing: the same names, functions of the same source, and values of the same JSON (``1`` and ``1.0``,
+    ``True`` and ``1`` differ here, though Python calls them equal)."""
+    if collected.dropped:
+        return False
+    if given is None:
+        return not collected.values and not collected.functions
+    if not isinstance(given, dict):
+        return False
+    values, functions = given.get("values"), given.get("functions")
+    if collected.functions != functions or collected.values != values:  # the cheap test first
+        return False
+    text = _json(collected.values)
+    return text is not None and text == _json(values)
+
+
+def _json(data: Any) -> str | None:
+    try:
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    except (TypeError, ValueError, RecursionError):
+        return None
+
+
 def _drop_users(functions: dict[str, ast.FunctionDef], dropped: dict[str, str]) -> None:
     """Drop from `functions` each one that uses a name in `dropped` (it would fail next time), and its users."""
     changed = True

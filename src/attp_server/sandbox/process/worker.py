@@ -404,8 +404,10 @@ class Runner:
             message = f"{type(exc).__name__}: {_explained(exc)}"
             _fail(done, _error("RUNTIME_ERROR", message, code, _where(exc)))
         if job.get("keep"):
-            # None: the state stays as it was (the program did not run, or was stopped midway).
-            kept = None if evaluator is None or stopped else _kept(evaluator.symtable, base, tree, limits, restored)
+            # None: the state stays as it was (the program did not run, was stopped midway, or left it unchanged).
+            kept = None
+            if evaluator is not None and not stopped:
+                kept = _kept(evaluator.symtable, base, tree, limits, restored, given=job.get("state"))
             done["state"] = kept
         done["stdout"] = output.text()
         done["truncated"] = output.truncated
@@ -487,8 +489,11 @@ def _kept(
     tree: ast.Module,
     limits: Mapping[str, Any],
     restored: keep.Restored | None,
+    *,
+    given: object,
 ) -> dict[str, Any] | None:
-    """The session state the run leaves, as the server's ``done`` message carries it."""
+    """The session state the run leaves, as the server's ``done`` message carries it: None when it is exactly the
+    state the run was `given` (the server then keeps what it has, with nothing to check or write)."""
     try:
         collected = keep.collect(symbols, base, tree, max_bytes=int(limits.get("max_state_bytes", 0)))
     except (MemoryError, RecursionError):
@@ -496,6 +501,8 @@ def _kept(
     if restored is not None:
         for name, reason in restored.dropped.items():
             collected.dropped.setdefault(name, reason)
+    if keep.unchanged(collected, given):
+        return None
     return collected.as_message()
 
 
