@@ -25,7 +25,7 @@ from attp_server.faces.app import create_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.process]
 
-APPROVAL_FLAGS = [*SERVE_FLAGS, "--approval", "destructive"]  # SERVE_FLAGS: --timeout-s 2
+APPROVAL_FLAGS = [*SERVE_FLAGS, "--approval", "destructive", "--timeout-s", "1"]
 WRITE = (
     'write_file("approved.txt", "written")\ntotal = sum(i for i in range(5000))\n__result__ = read_file("approved.txt")'
 )
@@ -80,7 +80,7 @@ def workspace_for(transport: str, http: Served, tmp_path: Path) -> Path:
 async def test_an_accepted_call_runs_with_the_clock_stopped(
     transport: str, mode: str, http: Served, tmp_path: Path
 ) -> None:
-    user = User("accept", delay=2.5)  # longer than timeout_s = 2: only the program's own time counts
+    user = User("accept", delay=1.5)  # longer than timeout_s = 1: only the program's own time counts
     target = f"accept-{transport}-{mode}.txt"
     async with connect(transport, mode, http, tmp_path, user) as client:
         data = await run(client, WRITE.replace("approved.txt", target))
@@ -150,7 +150,7 @@ async def test_allow_for_the_rest_of_the_session(workspace: Path, mode: str) -> 
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_no_answer_in_time_is_a_denial(workspace: Path, mode: str) -> None:
-    user = User("accept", delay=5)
+    user = User("accept", delay=1.5)  # three times approval_timeout_s
     async with served_in_process(workspace, mode, user, approval_timeout_s=0.5) as client:
         data = await run(client, 'write_file("late.txt", "x")')
     assert data["error"]["code"] == "APPROVAL_DENIED"

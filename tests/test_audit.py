@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from harness import SERVE_FLAGS, execute, make_settings, serving_http
+from harness import SERVE_FLAGS, Served, execute, make_settings, serving_http
 from mcp_types import ElicitResult
 
 from attp_server.run.audit import canonical_json
@@ -152,28 +152,36 @@ def test_the_audit_log_of_a_real_server(tmp_path: Path) -> None:
     assert line["session"] is not None and len(line["session"]) == 16
 
 
+@pytest.fixture(scope="module")
+def approving(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Served, Path]]:
+    """A served attp that asks before destructive calls, and its audit log: one for both protocol eras."""
+    root = tmp_path_factory.mktemp("audited")
+    log = root / "audit.jsonl"
+    flags = [*SERVE_FLAGS, "--approval", "destructive"]
+    with serving_http(root / "ws", *flags, env={"ATTP_AUDIT_LOG": str(log)}) as served:
+        yield served, log
+
+
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
-def test_a_declined_approval_over_http_leaves_one_line(tmp_path: Path, mode: str) -> None:
+def test_a_declined_approval_over_http_leaves_one_line(approving: tuple[Served, Path], mode: str) -> None:
     """The user declines through MCP elicitation (in the call on the handshake era; across input_required
     rounds on 2026-07-28): one `approval` line, nothing written, no `tool_call` line."""
 
-    log = tmp_path / "audit.jsonl"
+    served, log = approving
     asked: list[str] = []
 
     async def decline(_context: Any, params: Any) -> ElicitResult:
         asked.append(params.message)
         return ElicitResult(action="decline")
 
-    flags = [*SERVE_FLAGS, "--approval", "destructive"]
-    with serving_http(tmp_path / "ws", *flags, env={"ATTP_AUDIT_LOG": str(log)}) as served:
+    async def call() -> dict[str, Any]:
+        async with served.client(mode=mode, elicitation_callback=decline) as client:
+            return await execute(client, f'write_file("no.txt", "{SECRET}")')
 
-        async def call() -> dict[str, Any]:
-            async with served.client(mode=mode, elicitation_callback=decline) as client:
-                return await execute(client, f'write_file("no.txt", "{SECRET}")')
-
-        data = anyio.run(call)
-        (line,) = lines(log)
+    before = len(lines(log))
+    data = anyio.run(call)
+    (line,) = lines(log)[before:]  # the one line this call left
     assert data["error"]["code"] == "APPROVAL_DENIED" and len(asked) == 1
     assert (line["event"], line["tool"], line["outcome"]) == ("approval", "files.write_file", "APPROVAL_DENIED")
     assert SECRET not in log.read_text()
-    assert not (tmp_path / "ws" / "no.txt").exists()
+    assert not (served.workspace / "no.txt").exists()

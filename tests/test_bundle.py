@@ -32,6 +32,12 @@ def mcpb(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(MCPB), *args], capture_output=True, text=True, timeout=60, check=False)
 
 
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """One bundle for the module (every test only reads it): the file, and where it is unpacked."""
+    return make_bundle(tmp_path_factory.mktemp("bundle"))
+
+
 def make_bundle(tmp_path: Path) -> tuple[Path, Path]:
     """`attp bundle --output`, and the bundle unpacked as Claude Desktop installs it."""
     bundle = tmp_path / "attp.mcpb"
@@ -56,8 +62,8 @@ def claude_desktop_command(unpacked: Path, choices: dict[str, Any], home: Path) 
     return dict(json.loads(done.stdout))
 
 
-def test_the_official_cli_accepts_the_bundle(tmp_path: Path) -> None:
-    bundle, unpacked = make_bundle(tmp_path)
+def test_the_official_cli_accepts_the_bundle(built: tuple[Path, Path]) -> None:
+    bundle, unpacked = built
     validated = mcpb("validate", str(unpacked / "manifest.json"))
     assert validated.returncode == 0, validated.stdout + validated.stderr
     assert "validation passes" in validated.stdout
@@ -69,8 +75,8 @@ def test_the_official_cli_accepts_the_bundle(tmp_path: Path) -> None:
     assert Path(manifest["server"]["mcp_config"]["command"]).is_absolute()
 
 
-def test_a_bundle_without_a_workspace_is_not_started(tmp_path: Path) -> None:
-    _, unpacked = make_bundle(tmp_path)
+def test_a_bundle_without_a_workspace_is_not_started(built: tuple[Path, Path]) -> None:
+    _, unpacked = built
     done = subprocess.run(
         ["node", str(CLIENTS / "mcpb_config.mjs"), str(unpacked), "{}"],
         capture_output=True, text=True, timeout=60, check=False,
@@ -87,8 +93,10 @@ def test_wrong_output_name_is_refused(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
-async def test_the_installed_bundle_serves_with_the_users_choices(tmp_path: Path, mode: str) -> None:
-    _, unpacked = make_bundle(tmp_path)
+async def test_the_installed_bundle_serves_with_the_users_choices(
+    built: tuple[Path, Path], tmp_path: Path, mode: str
+) -> None:
+    _, unpacked = built
     workspace = tmp_path / "My Files"
     workspace.mkdir()
     upstream = tmp_path / "upstream.json"

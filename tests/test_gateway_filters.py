@@ -7,12 +7,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 import tomli_w
-from harness import execute, server_env, serving_http
+from harness import Served, execute, server_env, serving_http
 from mcp.shared.exceptions import MCPError
 from upstreams import everything_stdio, time_stdio
 
@@ -50,53 +51,59 @@ GUESSES = [
 ]
 
 
-@pytest.mark.parametrize("mode", ["2026-07-28", "legacy"])
-async def test_filtered_tools_are_hidden_and_refused(tmp_path: Path, mode: str) -> None:
-    workspace = tmp_path / "ws"
+@pytest.fixture(scope="module")
+def filtered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """attp serve in front of the filtered servers, once for both protocol eras (no test here changes its state)."""
+    root = tmp_path_factory.mktemp("filtered")
+    workspace = root / "ws"
     workspace.mkdir()
-    toml, claude = write_configs(tmp_path)
+    toml, claude = write_configs(root)
     with serving_http(workspace, "--config", str(toml), "--mcp-config", str(claude)) as served:
-        assert served.url is not None
-        upstream = httpx.get(served.url + "/healthz").json()["upstream"]
-        assert upstream["time"]["status"] == upstream["everything"]["status"] == "ok"
-        assert upstream["time"]["hidden"] == 1 and upstream["everything"]["hidden"] == 5
-        async with served.client(mode=mode) as client:
-            [tool] = (await client.list_tools()).tools
-            description = tool.description or ""
-            for name in SHOWN:
-                assert name in description
-            for name in HIDDEN:
-                assert name not in description
-            seen = await execute(
-                client,
-                "__result__ = {'sum': get_sum(a=1, b=2), 'time': convert_time(source_timezone='UTC', "
-                "time='12:00', target_timezone='UTC')['target']['timezone']}",
-            )
-            assert seen["status"] == "ok", seen["error"]
-            for guess in GUESSES:
-                refused = await execute(client, f"__result__ = {guess}")
-                assert refused["status"] == "error" and refused["error"]["code"] == "NAME_NOT_FOUND", (guess, refused)
-            # A name built at run time gets past every static check: the server refuses it, once for the batch.
-            dynamic = await execute(
-                client, "name = 'everything.' + 'get' + '_env'\n__result__ = parallel(name, [{}, {}])"
-            )
-            assert dynamic["error"]["code"] == "NAME_NOT_FOUND", dynamic
-            assert dynamic["calls"] == [] or all(not c["ok"] for c in dynamic["calls"])
-            helped = await execute(client, "help('get_env')\nprint(tools('env'))\nprint(tools('time'))")
-            assert helped["status"] == "ok", helped["error"]
-            assert "environment" not in helped["stdout"].lower() and "get_current_time" not in helped["stdout"]
-            assert "convert_time" in helped["stdout"]
-            listing = await client.read_resource("attp://tools")
-            text = "".join(getattr(c, "text", "") for c in listing.contents)
-            assert "def echo" in text or "echo(" in text
-            assert not any(f"{name}(" in text for name in HIDDEN)
-            for uri in (
-                "attp://tools/get_env",
-                "attp://tools/everything.get_env/atdf",
-                "attp://tools/get_current_time",
-            ):
-                with pytest.raises(MCPError, match="no tool named"):
-                    await client.read_resource(uri)
+        yield served
+
+
+@pytest.mark.parametrize("mode", ["2026-07-28", "legacy"])
+async def test_filtered_tools_are_hidden_and_refused(filtered: Served, mode: str) -> None:
+    served = filtered
+    assert served.url is not None
+    upstream = httpx.get(served.url + "/healthz").json()["upstream"]
+    assert upstream["time"]["status"] == upstream["everything"]["status"] == "ok"
+    assert upstream["time"]["hidden"] == 1 and upstream["everything"]["hidden"] == 5
+    async with served.client(mode=mode) as client:
+        [tool] = (await client.list_tools()).tools
+        description = tool.description or ""
+        for name in SHOWN:
+            assert name in description
+        for name in HIDDEN:
+            assert name not in description
+        seen = await execute(
+            client,
+            "__result__ = {'sum': get_sum(a=1, b=2), 'time': convert_time(source_timezone='UTC', "
+            "time='12:00', target_timezone='UTC')['target']['timezone']}",
+        )
+        assert seen["status"] == "ok", seen["error"]
+        for guess in GUESSES:
+            refused = await execute(client, f"__result__ = {guess}")
+            assert refused["status"] == "error" and refused["error"]["code"] == "NAME_NOT_FOUND", (guess, refused)
+        # A name built at run time gets past every static check: the server refuses it, once for the batch.
+        dynamic = await execute(client, "name = 'everything.' + 'get' + '_env'\n__result__ = parallel(name, [{}, {}])")
+        assert dynamic["error"]["code"] == "NAME_NOT_FOUND", dynamic
+        assert dynamic["calls"] == [] or all(not c["ok"] for c in dynamic["calls"])
+        helped = await execute(client, "help('get_env')\nprint(tools('env'))\nprint(tools('time'))")
+        assert helped["status"] == "ok", helped["error"]
+        assert "environment" not in helped["stdout"].lower() and "get_current_time" not in helped["stdout"]
+        assert "convert_time" in helped["stdout"]
+        listing = await client.read_resource("attp://tools")
+        text = "".join(getattr(c, "text", "") for c in listing.contents)
+        assert "def echo" in text or "echo(" in text
+        assert not any(f"{name}(" in text for name in HIDDEN)
+        for uri in (
+            "attp://tools/get_env",
+            "attp://tools/everything.get_env/atdf",
+            "attp://tools/get_current_time",
+        ):
+            with pytest.raises(MCPError, match="no tool named"):
+                await client.read_resource(uri)
 
 
 async def test_a_refusal_by_a_filter_leaves_one_audit_line(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ from harness import execute, free_port, server_env, serving_http, stop_process
 pytestmark = pytest.mark.anyio
 
 SUPPORT = Path(__file__).parent / "support"
-LIFETIME_S = 6
+LIFETIME_S = 3
 
 
 @contextmanager

@@ -22,7 +22,7 @@ from upstreams import everything_stdio, time_stdio
 pytestmark = pytest.mark.anyio
 
 SLOW = """started = everything.echo(message="before")
-everything.trigger_long_running_operation(duration=15, steps=5)
+everything.trigger_long_running_operation(duration=10, steps=5)
 __result__ = [started, everything.echo(message="after")]"""
 
 
@@ -92,7 +92,7 @@ async def test_edits_apply_while_serving(tmp_path: Path) -> None:
 
             async with anyio.create_task_group() as group:
                 group.start_soon(slow)
-                await anyio.sleep(1.0)  # the program is inside the 15 s operation
+                await anyio.sleep(1.0)  # the program is inside the 10 s operation
                 # Remove everything, add time2 (filtered), change time (an exclusion): all while it runs.
                 write_json(claude, {"time2": {**time_stdio(), "tools": ["get_current_time"]}})
                 write_toml(toml, {**time_stdio(), "exclude_tools": ["convert_time"]})

@@ -6,9 +6,11 @@ of three replicas: tests/test_replicas.py.)
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import signal
+import sqlite3
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import ExitStack, asynccontextmanager
@@ -27,8 +29,11 @@ from postgres import fresh_database, running_postgres
 
 from attp_server.run.runtime import CallContext, ExecuteRequest
 from attp_server.sessions.registry import Caller
+from attp_server.store import STATE_FILE_NAME
 
 pytestmark = pytest.mark.anyio
+LEASE_S = 4
+"""`session_lease_s` of the replicas in the killed-run test: how long the killed replica holds the handle."""
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
@@ -36,9 +41,8 @@ def replicas(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     root = tmp_path_factory.mktemp("replicas")
     flags = [*SERVE_FLAGS, "--db-path", str(root / "data" / "memory.sqlite3"), "--approval", "destructive"]
     with ExitStack() as stack:
-        if request.param == "postgresql":
-            server = stack.enter_context(running_postgres())
-            flags += ["--database-url", stack.enter_context(fresh_database(server))]
+        if request.param == "postgresql":  # a database of its own on the session's server
+            flags += ["--database-url", stack.enter_context(fresh_database(request.getfixturevalue("postgres")))]
         yield [stack.enter_context(serving_http(root / "ws", *flags)) for _ in range(2)]
 
 
@@ -92,7 +96,7 @@ async def test_a_store_that_goes_away_is_a_clear_refusal_not_a_traceback(tmp_pat
     with running_postgres() as server:  # a server of its own: this test stops it
         workspace = tmp_path / "ws"
         workspace.mkdir()
-        async with running(workspace, database_url=server.url()) as runtime:
+        async with running(workspace, database_url=server.url(), database_timeout_s=1) as runtime:
             context = CallContext(caller=Caller())
             handle = (await runtime.execute(ExecuteRequest(code="kept = 1"), context)).session
             server.process.send_signal(signal.SIGINT)  # fast shutdown: its clients are cut off
@@ -102,10 +106,25 @@ async def test_a_store_that_goes_away_is_a_clear_refusal_not_a_traceback(tmp_pat
             assert "session store" in refused.error.message
 
 
+def held_leases(store: Path) -> int:
+    """How many handles a running call holds in the SQLite store at `store` (read beside the servers)."""
+    if not store.exists():
+        return 0
+    with contextlib.closing(sqlite3.connect(f"file:{store}?mode=ro", uri=True, timeout=5)) as db:
+        try:
+            return int(db.execute("SELECT count(*) FROM attp_handles WHERE lease IS NOT NULL").fetchone()[0])
+        except sqlite3.OperationalError:  # the table is not there yet
+            return 0
+
+
 async def test_a_replica_killed_mid_run_loses_that_run_only(tmp_path: Path) -> None:
     """The killed run's changes are not written; its lease runs out and the other replica serves the handle."""
     flags = [*SERVE_FLAGS, "--timeout-s", "30", "--db-path", str(tmp_path / "data" / "memory.sqlite3")]
-    with serving_http(tmp_path / "ws", *flags) as doomed, serving_http(tmp_path / "ws", *flags) as survivor:
+    env = {"ATTP_SESSION_LEASE_S": str(LEASE_S)}
+    with (
+        serving_http(tmp_path / "ws", *flags, env=env) as doomed,
+        serving_http(tmp_path / "ws", *flags, env=env) as survivor,
+    ):
         async with doomed.client() as client:
             handle = (await run(client, "kept = ['before']"))["session"]
         outcome: list[str] = []
@@ -121,7 +140,9 @@ async def test_a_replica_killed_mid_run_loses_that_run_only(tmp_path: Path) -> N
 
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(killed_run)
-            await anyio.sleep(3)  # the run holds the handle now
+            with anyio.fail_after(20):
+                while not held_leases(tmp_path / "data" / STATE_FILE_NAME):
+                    await anyio.sleep(0.05)  # until the run holds the handle
             assert doomed.process is not None
             os.killpg(doomed.process.pid, signal.SIGKILL)
         assert outcome == ["failed"]  # the call in flight on the killed replica fails
@@ -129,4 +150,4 @@ async def test_a_replica_killed_mid_run_loses_that_run_only(tmp_path: Path) -> N
         async with survivor.client() as client:
             after = await run(client, "kept = kept + ['after']\n__result__ = kept", session=handle)
         assert after["result"] == ["before", "after"], after
-        assert time.monotonic() - started < 25  # within the lease's life, not the killed run's timeout
+        assert time.monotonic() - started < 25  # within the lease's life (LEASE_S), not the killed run's timeout

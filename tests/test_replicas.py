@@ -29,9 +29,11 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.timeout(600)]
 
 REPLICAS = 3
 CLIENTS = 16
-ENV = {"ATTP_QUEUE_TIMEOUT_S": "30"}
-"""A call on a handle that a killed replica held waits for that lease to run out (15 s); 16 clients on two
-replicas queue meanwhile: let them wait."""
+LEASE_S = 5
+ENV = {"ATTP_QUEUE_TIMEOUT_S": "30", "ATTP_SESSION_LEASE_S": str(LEASE_S)}
+"""A call on a handle that a killed replica held waits for that lease to run out (`session_lease_s`: 5 s here,
+renewed every 5/3 s while a call runs, rather than the default 15 s); 16 clients on two replicas queue
+meanwhile: let them wait."""
 
 
 def replica_flags(root: Path, url: str, *more: str) -> list[str]:
@@ -232,7 +234,7 @@ def approving_cluster(tmp_path_factory: pytest.TempPathFactory, postgres: Postgr
     (root / "shared-secret.key").write_bytes(b"another-shared-secret-" + b"y" * 32)
     with fresh_database(postgres) as url:
         flags = replica_flags(root, url, "--approval", "destructive")
-        with running_cluster(root / "cluster", REPLICAS, flags, ENV) as running:
+        with running_cluster(root / "cluster", 2, flags, ENV) as running:  # asked on one, answered on the other
             yield running
 
 

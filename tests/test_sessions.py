@@ -29,7 +29,6 @@ from attp_server.sandbox.process.keep import (
     unchanged,
 )
 from attp_server.sandbox.stdlib.namespaces import static_namespaces
-from attp_server.sessions import registry
 from attp_server.sessions.kept_state import accept
 from attp_server.sessions.registry import Caller
 from attp_server.store.handles import Record
@@ -217,7 +216,7 @@ async def test_a_call_renews_its_lease_while_it_runs_and_stops_when_it_ends(
 ) -> None:
     sessions = runtime.sessions
     assert sessions is not None
-    monkeypatch.setattr(registry, "LEASE_S", 0.3)  # renewed every 0.1 s
+    monkeypatch.setattr(sessions.store.handles, "lease_s", 0.3)  # renewed every 0.1 s
     renewed: list[float] = []
     renew = sessions.store.handles.renew
 

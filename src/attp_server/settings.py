@@ -215,6 +215,20 @@ class Settings(BaseSettings):
         "folder of db_path), sqlite:///PATH, or postgresql://USER:PASSWORD@HOST:PORT/DB (extra attp-server[postgres]) "
         "shared by replicas.",
     )
+    database_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        le=600,
+        description="How long the server waits for a connection to database_url (at startup, and for a free "
+        "pooled connection while serving) before a clear error.",
+    )
+    session_lease_s: float = Field(
+        15.0,
+        ge=1,
+        le=3600,
+        description="How long a running call's hold on its session lasts unless renewed (it is, every third of "
+        "this while the call runs): a replica that dies mid-run holds its sessions this long.",
+    )
     secret_file: Path | None = Field(
         None,
         description="File holding the server's secret (at least 16 bytes): the key of keyed digests (session "

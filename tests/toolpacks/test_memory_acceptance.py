@@ -22,7 +22,7 @@ from typing import Any
 
 import anyio
 import pytest
-from harness import Served, serving_http
+from harness import Served, in_process, make_settings, serving_http
 from mcp import Client
 
 from attp_server.toolpack import ToolRegistry
@@ -331,7 +331,7 @@ async def test_every_tool_works_from_one_program_over_a_real_transport(tmp_path:
 # ------------------------------------------------------------------ 2. eight concurrent sessions, two servers
 
 SESSIONS = 8
-PAGES_PER_SESSION = 200
+PAGES_PER_SESSION = 100
 SUBFOLDERS = 3
 
 RETRY = """
@@ -528,7 +528,8 @@ def detail_pages(db_path: Path) -> dict[str, tuple[str, str, str | None, str | N
 
 
 async def reopen_and_read(db_path: Path, tmp_path: Path, indexes: list[str]) -> dict[str, Any]:
-    """A new server on the same database file: the acknowledged pages through the tools, and one more write."""
+    """A new server on the same database file: the acknowledged pages through the tools, and one more write.
+    (The server in this process, over memory streams: what is read is the file the killed process left.)"""
     workspace = tmp_path / "after"
     workspace.mkdir(exist_ok=True)
     code = f"""
@@ -536,9 +537,9 @@ pages = [get_page(i) for i in {indexes!r}]
 __result__ = {{"pages": [[p["index"], p["name"], p["description"], p["detail"]] for p in pages],
               "new": create_detail_page("after the crash", "", "still works", "usr-0"), "view": view("usr")}}
 """
-    with serving_http(workspace, *serve_flags(db_path)) as served:
-        async with served.client() as client:
-            return dict(result_of(await execute(client, code)))
+    settings = make_settings(workspace, toolpacks=["memory"], db_path=db_path, timeout_s=60, max_tool_calls=1000)
+    async with in_process(settings) as client:
+        return dict(result_of(await execute(client, code)))
 
 
 @pytest.mark.soak

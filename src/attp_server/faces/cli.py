@@ -626,4 +626,7 @@ def _reader_gone() -> int:
 
 
 def cli() -> None:
+    # The objects the modules made live as long as the process: out of every later collection, including the
+    # full ones as the interpreter exits, which otherwise take a second or more of a server's shutdown.
+    gc.freeze()
     sys.exit(main())

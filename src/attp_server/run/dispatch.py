@@ -29,7 +29,7 @@ from attp_server.run.metrics import UNKNOWN_TOOL, Gauges, Metrics, bounded_code
 from attp_server.run.rate_limits import RateLimits, known_principals
 from attp_server.run.state import RunState
 from attp_server.run.tool_executor import NoThread, ToolExecutor
-from attp_server.run.tracing import Tracing, failed
+from attp_server.run.tracing import Tracing, failed, now_ns
 from attp_server.sandbox.process.protocol import ErrorReport, ToolReply, capped
 from attp_server.sandbox.static_check import META_TOOLS, PARALLEL
 from attp_server.sessions.approvals import Approvals
@@ -86,16 +86,27 @@ class Dispatcher:
         # Label values from a closed set: an enabled pack's tool, help/tools, or UNKNOWN_TOOL (the name is the
         # program's own text).
         pack, label = (tool.pack, tool.name) if tool is not None else ("", name if name in META_TOOLS else UNKNOWN_TOOL)
-        started = time.perf_counter()
-        live = tool is not None and registry.packs[tool.pack].live is not None
-        with self.tracing.tool_call(f"{pack}.{label}" if pack else label, run.span, current=live) as span:
-            reply = await self._call(run, name, args, kwargs)
-            error = reply.get("error")
-            code = reply_code(reply)
-            if code is not None:
-                failed(span, bounded_code(code))
-        seconds = time.perf_counter() - started
-        self.metrics.tool_call_done(pack, label, code, seconds)
+        ref = f"{pack}.{label}" if pack else label
+        started, began = time.perf_counter(), now_ns()
+        if tool is not None and registry.packs[tool.pack].live is not None:
+            run.record_later()  # the run's evaluation span, this one's parent, is made first
+            with self.tracing.tool_call(ref, run.span) as span:  # current: the upstream call is traced under it
+                reply = await self._call(run, name, args, kwargs)
+                code = reply_code(reply)
+                if code is not None:
+                    failed(span, bounded_code(code))
+            seconds = time.perf_counter() - started
+        else:  # its span is made once it is over, while the worker runs on (`RunState.later`)
+            code = None
+            try:
+                reply = await self._call(run, name, args, kwargs)
+                code = reply_code(reply)
+            finally:  # a call cancelled with its run has its span too
+                ended, outcome = now_ns(), bounded_code(code) if code is not None else None
+                run.defer(lambda: self.tracing.tool_call_timed(ref, run.span, began, ended, outcome))
+            seconds = time.perf_counter() - started
+        run.defer(functools.partial(self.metrics.tool_call_done, pack, label, code, seconds))
+        error = reply.get("error")
         run.calls.append(
             CallRecord(
                 tool=tool.ref if tool is not None else name[:100],

@@ -20,6 +20,7 @@ from typing import Any
 
 import anyio
 import anyio.abc
+from opentelemetry import context as otel_context
 from opentelemetry import metrics as otel_metrics
 from opentelemetry import trace
 
@@ -36,7 +37,7 @@ from attp_server.run.metrics import Gauges, Metrics, bounded_code
 from attp_server.run.outcome import NO_SESSION_HINT, add_solution, error_result, from_worker, joined, point_to_renamed
 from attp_server.run.rate_limits import RateLimits, known_principals, principal_of
 from attp_server.run.request import CallContext, Engine, ExecuteRequest, Progress
-from attp_server.run.state import RunState
+from attp_server.run.state import RunState, record_all
 from attp_server.run.tool_executor import ToolExecutor
 from attp_server.run.tracing import Tracing, annotate, end, failed, now_ns
 from attp_server.sandbox.process.pool import Job, WorkerPool
@@ -285,8 +286,10 @@ class Runtime:
     ) -> ExecutionResult:
         if session is not None and request.reset and session.kept is not None:
             session.keep(None)
-        with self.tracing.phase("attp.admission"):
-            ticket = await self.admission.enter(context.session)
+        later: list[Callable[[], None]] = []  # the run's telemetry, recorded while the worker runs (`RunState.later`)
+        waited = now_ns()
+        ticket = await self.admission.enter(context.session)
+        later.append(self.tracing.later("attp.admission", waited, now_ns()))
         try:
             if isinstance(ticket, ErrorInfo):
                 return error_result(request.target, ticket)
@@ -303,6 +306,7 @@ class Runtime:
                 ask=context.ask,
                 principal=principal_of(caller.tenant if caller is not None else None),
                 handle=handle_digest(session.handle if session is not None else None),
+                later=later,
             )
             sessions = self.sessions
             if sessions is None:
@@ -316,6 +320,7 @@ class Runtime:
         finally:
             if not isinstance(ticket, ErrorInfo):
                 self.admission.leave(ticket)
+            record_all(later)  # a run that ended before a worker had it
 
     async def _execute(self, request: ExecuteRequest, run: RunState) -> ExecutionResult:
         prepared = await prepare(request, self.settings, self.registry)
@@ -356,30 +361,41 @@ class Runtime:
             unavailable=registry.unavailable(),
             modules=self.settings.modules,
         )
-        waiting = self.tracing.start("attp.acquire_worker")
-        began = 0
+        # The phases' spans are made from their times while the worker runs (`RunState.later`): the admission's
+        # (queued in `_admitted`), the wait for a worker's, then the evaluation's, parent of the tool calls'.
+        if run.later is None:
+            run.later = []
+        waiting, began = now_ns(), 0
+        parent = otel_context.get_current()
+
+        def evaluating(start_ns: int) -> None:
+            self.tracing.timed("attp.acquire_worker", waiting, start_ns, parent)
+            run.span = self.tracing.start("attp.evaluate", start_ns, parent)
 
         def started() -> None:  # a worker has the job: the wait is over, the worker's run begins
             nonlocal began
             began = now_ns()
-            end(waiting, began)
-            run.span = self.tracing.start("attp.evaluate", start_ns=began)
+            run.defer(functools.partial(evaluating, began))
 
         done: Mapping[str, Any] = {}
         generation = self._generation
         self._running[generation] += 1
         try:
-            done = await self.pool.run(job, functools.partial(self.dispatch.traced_call, run), started)
+            done = await self.pool.run(
+                job, functools.partial(self.dispatch.traced_call, run), started, meanwhile=run.record_later
+            )
         finally:
             self._running[generation] -= 1
             if not self._running[generation]:
                 del self._running[generation]
-            if run.span is None:
-                end(waiting)
+            run.record_later()
+            if run.span is None:  # no worker ever had the job
+                self.tracing.timed("attp.acquire_worker", waiting, now_ns(), parent)
             else:
+                under = trace.set_span_in_context(run.span)
                 check_s = done.get("check_s")  # the worker's word: bounded by what this side saw
                 if isinstance(check_s, float) and 0 <= check_s <= (now_ns() - began) / 1e9:
-                    self.tracing.timed("attp.static_check", run.span, began, check_s)
+                    self.tracing.timed("attp.static_check", began, began + int(check_s * 1e9), under)
                 error = done.get("error")
                 if isinstance(error, dict) and error.get("code"):
                     failed(run.span, bounded_code(str(error["code"])))

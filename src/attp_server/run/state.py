@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from opentelemetry.trace import Span
@@ -40,6 +41,21 @@ class RunState:
     """A digest of the session handle, for the audit log (never the handle itself)."""
     span: Span | None = None
     """The run's evaluation span, parent of its tool calls' spans (None before the worker has the job)."""
+    later: list[Callable[[], None]] | None = None
+    """The run's telemetry that the worker need not wait for (spans of steps that are over, their metrics),
+    recorded by `record_later` while the worker runs and before the run's span ends; None: recorded at once."""
+
+    def defer(self, record: Callable[[], None]) -> None:
+        """Record `record` later (`later`), or now when nothing will."""
+        if self.later is None:
+            record()
+        else:
+            self.later.append(record)
+
+    def record_later(self) -> None:
+        """Record what `later` holds (see `record_all`)."""
+        if self.later:
+            record_all(self.later)
 
     def current_deadline(self) -> float | None:
         """`deadline` moved by the time the run's clock has been paused so far."""
@@ -47,3 +63,12 @@ class RunState:
         if self.deadline is None or clock is None:
             return self.deadline
         return self.deadline + clock.paused_total
+
+
+def record_all(later: list[Callable[[], None]]) -> None:
+    """Record and empty `later`, in the order it came (a span before its children's). A record is the
+    telemetry's own (`tracing`, `metrics`), which never raises."""
+    records = later.copy()
+    later.clear()
+    for record in records:
+        record()

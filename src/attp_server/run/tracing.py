@@ -8,19 +8,23 @@ Under the MCP SDK's ``tools/call attp_execute`` server span a run adds, in order
 the SDK's CLIENT span under its tool's span, and the SDK passes ``traceparent``/``tracestate`` on in the
 request's ``_meta``. No span holds an argument value, a program's text or a result.
 
-Without an SDK every call here is the API's no-op. Spans are made current only where something runs under
-them that traces itself (an upstream call): an SDK span costs tens of microseconds, and a run has several.
+Without an SDK every call here is the API's no-op. With one, a span costs tens of microseconds and a run has
+several, so they stay off the path the worker waits on: a step is timed (two clock reads) and its span made
+later, with those times, while the worker runs (`RunState.later`); only a span something runs under that
+traces itself (an upstream call) is made as it starts, and made current.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from types import MappingProxyType
 from typing import Any
 
-from opentelemetry import trace
+from opentelemetry import context, trace
 from opentelemetry.trace import Span, Status, StatusCode
 
 from attp_server import __version__
@@ -46,42 +50,50 @@ class Tracing:
             _failure("start a span")
             return trace.INVALID_SPAN
 
+    def start(self, name: str, start_ns: int, parent: context.Context | None) -> Span:
+        """A span that the caller ends (`end`), begun at `start_ns`, under `parent` (a context)."""
+        return self._start(name, context=parent, start_time=start_ns)
+
+    def timed(self, name: str, start_ns: int, end_ns: int, parent: context.Context | None) -> None:
+        """A span for a step that is over (timed here, or by the worker: the static check), under `parent`."""
+        end(self._start(name, context=parent, start_time=start_ns), end_ns)
+
+    def later(self, name: str, start_ns: int, end_ns: int) -> Callable[[], None]:
+        """`timed` for a step that is over, to record later (`RunState.later`) under the span current now."""
+        return functools.partial(self.timed, name, start_ns, end_ns, context.get_current())
+
+    def tool_call_timed(self, ref: str, parent: Span | None, start_ns: int, end_ns: int, code: str | None) -> None:
+        """The span of one tool call that is over (see `tool_call`), ``error.type`` = `code` if it failed."""
+        span = self._start(
+            f"{EXECUTE_TOOL} {ref}",
+            context=trace.set_span_in_context(parent) if parent is not None else None,
+            attributes=_tool_attributes(ref),
+            start_time=start_ns,
+        )
+        if code is not None:
+            failed(span, code)
+        end(span, end_ns)
+
     @contextmanager
-    def phase(self, name: str) -> Iterator[Span]:
-        """A span for one step of the run, under the current span (not made current: nothing runs under it)."""
-        span = self._start(name)
+    def tool_call(self, ref: str, parent: Span | None) -> Iterator[Span]:
+        """The span of one tool call, ``execute_tool {pack}.{tool}``, under the run's evaluation span, made the
+        current span while the tool runs, so that what the tool does is traced under it (an upstream server's
+        tool: the MCP client's span and the ``traceparent`` it sends). Other tools' calls are `tool_call_timed`
+        once over."""
+        under = trace.set_span_in_context(parent) if parent is not None else None
+        span = self._start(f"{EXECUTE_TOOL} {ref}", context=under, attributes=_tool_attributes(ref))
         try:
-            yield span
-        finally:
-            end(span)
-
-    def start(self, name: str, *, start_ns: int | None = None) -> Span:
-        """A span that the caller ends (`end`; a phase whose end is known elsewhere), under the current span."""
-        return self._start(name, start_time=start_ns)
-
-    def timed(self, name: str, parent: Span, start_ns: int, seconds: float) -> None:
-        """A span for a step timed elsewhere (the worker's static check)."""
-        span = self._start(name, context=trace.set_span_in_context(parent), start_time=start_ns)
-        end(span, start_ns + int(seconds * 1e9))
-
-    @contextmanager
-    def tool_call(self, ref: str, parent: Span | None, *, current: bool = False) -> Iterator[Span]:
-        """The span of one tool call, ``execute_tool {pack}.{tool}``, under the run's evaluation span.
-
-        `current`: made the current span while the tool runs, so that what the tool does is traced under it
-        (an upstream server's tool: the MCP client's span and the ``traceparent`` it sends). Otherwise it is
-        not, which saves the context switch for the built-in tools."""
-        context = trace.set_span_in_context(parent) if parent is not None else None
-        attributes = {"gen_ai.operation.name": EXECUTE_TOOL, "gen_ai.tool.name": ref}
-        span = self._start(f"{EXECUTE_TOOL} {ref}", context=context, attributes=attributes)
-        try:
-            if current:
-                with trace.use_span(span, record_exception=False, set_status_on_exception=False):
-                    yield span
-            else:
+            with trace.use_span(span, record_exception=False, set_status_on_exception=False):
                 yield span
         finally:
             end(span)
+
+
+@functools.lru_cache(maxsize=4096)
+def _tool_attributes(ref: str) -> Mapping[str, str]:
+    """A tool call span's attributes (built once per tool: `ref` names a tool of an enabled pack, or one fixed
+    label)."""
+    return MappingProxyType({"gen_ai.operation.name": EXECUTE_TOOL, "gen_ai.tool.name": ref})
 
 
 def end(span: Span, end_ns: int | None = None) -> None:

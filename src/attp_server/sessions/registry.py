@@ -45,7 +45,6 @@ from attp_server.store.handles import (
     KIND_CONNECTION,
     KIND_HANDLE,
     KIND_LASTING,
-    LEASE_S,
     Busy,
     Expired,
     Missing,
@@ -194,7 +193,7 @@ class Sessions:
         self.clock = clock
         self.instance = secrets.token_hex(8)
         """This server process, among the replicas: the owner of its stdio connection's implicit session."""
-        self.wait_s = max(settings.queue_timeout_s + settings.timeout_s, LEASE_S + 5)
+        self.wait_s = max(settings.queue_timeout_s + settings.timeout_s, store.handles.lease_s + 5)
         """How long a call waits for its session while another call holds it: at least long enough for the lease
         of a replica that died mid-run to run out."""
         self._local: dict[str, _Turns] = {}
@@ -338,14 +337,16 @@ class Sessions:
 
     @asynccontextmanager
     async def held(self, session: Session | None) -> AsyncIterator[None]:
-        """Keep the session's lease while the block runs (renewed every `LEASE_S` / 3)."""
+        """Keep the session's lease while the block runs (renewed every third of the lease's life)."""
         if session is None or session.lease is None:
             yield
             return
         # Most calls end long before the first renewal: a timer, not a task, waits for it.
         loop = asyncio.get_running_loop()
         renewing: list[asyncio.Task[None]] = []
-        timer = loop.call_later(LEASE_S / 3, lambda: renewing.append(loop.create_task(self._renew(session))))
+        timer = loop.call_later(
+            self.store.handles.lease_s / 3, lambda: renewing.append(loop.create_task(self._renew(session)))
+        )
         try:
             yield
         finally:
@@ -364,7 +365,7 @@ class Sessions:
                     return
             except Exception as exc:
                 logger.warning("could not renew a session's lease: %s", exc)
-            await anyio.sleep(LEASE_S / 3)
+            await anyio.sleep(self.store.handles.lease_s / 3)
 
     async def finish(self, session: Session | None) -> None:
         """The call ended: write what changed and give the session back. Never raises for the store's sake: a

@@ -31,7 +31,8 @@ from pathlib import Path
 from attp_server.errors import AttpError
 from attp_server.settings import Settings
 from attp_server.store.backend import Backend, StoreError
-from attp_server.store.handles import HandleStore
+from attp_server.store.handles import LEASE_S, HandleStore
+from attp_server.store.postgres import CONNECT_TIMEOUT_S
 from attp_server.store.rounds import ROUNDS, RoundStore
 from attp_server.store.schema import HANDLES, migrate
 from attp_server.store.secret import SECRET_FILE_NAME, Secret, load_secret
@@ -44,10 +45,10 @@ STATE_FILE_NAME = "state.sqlite3"
 class Store:
     """The database (`backend`), the handles table on it (`handles`), and the shared secret (`secret`)."""
 
-    def __init__(self, backend: Backend, secret: Secret) -> None:
+    def __init__(self, backend: Backend, secret: Secret, lease_s: float = LEASE_S) -> None:
         self.backend = backend
         self.secret = secret
-        self.handles = HandleStore(backend)
+        self.handles = HandleStore(backend, lease_s)
         self.rounds = RoundStore(backend)
 
     @property
@@ -64,8 +65,8 @@ def data_folder(settings: Settings) -> Path:
     return settings.db_path.resolve().parent
 
 
-async def open_backend(url: str | None, folder: Path) -> Backend:
-    """Connect to `url` (None: the SQLite file in `folder`). Raises `StoreError`."""
+async def open_backend(url: str | None, folder: Path, timeout_s: float = CONNECT_TIMEOUT_S) -> Backend:
+    """Connect to `url` (None: the SQLite file in `folder`), waiting at most `timeout_s`. Raises `StoreError`."""
     if url is None or url.startswith("sqlite:"):
         from attp_server.store.sqlite import SQLiteBackend
 
@@ -74,7 +75,7 @@ async def open_backend(url: str | None, folder: Path) -> Backend:
     if url.startswith(("postgresql://", "postgres://")):
         from attp_server.store.postgres import PostgresBackend
 
-        backend = PostgresBackend(url)
+        backend = PostgresBackend(url, timeout_s)
         await backend.open()
         return backend
     raise StoreError(
@@ -95,11 +96,11 @@ async def open_store(settings: Settings) -> AsyncIterator[Store]:
     secret = load_secret(secret_path.resolve(), generate=settings.secret_file is None)
     try:
         url = settings.database_url.get_secret_value() if settings.database_url is not None else None
-        backend = await open_backend(url, folder)
+        backend = await open_backend(url, folder, settings.database_timeout_s)
     except StoreError as exc:
         raise AttpError(str(exc)) from None
     try:
-        store = Store(backend, secret)
+        store = Store(backend, secret, settings.session_lease_s)
         try:
             await store.migrate("handles", HANDLES)
             await store.migrate("rounds", ROUNDS)

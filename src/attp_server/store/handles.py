@@ -7,9 +7,9 @@ write names it, so another principal's handle is indistinguishable from one that
 Two calls on one handle never run at once, on any replica: a call first takes the row's *lease*
 (`claim`: a compare-and-set on ``lease``/``lease_until``), renews it while it runs (`renew`), and
 gives it back with the new state in one transaction when its run ends (`finish`). A replica that dies
-mid-run stops renewing; its lease runs out after `LEASE_S` and the next call takes the handle with
-the state of the last run that ended. Times are seconds since the epoch (`time.time()`), shared by
-replicas whose clocks agree to well within `LEASE_S`.
+mid-run stops renewing; its lease runs out after `lease_s` (the `session_lease_s` setting, `LEASE_S` by
+default) and the next call takes the handle with the state of the last run that ended. Times are seconds
+since the epoch (`time.time()`), shared by replicas whose clocks agree to well within `lease_s`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from attp_server.store.backend import SMALL_BYTES, Backend, Statement
 
 LEASE_S = 15.0
-"""How long a lease lasts unless renewed; a running call renews it every `LEASE_S / 3`."""
+"""How long a lease lasts unless renewed, by default; a running call renews it every third of that."""
 
 KIND_HANDLE = "handle"
 """Minted by the server and passed back by the model (`session`)."""
@@ -70,8 +70,10 @@ Claim = Record | Busy | Expired | Missing
 class HandleStore:
     """Reads and writes of the ``attp_handles`` and ``attp_approvals`` tables."""
 
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: Backend, lease_s: float = LEASE_S) -> None:
         self.backend = backend
+        self.lease_s = lease_s
+        """How long a lease lasts unless renewed (every replica sharing the store should agree on it)."""
 
     async def claim(
         self,
@@ -107,7 +109,7 @@ class HandleStore:
             "AND last_used >= ? AND created >= ? "
             "RETURNING key, kind, created, last_used, state_bytes, evicted"
         )
-        taking = (lease, now + LEASE_S, now, key, principal, now, now - idle_s, now - max_age_s)
+        taking = (lease, now + self.lease_s, now, key, principal, now, now - idle_s, now - max_age_s)
         postgres = self.backend.kind == "postgresql"
         if postgres:  # one statement, one round trip: take it and read its state (and its approvals)
             also = ", ARRAY(SELECT tool FROM attp_approvals WHERE attp_approvals.key = taken.key)" if approvals else ""
@@ -193,7 +195,7 @@ class HandleStore:
                 "INSERT INTO attp_handles "
                 "(key, principal, kind, instance, created, last_used, state_bytes, lease, lease_until) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (key, principal, kind, instance, now, now, state_bytes, lease, now + LEASE_S if lease else 0.0),
+                (key, principal, kind, instance, now, now, state_bytes, lease, now + self.lease_s if lease else 0.0),
             )
         ]
         if state is not None:
@@ -208,7 +210,7 @@ class HandleStore:
         """Extend a lease this call holds; False when it has been lost (ran out and was taken)."""
         rows = await self.backend.execute(
             "UPDATE attp_handles SET lease_until = ? WHERE key = ? AND lease = ? RETURNING key",
-            now + LEASE_S,
+            now + self.lease_s,
             key,
             lease,
             small=True,

@@ -51,19 +51,21 @@ async def _run(conn: Any, sql: str, params: Sequence[Any]) -> Rows:
 class PostgresBackend(Backend):
     kind = "postgresql"
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
         try:
             from psycopg_pool import AsyncConnectionPool
         except ImportError:
             raise missing_driver() from None
         self.url = url
         self.label = redacted(url)
+        self.timeout_s = timeout_s
+        """How long to wait for a connection (the `database_timeout_s` setting)."""
         self._pool: Any = AsyncConnectionPool(
             url,
             min_size=MIN_CONNECTIONS,
             max_size=MAX_CONNECTIONS,
             open=False,
-            timeout=CONNECT_TIMEOUT_S,
+            timeout=self.timeout_s,
             kwargs={"autocommit": True},
             name="attp-store",
         )
@@ -74,11 +76,11 @@ class PostgresBackend(Backend):
         import psycopg_pool
 
         try:
-            await self._pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
+            await self._pool.open(wait=True, timeout=self.timeout_s)
         except psycopg_pool.PoolTimeout:
             await self._pool.close()
             raise StoreError(
-                f"cannot connect to the store {self.label} within {CONNECT_TIMEOUT_S:g} s: is the database running, "
+                f"cannot connect to the store {self.label} within {self.timeout_s:g} s: is the database running, "
                 "and do the host, port, user, password and database name in database_url match it?"
             ) from None
 
@@ -93,9 +95,7 @@ class PostgresBackend(Backend):
                 async with conn.transaction():
                     return [await _run(conn, sql, params) for sql, params in statements]
         except psycopg_pool.PoolTimeout:
-            raise StoreError(
-                f"no connection to the store {self.label} came free within {CONNECT_TIMEOUT_S:g} s"
-            ) from None
+            raise StoreError(f"no connection to the store {self.label} came free within {self.timeout_s:g} s") from None
         except psycopg.Error as exc:
             raise StoreError(f"the store {self.label} failed: {str(exc).strip()}") from None
 
@@ -112,14 +112,12 @@ class PostgresBackend(Backend):
                     results.append(list(cursor.fetchall()) if cursor.description is not None else [])
                 return results
         except psycopg_pool.PoolTimeout:
-            raise StoreError(
-                f"no connection to the store {self.label} came free within {CONNECT_TIMEOUT_S:g} s"
-            ) from None
+            raise StoreError(f"no connection to the store {self.label} came free within {self.timeout_s:g} s") from None
         except psycopg.Error as exc:
             raise StoreError(f"the store {self.label} failed: {str(exc).strip()}") from None
 
     def _no_connection(self) -> StoreError:
-        return StoreError(f"no connection to the store {self.label} came free within {CONNECT_TIMEOUT_S:g} s")
+        return StoreError(f"no connection to the store {self.label} came free within {self.timeout_s:g} s")
 
     def sync_pool(self) -> Any:
         """A `psycopg_pool.ConnectionPool` (blocking) to the same database, opened on first use."""
@@ -128,7 +126,7 @@ class PostgresBackend(Backend):
                 from psycopg_pool import ConnectionPool
 
                 self._sync = ConnectionPool(
-                    self.url, min_size=0, max_size=MAX_CONNECTIONS, open=True, timeout=CONNECT_TIMEOUT_S,
+                    self.url, min_size=0, max_size=MAX_CONNECTIONS, open=True, timeout=self.timeout_s,
                     kwargs={"autocommit": False}, name="attp-store-sync",
                 )  # fmt: skip
             return self._sync

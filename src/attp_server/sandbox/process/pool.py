@@ -407,11 +407,20 @@ class WorkerPool:
 
     # ------------------------------------------------------------ running a job
 
-    async def run(self, job: Job, on_call: CallHandler, started: Callable[[], None] | None = None) -> Mapping[str, Any]:
+    async def run(
+        self,
+        job: Job,
+        on_call: CallHandler,
+        started: Callable[[], None] | None = None,
+        *,
+        meanwhile: Callable[[], None] | None = None,
+    ) -> Mapping[str, Any]:
         """Run `job` on a worker of its own and return its `DoneMessage`: the worker's, unchecked (the reader checks
         each field it uses), or one made here when the worker timed out, died or broke the protocol.
 
-        `started` is told when a worker has the job (the wait for one is over; for the run's trace)."""
+        `started` is told when a worker has the job (the wait for one is over; for the run's trace). `meanwhile` is
+        told each time the worker has been sent its job or a reply, before waiting for its next message: work
+        the worker need not wait for (the run's telemetry) is done while it runs."""
         async with self._slots:
             try:
                 worker = await self._acquire()
@@ -428,6 +437,8 @@ class WorkerPool:
                     clock = RunClock(scope)
                     token = _CLOCK.set(clock)  # for the tool calls served below (approvals pause it)
                     await worker.send(job.message())
+                    if meanwhile is not None:
+                        meanwhile()
                     while True:
                         message = await worker.receive()
                         if message["op"] == "call":
@@ -440,6 +451,8 @@ class WorkerPool:
                             if paused := clock.take_paused():
                                 answer["paused_s"] = paused
                             await worker.send(answer)
+                            if meanwhile is not None:
+                                meanwhile()
                         elif message["op"] == "done":
                             reusable = not message.get("retire", True)
                             return message
