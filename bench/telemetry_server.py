@@ -8,6 +8,7 @@ audit log in the working directory and a rate limit no call reaches.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from collections.abc import Sequence
@@ -65,6 +66,7 @@ def main(argv: list[str]) -> int:
         os.environ["ATTP_RATE_LIMIT_PER_MINUTE"] = "1000000000"
     elif mode != "traces":
         raise SystemExit(f"unknown mode {mode!r}: traces or everything")
+    gc.freeze()  # as `attp` itself does before it runs a command (`faces.cli.cli`): the same start as the "off" server
     return attp(args)
 
 

@@ -7,11 +7,18 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import anyio
+
 Call = Callable[[], Awaitable[Any]]
 
 
-async def interleaved(calls: dict[str, Call], repeats: int, warmup: int = 3) -> dict[str, list[float]]:
-    """Time each call `repeats` times, one of each in turn; returns seconds per call, by name."""
+async def interleaved(
+    calls: dict[str, Call], repeats: int, warmup: int = 3, settle_s: float = 0.0
+) -> dict[str, list[float]]:
+    """Time each call `repeats` times, one of each in turn; returns seconds per call, by name.
+
+    `settle_s`: an untimed pause after each call, for work a server does after its reply (the telemetry's
+    spans), so that it is not timed in the next call, to another server."""
     for _ in range(warmup):
         for call in calls.values():
             await call()
@@ -21,6 +28,8 @@ async def interleaved(calls: dict[str, Call], repeats: int, warmup: int = 3) -> 
             started = time.perf_counter()
             await call()
             samples[name].append(time.perf_counter() - started)
+            if settle_s:
+                await anyio.sleep(settle_s)
     return samples
 
 

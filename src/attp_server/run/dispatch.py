@@ -89,21 +89,21 @@ class Dispatcher:
         ref = f"{pack}.{label}" if pack else label
         started, began = time.perf_counter(), now_ns()
         if tool is not None and registry.packs[tool.pack].live is not None:
-            run.record_later()  # the run's evaluation span, this one's parent, is made first
+            run.make_spans()  # the run's evaluation span, this one's parent, is made first
             with self.tracing.tool_call(ref, run.span) as span:  # current: the upstream call is traced under it
                 reply = await self._call(run, name, args, kwargs)
                 code = reply_code(reply)
                 if code is not None:
                     failed(span, bounded_code(code))
             seconds = time.perf_counter() - started
-        else:  # its span is made once it is over, while the worker runs on (`RunState.later`)
+        else:  # its span is made once it is over, after the run's reply (`RunState.spans`)
             code = None
             try:
                 reply = await self._call(run, name, args, kwargs)
                 code = reply_code(reply)
             finally:  # a call cancelled with its run has its span too
                 ended, outcome = now_ns(), bounded_code(code) if code is not None else None
-                run.defer(lambda: self.tracing.tool_call_timed(ref, run.span, began, ended, outcome))
+                run.trace(lambda: self.tracing.tool_call_timed(ref, run.span, began, ended, outcome))
             seconds = time.perf_counter() - started
         run.defer(functools.partial(self.metrics.tool_call_done, pack, label, code, seconds))
         error = reply.get("error")

@@ -9,6 +9,7 @@ session and runs the steps in order, and wires the registry and the worker pool 
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import time
@@ -131,6 +132,8 @@ class Runtime:
         self._running: Counter[int] = Counter()
         """Runs in flight by the configuration generation they started under (for `reload`)."""
         self._reloading = anyio.Lock()
+        self._after_reply: list[Callable[[], None]] = []
+        self._after_reply_timer: asyncio.TimerHandle | None = None
 
     def gauges(self) -> Gauges:
         """What the server is doing right now (read at each scrape of the metrics)."""
@@ -286,10 +289,10 @@ class Runtime:
     ) -> ExecutionResult:
         if session is not None and request.reset and session.kept is not None:
             session.keep(None)
-        later: list[Callable[[], None]] = []  # the run's telemetry, recorded while the worker runs (`RunState.later`)
+        spans: list[Callable[[], None]] = []  # the run's spans, made after its reply (`RunState.spans`)
         waited = now_ns()
         ticket = await self.admission.enter(context.session)
-        later.append(self.tracing.later("attp.admission", waited, now_ns()))
+        spans.append(self.tracing.later("attp.admission", waited, now_ns()))
         try:
             if isinstance(ticket, ErrorInfo):
                 return error_result(request.target, ticket)
@@ -306,7 +309,8 @@ class Runtime:
                 ask=context.ask,
                 principal=principal_of(caller.tenant if caller is not None else None),
                 handle=handle_digest(session.handle if session is not None else None),
-                later=later,
+                later=[],
+                spans=spans,
             )
             sessions = self.sessions
             if sessions is None:
@@ -320,7 +324,7 @@ class Runtime:
         finally:
             if not isinstance(ticket, ErrorInfo):
                 self.admission.leave(ticket)
-            record_all(later)  # a run that ended before a worker had it
+            self.after_reply(functools.partial(record_all, spans))
 
     async def _execute(self, request: ExecuteRequest, run: RunState) -> ExecutionResult:
         prepared = await prepare(request, self.settings, self.registry)
@@ -361,10 +365,8 @@ class Runtime:
             unavailable=registry.unavailable(),
             modules=self.settings.modules,
         )
-        # The phases' spans are made from their times while the worker runs (`RunState.later`): the admission's
-        # (queued in `_admitted`), the wait for a worker's, then the evaluation's, parent of the tool calls'.
-        if run.later is None:
-            run.later = []
+        # The phases' spans are made from their times after the reply (`RunState.spans`): the admission's (queued
+        # in `_admitted`), the wait for a worker's, then the evaluation's, parent of the tool calls'.
         waiting, began = now_ns(), 0
         parent = otel_context.get_current()
 
@@ -375,7 +377,7 @@ class Runtime:
         def started() -> None:  # a worker has the job: the wait is over, the worker's run begins
             nonlocal began
             began = now_ns()
-            run.defer(functools.partial(evaluating, began))
+            run.trace(functools.partial(evaluating, began))
 
         done: Mapping[str, Any] = {}
         generation = self._generation
@@ -388,18 +390,23 @@ class Runtime:
             self._running[generation] -= 1
             if not self._running[generation]:
                 del self._running[generation]
-            run.record_later()
-            if run.span is None:  # no worker ever had the job
-                self.tracing.timed("attp.acquire_worker", waiting, now_ns(), parent)
-            else:
+            run.record_later()  # the metrics: before the reply
+            ended = now_ns()
+
+            def finish() -> None:
+                if run.span is None:  # no worker ever had the job
+                    self.tracing.timed("attp.acquire_worker", waiting, ended, parent)
+                    return
                 under = trace.set_span_in_context(run.span)
                 check_s = done.get("check_s")  # the worker's word: bounded by what this side saw
-                if isinstance(check_s, float) and 0 <= check_s <= (now_ns() - began) / 1e9:
+                if isinstance(check_s, float) and 0 <= check_s <= (ended - began) / 1e9:
                     self.tracing.timed("attp.static_check", began, began + int(check_s * 1e9), under)
                 error = done.get("error")
                 if isinstance(error, dict) and error.get("code"):
                     failed(run.span, bounded_code(str(error["code"])))
-                end(run.span)
+                end(run.span, ended)
+
+            run.trace(finish)
         result = from_worker(done, run, prepared.target, self.settings.max_output_bytes)
         point_to_renamed(result.error, registry.renamed(), job.namespaces)
         if result.error is not None and result.error.code == ErrorCode.NAME_NOT_FOUND and result.error.received:
@@ -434,8 +441,28 @@ class Runtime:
         if self.store is not None:  # rounds whose relaying replica never came back for the outcome
             await self.store.rounds.expire(before=time.time() - 2 * self.settings.approval_timeout_s - 120)
 
+    def after_reply(self, record: Callable[[], None]) -> None:
+        """Record `record` (a run's spans) once the run's reply is on its way: a moment later on the event loop, so
+        that a client waits for no span (the SDK's spans cost tens of microseconds each, and a run makes several)."""
+        self._after_reply.append(record)
+        if self._after_reply_timer is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                self.record_after_reply()
+                return
+            self._after_reply_timer = loop.call_later(AFTER_REPLY_S, self.record_after_reply)
+
+    def record_after_reply(self) -> None:
+        """Make the spans waiting for their runs' replies now (the timer's job; the bench's, to count their cost)."""
+        self._after_reply_timer = None
+        record_all(self._after_reply)
+
     async def close(self) -> None:
-        """This process is stopping: its connections' sessions end with it."""
+        """This process is stopping: its connections' sessions end with it (and the last runs' spans are made)."""
+        if self._after_reply_timer is not None:
+            self._after_reply_timer.cancel()
+        self.record_after_reply()
         if self.sessions is not None:
             await self.sessions.close()
         self.audit.close()
@@ -556,6 +583,10 @@ async def open_runtime(
             tasks.cancel_scope.cancel()
             await runtime.close()
             runtime.tools.close()
+
+
+AFTER_REPLY_S = 0.002
+"""How long after a run its spans are made (`Runtime.after_reply`): time for its reply to be written out."""
 
 
 SWEEP_PERIOD_S = 10.0

@@ -42,8 +42,12 @@ class RunState:
     span: Span | None = None
     """The run's evaluation span, parent of its tool calls' spans (None before the worker has the job)."""
     later: list[Callable[[], None]] | None = None
-    """The run's telemetry that the worker need not wait for (spans of steps that are over, their metrics),
-    recorded by `record_later` while the worker runs and before the run's span ends; None: recorded at once."""
+    """The run's metrics that the worker need not wait for, recorded by `record_later` while the worker runs
+    and before the reply; None: recorded at once."""
+    spans: list[Callable[[], None]] | None = None
+    """The spans of the run's steps that are over, made from their times after the reply is on its way (the
+    runtime hands them to the event loop), or as soon as a span must exist (`make_spans`: the parent of an
+    upstream call's span); None: made at once."""
 
     def defer(self, record: Callable[[], None]) -> None:
         """Record `record` later (`later`), or now when nothing will."""
@@ -56,6 +60,18 @@ class RunState:
         """Record what `later` holds (see `record_all`)."""
         if self.later:
             record_all(self.later)
+
+    def trace(self, make: Callable[[], None]) -> None:
+        """Make a span later (`spans`), or now when nothing will."""
+        if self.spans is None:
+            make()
+        else:
+            self.spans.append(make)
+
+    def make_spans(self) -> None:
+        """Make the spans `spans` holds now (in order: a span before its children's)."""
+        if self.spans:
+            record_all(self.spans)
 
     def current_deadline(self) -> float | None:
         """`deadline` moved by the time the run's clock has been paused so far."""

@@ -9,9 +9,10 @@ the SDK's CLIENT span under its tool's span, and the SDK passes ``traceparent``/
 request's ``_meta``. No span holds an argument value, a program's text or a result.
 
 Without an SDK every call here is the API's no-op. With one, a span costs tens of microseconds and a run has
-several, so they stay off the path the worker waits on: a step is timed (two clock reads) and its span made
-later, with those times, while the worker runs (`RunState.later`); only a span something runs under that
-traces itself (an upstream call) is made as it starts, and made current.
+several, so they stay off the paths the worker and the client wait on: a step is timed (two clock reads) and
+its span made with those times after the run's reply (`RunState.spans`, `Runtime.after_reply`); only a span
+something runs under that traces itself (an upstream call) is made as it starts (with the spans above it),
+and made current.
 """
 
 from __future__ import annotations
