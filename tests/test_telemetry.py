@@ -96,6 +96,23 @@ async def test_a_run_is_a_tree_of_its_phases_and_tool_calls(workspace: Path, mod
         assert planted not in text
 
 
+async def test_a_runs_spans_are_made_after_its_reply_and_none_is_lost(workspace: Path) -> None:
+    """The reply does not wait for the tracing SDK: the run's own spans come a moment after it, all of them."""
+    with recording() as exporter:
+        async with running(workspace) as runtime:
+            result = await runtime.execute(ExecuteRequest(code=THREE_CALLS))
+            at_reply = [s.name for s in exporter.get_finished_spans()]
+            with anyio.fail_after(10):
+                while len(exporter.get_finished_spans()) < 7:
+                    await anyio.sleep(0.01)
+            names = sorted(s.name for s in exporter.get_finished_spans())
+    assert result.status == "ok", result.error
+    assert "attp.evaluate" not in at_reply and not any(n.startswith("execute_tool") for n in at_reply), at_reply
+    phases = ["attp.admission", "attp.acquire_worker", "attp.evaluate", "attp.static_check"]
+    calls = ["execute_tool files.write_file", "execute_tool demo.add", "execute_tool files.read_file"]
+    assert names == sorted([*phases, *calls])
+
+
 async def test_a_failed_run_marks_its_evaluation_with_the_error_code(workspace: Path) -> None:
     with recording() as exporter:
         async with running(workspace) as runtime, Client(create_server(runtime)) as client:  # type: ignore[arg-type]
