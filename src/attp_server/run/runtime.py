@@ -455,13 +455,13 @@ class Runtime:
 
     def record_after_reply(self) -> None:
         """Make the spans waiting for their runs' replies now (the timer's job; the bench's, to count their cost)."""
-        self._after_reply_timer = None
+        if self._after_reply_timer is not None:
+            self._after_reply_timer.cancel()
+            self._after_reply_timer = None
         record_all(self._after_reply)
 
     async def close(self) -> None:
         """This process is stopping: its connections' sessions end with it (and the last runs' spans are made)."""
-        if self._after_reply_timer is not None:
-            self._after_reply_timer.cancel()
         self.record_after_reply()
         if self.sessions is not None:
             await self.sessions.close()
