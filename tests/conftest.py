@@ -44,6 +44,17 @@ async def runtime(workspace: Path) -> AsyncIterator[Runtime]:
         yield rt
 
 
+@pytest.fixture(scope="module")
+async def shared_runtime(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Runtime]:
+    """One runtime (and worker pool) for a module's tests that only run a program and read its answer: they need
+    no fresh workspace, counters or worker, and a worker per test would cost most of such a file's time. The
+    module must set `anyio_backend` at module scope too."""
+    workspace = tmp_path_factory.mktemp("shared") / "ws"
+    workspace.mkdir()
+    async with running(workspace) as rt:
+        yield rt
+
+
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[Postgres]:
     """A real PostgreSQL server (Debian's binaries, a fresh cluster in a temporary folder) for the whole run."""

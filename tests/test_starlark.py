@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import sys
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -33,17 +32,7 @@ pytestmark = pytest.mark.anyio
 
 @pytest.fixture(scope="module")
 def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
-async def shared_runtime(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Runtime]:
-    """One runtime (and worker pool) for the tests below that only run a program and read its answer: they need no
-    fresh workspace, counters or worker, and a worker per test would cost most of the file's time."""
-    workspace = tmp_path_factory.mktemp("shared") / "ws"
-    workspace.mkdir()
-    async with running(workspace) as runtime:
-        yield runtime
+    return "asyncio"  # module scope: `shared_runtime` (conftest) lives for the module
 
 
 async def run_starlark(runtime: Runtime, code: str, **limits: Any) -> dict[str, Any]:
