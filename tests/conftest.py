@@ -25,6 +25,37 @@ from postgres import Postgres, running_postgres
 
 from attp_server.run.runtime import Runtime
 
+LONGEST_FIRST = (
+    "test_bench.py",
+    "security/test_hostile_gateway.py",
+    "test_budgets.py",
+    "test_gateway.py",
+    "security/test_redteam.py",
+    "test_replicas.py",
+    "test_clients.py",
+    "test_gateway_newcomer.py",
+    "test_transports.py",
+    "toolpacks/test_memory_acceptance.py",
+    "test_approvals.py",
+    "security/test_containment.py",
+    "test_client_config.py",
+    "test_handles_replicas.py",
+)
+"""The files that take longest (tens of seconds each, most of it real processes), run first. With ``-n auto --dist
+loadfile --no-loadscope-reorder`` (what `.ci/run` uses) xdist hands out files in this order, so no worker is left
+with a long file at the end while the other cores idle; its own order (most tests first) started the four-test,
+75-second bench file last."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    tests = Path(__file__).parent
+
+    def rank(item: pytest.Item) -> int:
+        name = item.path.relative_to(tests).as_posix() if item.path.is_relative_to(tests) else ""
+        return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable: each file's tests keep their order, and the other files theirs
+
 
 @pytest.fixture
 def anyio_backend() -> str:
