@@ -216,7 +216,7 @@ async def run_load(
 
 
 async def load(report: Report, quick: bool) -> None:
-    hostile, duration = (3, 4.0) if quick else (12, 30.0)
+    hostile, duration = (3, 1.5) if quick else (12, 30.0)
     with tempfile.TemporaryDirectory() as directory:
         result = await run_load(Path(directory), hostile=hostile, duration=duration)
     report.add(SECTION, "load.hostile_clients", hostile, "clients")
@@ -237,7 +237,7 @@ async def load(report: Report, quick: bool) -> None:
     if result.errors:
         report.notes.append(f"normal calls failed under load: {Counter(result.errors).most_common(3)}")
     report.notes.append(f"hostile outcomes: {result.hostile}")
-    clients, duration = (10, 4.0) if quick else (10, 20.0)
+    clients, duration = (4, 1.5) if quick else (10, 20.0)
     with tempfile.TemporaryDirectory() as directory:
         redos = await run_load(Path(directory), hostile=clients, duration=duration, programs="redos", cpu_after=False)
     report.add(SECTION, "load.redos_clients", clients, "clients")
