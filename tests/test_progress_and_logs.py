@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,7 +10,7 @@ from pathlib import Path
 import anyio
 import httpx
 import pytest
-from harness import SERVE_FLAGS, Served, serving_http
+from harness import SERVE_FLAGS, Served, descendants, serving_http
 
 pytestmark = [pytest.mark.anyio, pytest.mark.process]
 
@@ -38,19 +37,6 @@ async def test_progress_reports_each_tool_call(served: Served) -> None:
         await anyio.sleep(0.01)
     assert [p for p, _, _ in seen] == [1, 2, 3]
     assert all(message is not None and "add" in message for _, _, message in seen)
-
-
-def children(pid: int) -> set[int]:
-    found = set()
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                found.add(int(entry))
-    return found
 
 
 def alive(pid: int) -> bool:
@@ -81,7 +67,7 @@ async def test_cancellation_kills_the_worker(slow_server: Served, transport: str
                 group.start_soon(client.call_tool, "attp_execute", {"code": "while True:\n    pass"})
                 while httpx.get(health).json()["workers"]["busy"] == 0:
                     await anyio.sleep(0.01)
-                before = children(server_pid)
+                before = set(descendants(server_pid))  # its fork server and the workers forked from it
                 cancelled_before = httpx.get(health).json()["workers"]["cancelled"]
                 scope.cancel()
         cancelled = time.monotonic()

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from harness import server_env, serving_http
+from harness import descendants, server_env, serving_http
 
 from attp_server.sandbox.process.pool import WorkerPool, sweep_stale_directories
 
@@ -30,12 +30,8 @@ def worker_directories(tmp: Path) -> list[Path]:
 
 
 def children(pid: int) -> set[int]:
-    """The live child processes of `pid` (the workers of a server)."""
-    found: set[int] = set()
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        with open(task / "children") as listing:
-            found.update(int(child) for child in listing.read().split())
-    return found
+    """The live processes a server started: its fork server and the workers forked from it."""
+    return set(descendants(pid))
 
 
 def alive(pid: int) -> bool:

@@ -8,27 +8,11 @@ from pathlib import Path
 
 import anyio
 import pytest
-from harness import run_code, running
+from harness import descendants, run_code, running
 
 from attp_server.run.runtime import Runtime
 
 pytestmark = pytest.mark.anyio
-
-
-def children_of(pid: int) -> dict[int, str]:
-    """Child pid -> process state letter, read from /proc."""
-    out = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        if int(fields[1]) == pid:
-            out[int(entry)] = fields[0]
-    return out
 
 
 def open_fds() -> int:
@@ -43,7 +27,7 @@ async def wait_for_idle(runtime: Runtime, count: int) -> None:
 
 async def test_burst_of_runaways_leaves_pool_healthy(workspace: Path) -> None:
     # Children this test did not start (a session-wide PostgreSQL server of the same test process) are not its own.
-    others = set(children_of(os.getpid()))
+    others = set(descendants(os.getpid()))
     async with running(workspace, timeout_s=0.25, workers=2) as runtime:
         await wait_for_idle(runtime, 2)
         fds_before = open_fds()
@@ -57,8 +41,8 @@ async def test_burst_of_runaways_leaves_pool_healthy(workspace: Path) -> None:
         await wait_for_idle(runtime, 2)
         stats = runtime.pool.stats()
         assert (stats["idle"], stats["busy"]) == (2, 0)
-        children = {pid: state for pid, state in children_of(os.getpid()).items() if pid not in others}
-        assert set(children) == set(runtime.pool.worker_pids()), children
+        children = {pid: state for pid, state in descendants(os.getpid()).items() if pid not in others}
+        assert set(children) == {*runtime.pool.worker_pids(), runtime.pool.fork_server_pid}, children
         assert "Z" not in children.values()
         assert open_fds() <= fds_before + 2
 
@@ -85,14 +69,14 @@ async def test_worker_killed_mid_run_fails_that_call_only(workspace: Path, signu
 
 
 async def test_no_worker_outlives_the_pool(workspace: Path) -> None:
-    others = set(children_of(os.getpid()))  # started by other tests of this process (a session-wide PostgreSQL)
+    others = set(descendants(os.getpid()))  # started by other tests of this process (a session-wide PostgreSQL)
     async with running(workspace, workers=3) as runtime:
         await wait_for_idle(runtime, 3)
         pids = runtime.pool.worker_pids()
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
-    assert not set(children_of(os.getpid())) - others
+    assert not set(descendants(os.getpid())) - others
 
 
 async def test_a_worker_retiring_after_its_last_run_says_so(workspace: Path) -> None:

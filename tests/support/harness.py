@@ -72,6 +72,26 @@ async def run_code(runtime: Runtime, code: str) -> dict[str, Any]:
 # ---------------------------------------------------------------- a real server process
 
 
+def descendants(pid: int) -> dict[int, str]:
+    """Every live descendant of `pid` -> its state letter (``Z`` for a zombie), read from /proc: a server's or a
+    pool's fork server and the workers it forked."""
+    parents: dict[int, list[tuple[int, str]]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            parents.setdefault(int(fields[1]), []).append((int(entry), fields[0]))
+    found: dict[int, str] = {}
+    waiting = [pid]
+    while waiting:
+        for child, state in parents.get(waiting.pop(), []):
+            found[child] = state
+            waiting.append(child)
+    return found
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -30,6 +30,7 @@ from typing import Any, Literal, cast
 import anyio
 import anyio.abc
 
+from attp_server.sandbox.process.forkserver import ForkedProcess, ForkServer, ForkServerGone, drain_stderr
 from attp_server.sandbox.process.lockdown import CONTAINMENT
 from attp_server.sandbox.process.protocol import (
     MAX_MESSAGE_BYTES,
@@ -213,7 +214,7 @@ class WorkerProcess:
     75 µs through anyio's process streams (several layers of asyncio transports and buffers).
     """
 
-    process: anyio.abc.Process
+    process: anyio.abc.Process | ForkedProcess
     to_worker: int
     from_worker: int
     directory: str
@@ -274,8 +275,9 @@ class WorkerProcess:
         with anyio.CancelScope(shield=True):
             if not self.killed:
                 self.killed = True
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(self.pid, signal.SIGKILL)
+                if self.process.returncode is None:  # (an exited worker's pid may already be another process's)
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(self.pid, signal.SIGKILL)
             await self.process.wait()
             await self.process.aclose()
             for fd in (self.to_worker, self.from_worker):
@@ -330,6 +332,7 @@ class WorkerPool:
         containment: Containment = "required",
         probe: bool = False,
         without: tuple[str, ...] = (),
+        fork_server: bool = True,
     ) -> None:
         if size < 0 or max_workers < 1:
             raise ValueError("pool size must be >= 0 and max_workers >= 1")
@@ -340,6 +343,10 @@ class WorkerPool:
         self.without = without
         """Containment layers the workers leave out (``attp doctor`` shows each wall alone; the benchmark measures
         what they cost). Set only in code, never from a setting."""
+        self.fork_server = fork_server and not probe and size > 0
+        """Workers are forked from a fork server (`forkserver`) that has loaded what they load: a serving pool
+        does, a pool that keeps none ready (``attp doctor``) starts each worker as a new interpreter."""
+        self._forks: ForkServer | None = None
         self.refused: str | None = None
         """Why runs are refused (a containment layer missing under ``required``), once a worker said so."""
         self._warned = False
@@ -352,6 +359,7 @@ class WorkerPool:
         self._running: set[WorkerProcess] = set()
         self._slots = anyio.Semaphore(max_workers)
         self._stack = AsyncExitStack()
+        self._last = AsyncExitStack()
         self._tasks: anyio.abc.TaskGroup | None = None
         self.lockdown: dict[str, Any] = {}
         self.runs = 0
@@ -360,6 +368,8 @@ class WorkerPool:
 
     async def __aenter__(self) -> WorkerPool:
         sweep_stale_directories()
+        if self.fork_server:
+            await self._start_fork_server()  # before the task group: its own closes after it
         self._tasks = await self._stack.enter_async_context(anyio.create_task_group())
         async with anyio.create_task_group() as warmup:
             for _ in range(self.size):
@@ -373,11 +383,14 @@ class WorkerPool:
         idle, self._idle = self._idle, []
         for worker in idle:
             await worker.kill()
+        await self._last.aclose()  # the fork server, last: it reports the exits the kills above waited for
 
     def kill_now(self) -> None:
         """Kill every worker, idle or running, and remove their directories, without waiting for the
         event loop: for a process that exits right after (a stop signal in stdio mode)."""
         workers = [*self._idle, *self._running]
+        if self._forks is not None:
+            self._forks.kill_now()
         for worker in workers:
             worker.killed = True
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -396,6 +409,11 @@ class WorkerPool:
             "killed": self.kills,
             "cancelled": self.cancelled,
         }
+
+    @property
+    def fork_server_pid(self) -> int | None:
+        """The pid of the fork server the workers are forked from (None when each starts as a new process)."""
+        return self._forks.process.pid if self._forks is not None and not self._forks.gone else None
 
     def worker_pids(self) -> list[int]:
         """Pids of the idle workers."""
@@ -519,19 +537,22 @@ class WorkerPool:
         os.chmod(directory, 0o700)
         worker_reads, to_worker = os.pipe()
         from_worker, worker_writes = os.pipe()
+        process: anyio.abc.Process | ForkedProcess | None = None
         try:
             # Shielded: a cancellation landing after the child exists would otherwise orphan it.
             with anyio.CancelScope(shield=True):
-                flags = [*(["probe"] if self.probing else []), *(f"without={layer}" for layer in self.without)]
-                process = await anyio.open_process(
-                    [sys.executable, "-I", "-c", _BOOT, str(self.memory_mb), *flags],
-                    stdin=worker_reads,
-                    stdout=worker_writes,
-                    stderr=subprocess.PIPE,
-                    cwd=directory,
-                    env=_worker_environment(directory),
-                    start_new_session=True,
-                )
+                if self._forks is not None and not self._forks.gone:
+                    process = await self._fork(worker_reads, worker_writes, directory)
+                if process is None:
+                    process = await anyio.open_process(
+                        [sys.executable, "-I", "-c", _BOOT, *self._arguments()],
+                        stdin=worker_reads,
+                        stdout=worker_writes,
+                        stderr=subprocess.PIPE,
+                        cwd=directory,
+                        env=_worker_environment(directory),
+                        start_new_session=True,
+                    )
         except OSError as exc:
             for fd in (to_worker, from_worker):
                 os.close(fd)
@@ -540,11 +561,12 @@ class WorkerPool:
         finally:
             os.close(worker_reads)  # the child has its own copies now (or there is no child)
             os.close(worker_writes)
+        assert process is not None
         os.set_blocking(to_worker, False)
         os.set_blocking(from_worker, False)
         worker = WorkerProcess(process, to_worker, from_worker, directory)
         if self._tasks is not None and process.stderr is not None:
-            self._tasks.start_soon(_drain_stderr, process.stderr, process.pid)
+            self._tasks.start_soon(drain_stderr, process.stderr, f"worker {process.pid}")
         try:
             with anyio.fail_after(self.startup_timeout_s):
                 ready = await worker.receive()
@@ -572,6 +594,33 @@ class WorkerPool:
                 layers,
             )
         return worker
+
+    def _arguments(self) -> list[str]:
+        """A worker's command-line arguments (and its fork server's): ``<memory_mb> [probe] [without=layer ...]``."""
+        flags = [*(["probe"] if self.probing else []), *(f"without={layer}" for layer in self.without)]
+        return [str(self.memory_mb), *flags]
+
+    async def _start_fork_server(self) -> None:
+        directory = tempfile.mkdtemp(prefix=f"{_DIRECTORY_PREFIX}{os.getpid()}-forks-")
+        os.chmod(directory, 0o700)
+        try:
+            forks = await ForkServer.start(self._arguments(), _worker_environment(directory), directory)
+        except OSError as exc:
+            shutil.rmtree(directory, ignore_errors=True)
+            logger.warning("could not start the sandbox's fork server (%s): each worker starts as a new process", exc)
+            return
+        self._forks = await self._last.enter_async_context(forks)
+
+    async def _fork(self, stdin: int, stdout: int, directory: str) -> ForkedProcess | None:
+        """A worker from the fork server, or None when it cannot (said once; new interpreters from then on)."""
+        assert self._forks is not None
+        try:
+            return await self._forks.fork(
+                stdin, stdout, directory, _worker_environment(directory), timeout_s=self.startup_timeout_s
+            )
+        except ForkServerGone as exc:
+            logger.warning("the sandbox's fork server stopped (%s): each worker starts as a new process", exc)
+            return None
 
     def containment_report(self) -> dict[str, Any]:
         """What ``/healthz`` and the start-up log say of the workers' walls (never a secret)."""
@@ -630,8 +679,8 @@ def _reap(pids: list[int], timeout: float) -> None:
         for pid in list(waiting):
             try:
                 finished, _ = os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:  # already reaped (by the event loop's child watcher)
-                finished = pid
+            except ChildProcessError:  # already reaped by the event loop's child watcher, or a fork server's
+                finished = 0 if process_alive(pid) else pid
             if finished:
                 waiting.discard(pid)
         if waiting:
@@ -648,17 +697,6 @@ def _demote(worker: WorkerProcess) -> None:
     if not worker.killed and worker.alive:
         worker.demoted = True
         _set_nice(worker.pid, LONG_RUN_NICE)
-
-
-async def _drain_stderr(stream: anyio.abc.ByteReceiveStream, pid: int) -> None:
-    """Log what a worker writes to stderr (its own crashes), so the pipe never fills and blocks it."""
-    try:
-        async for chunk in stream:
-            text = chunk.decode("utf-8", "replace").strip()
-            if text:
-                logger.debug("worker %d stderr: %s", pid, text[:2000])
-    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-        pass
 
 
 def _ending(returncode: int | None) -> dict[str, Any]:

@@ -11,6 +11,7 @@ Imports nothing from the rest of ``server`` (only ``attp_server.sandbox``).
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import functools
 import gc
@@ -558,14 +559,24 @@ def main() -> None:
     containment layer out: only a pool built in code asks for it (``attp doctor``, the benchmark), never a
     setting, and a pool under ``containment = "required"`` still refuses such workers unless it asked.
     """
-    channel = Channel.claim_stdio()
-    memory_mb = int(sys.argv[1]) if len(sys.argv) > 1 else 256
-    probing = sys.argv[2:3] == ["probe"]
-    without = [arg.removeprefix("without=") for arg in sys.argv[2:] if arg.startswith("without=")]
+    memory_mb, probing, without = _arguments(sys.argv)
     lockdown.preload()
+    _serve(memory_mb, probing, without)
+
+
+def _arguments(argv: list[str]) -> tuple[int, bool, list[str]]:
+    memory_mb = int(argv[1]) if len(argv) > 1 else 256
+    probing = argv[2:3] == ["probe"]
+    without = [layer for arg in argv[2:] if arg.startswith("without=") for layer in arg[8:].split(",")]
+    return memory_mb, probing, without
+
+
+def _serve(memory_mb: int, probing: bool, without: list[str]) -> None:
+    """One worker's life from its first message on: claim the pipes on fds 0/1, lock down, say ``ready``, run."""
+    channel = Channel.claim_stdio()
     runner = Runner(channel)
     gc.freeze()  # what is loaded by now lives as long as the worker: the collector need not walk it in every run
-    report = lockdown.apply(memory_mb, [layer for names in without for layer in names.split(",")])
+    report = lockdown.apply(memory_mb, without)
     channel.send({"op": "ready", "pid": os.getpid(), "lockdown": report})
     if probing:
         _probe(channel)
@@ -585,6 +596,125 @@ def main() -> None:
         channel.send_done(done)
         if done["retire"]:
             return
+
+
+# ---------------------------------------------------------------- the fork server
+
+
+_FORK_REQUEST_BYTES = 64 * 1024
+"""Most bytes of one request (a directory and an environment) the fork server reads."""
+
+
+def forks() -> None:
+    """Entry point of a pool's fork server: ``python -I -c "...; forks()" <memory_mb> [without=layer ...]``,
+    with fd 0 a Unix socket (SOCK_SEQPACKET) to the server.
+
+    It loads what every worker loads (the imports and `lockdown.preload`, most of a worker's start-up), then
+    forks one worker per request and never runs a program itself. A request is a JSON object (``directory``,
+    ``environment``) carrying two file descriptors (the worker's stdin and stdout); the child becomes its
+    own session, takes those as fds 0 and 1, closes everything else it inherited (this socket included),
+    moves into its directory with its environment, and from there is the same worker `main` starts: it
+    applies the same lockdown before it reads a program. The answer is ``{"pid": n}``; ``{"exit": n,
+    "code": c}`` follows when that worker has exited (the fork server is its parent and reaps it).
+    """
+    import selectors
+    import signal
+    import socket
+
+    memory_mb, probing, without = _arguments(sys.argv)
+    lockdown.preload()
+    gc.freeze()  # shared with every fork, and never walked by their collectors
+    control = socket.socket(fileno=os.dup(0))
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.close(null)
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_write, False)
+    os.set_blocking(wake_read, False)
+    signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so that the wake-up fd hears of exits
+    signal.set_wakeup_fd(wake_write)
+    selector = selectors.DefaultSelector()
+    selector.register(control, selectors.EVENT_READ)
+    selector.register(wake_read, selectors.EVENT_READ)
+    while True:
+        for key, _ in selector.select():
+            if key.fileobj is control:
+                try:
+                    data, fds, _flags, _address = socket.recv_fds(control, _FORK_REQUEST_BYTES, 2)
+                except OSError:
+                    return
+                if not data:
+                    return  # the server is gone: its workers see their own pipes close and end
+                pid = _fork_one(data, fds, memory_mb, probing, without)
+                control.send(json.dumps({"pid": pid}).encode())
+            else:
+                while True:
+                    try:
+                        if not os.read(wake_read, 4096):
+                            break
+                    except BlockingIOError:
+                        break
+                _reap_children(control)
+
+
+def _fork_one(data: bytes, fds: list[int], memory_mb: int, probing: bool, without: list[str]) -> int:
+    """Fork the worker one request asks for; returns its pid (or -1 when the request was malformed)."""
+    try:
+        request = json.loads(data)
+        directory = str(request["directory"])
+        environment = {str(k): str(v) for k, v in dict(request["environment"]).items()}
+        if len(fds) != 2:
+            raise ValueError(f"{len(fds)} file descriptors instead of 2")
+    except (ValueError, KeyError, TypeError):
+        for fd in fds:
+            os.close(fd)
+        return -1
+    pid = os.fork()
+    if pid:
+        for fd in fds:
+            os.close(fd)
+        return pid
+    status = 1
+    try:
+        _become_worker(fds, directory, environment)
+        _serve(memory_mb, probing, without)
+        status = 0
+    except BaseException:
+        with contextlib.suppress(BaseException):
+            import traceback
+
+            traceback.print_exc()  # to the fork server's stderr, which the pool logs
+    finally:
+        os._exit(status)  # never back into the fork server's loop, whatever happened
+
+
+def _become_worker(fds: list[int], directory: str, environment: dict[str, str]) -> None:
+    """In a fresh fork: what a new process started by the pool would have been from its first instruction."""
+    import signal
+    import tempfile
+
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    os.setsid()
+    os.dup2(fds[0], 0)
+    os.dup2(fds[1], 1)
+    os.closerange(3, os.sysconf("SC_OPEN_MAX"))  # the fork server's socket and wake-up pipe, the passed fds
+    os.chdir(directory)
+    os.environ.clear()
+    os.environ.update(environment)
+    tempfile.tempdir = None  # found again from TMPDIR, the worker's own directory
+
+
+def _reap_children(control: Any) -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        with contextlib.suppress(OSError):
+            control.send(json.dumps({"exit": pid, "code": os.waitstatus_to_exitcode(status)}).encode())
 
 
 def _explained(exc: Exception) -> str:
