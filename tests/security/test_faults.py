@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 from pathlib import Path
@@ -89,3 +90,23 @@ async def test_a_worker_retiring_after_its_last_run_says_so(workspace: Path) -> 
             statuses.add((await run_code(runtime, "__result__ = 1"))["status"])
         assert statuses == {"ok"}
         assert runtime.pool.stats()["runs"] == MAX_RUNS_PER_WORKER + 5
+
+
+async def test_a_killed_fork_server_kills_its_workers_and_the_pool_starts_new_interpreters(workspace: Path) -> None:
+    async with running(workspace, workers=2) as runtime:
+        await wait_for_idle(runtime, 2)
+        forks = runtime.pool.fork_server_pid
+        assert forks is not None
+        forked = runtime.pool.worker_pids()
+        assert set(forked) <= set(descendants(forks))  # the workers are the fork server's children
+        os.kill(forks, signal.SIGKILL)
+        with anyio.fail_after(10):
+            while runtime.pool.fork_server_pid is not None:
+                await anyio.sleep(0.01)
+        assert (await run_code(runtime, "__result__ = sum(range(10))"))["result"] == 45
+        await wait_for_idle(runtime, 2)
+        for pid in forked:  # killed: gone, or a zombie until whoever inherited it (init) reaps it
+            with contextlib.suppress(FileNotFoundError):
+                assert Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+        mine = {pid for pid, _ in descendants(os.getpid()).items()}
+        assert set(runtime.pool.worker_pids()) <= mine and not set(forked) & mine

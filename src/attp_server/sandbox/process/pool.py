@@ -343,9 +343,10 @@ class WorkerPool:
         self.without = without
         """Containment layers the workers leave out (``attp doctor`` shows each wall alone; the benchmark measures
         what they cost). Set only in code, never from a setting."""
-        self.fork_server = fork_server and not probe and size > 0
-        """Workers are forked from a fork server (`forkserver`) that has loaded what they load: a serving pool
-        does, a pool that keeps none ready (``attp doctor``) starts each worker as a new interpreter."""
+        self.fork_server = fork_server
+        """Workers are forked from a fork server (`forkserver`) that has loaded what they load (``attp doctor``'s
+        probes too: they must meet the workers as they serve). False (only in code: the benchmark's comparison)
+        starts each as a new interpreter."""
         self._forks: ForkServer | None = None
         self.refused: str | None = None
         """Why runs are refused (a containment layer missing under ``required``), once a worker said so."""
