@@ -197,8 +197,7 @@ class ForkServer:
             os.killpg(self.process.pid, signal.SIGKILL)
         forks, self._forks = self._forks, {}
         for forked in forks.values():
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(forked.pid, signal.SIGKILL)
+            kill_worker(forked.pid)
             forked.exited(-signal.SIGKILL)
         if self._answered is not None:
             self._answered.set()
@@ -208,6 +207,14 @@ class ForkServer:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.process.pid, signal.SIGKILL)
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def kill_worker(pid: int) -> None:
+    """SIGKILL a worker's process group (its session), and the worker itself: a fork that has not yet made its
+    own session (it does so first thing) is not in that group yet."""
+    for kill in (os.killpg, os.kill):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            kill(pid, signal.SIGKILL)
 
 
 async def drain_stderr(stream: anyio.abc.ByteReceiveStream, who: str) -> None:

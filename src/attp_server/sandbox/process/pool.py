@@ -30,7 +30,13 @@ from typing import Any, Literal, cast
 import anyio
 import anyio.abc
 
-from attp_server.sandbox.process.forkserver import ForkedProcess, ForkServer, ForkServerGone, drain_stderr
+from attp_server.sandbox.process.forkserver import (
+    ForkedProcess,
+    ForkServer,
+    ForkServerGone,
+    drain_stderr,
+    kill_worker,
+)
 from attp_server.sandbox.process.lockdown import CONTAINMENT
 from attp_server.sandbox.process.protocol import (
     MAX_MESSAGE_BYTES,
@@ -276,13 +282,12 @@ class WorkerProcess:
             if not self.killed:
                 self.killed = True
                 if self.process.returncode is None:  # (an exited worker's pid may already be another process's)
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.killpg(self.pid, signal.SIGKILL)
-            await self.process.wait()
-            await self.process.aclose()
-            for fd in (self.to_worker, self.from_worker):
+                    kill_worker(self.pid)
+            for fd in (self.to_worker, self.from_worker):  # first: a worker the kill missed reads EOF and ends
                 with contextlib.suppress(OSError):
                     os.close(fd)
+            await self.process.wait()
+            await self.process.aclose()
             shutil.rmtree(self.directory, ignore_errors=True)
 
 
@@ -394,8 +399,7 @@ class WorkerPool:
             self._forks.kill_now()
         for worker in workers:
             worker.killed = True
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(worker.pid, signal.SIGKILL)
+            kill_worker(worker.pid)
             shutil.rmtree(worker.directory, ignore_errors=True)
         _reap([worker.pid for worker in workers], REAP_TIMEOUT_S)  # the pool's exit still closes them
 
