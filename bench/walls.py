@@ -1,4 +1,5 @@
-"""Walls: what Landlock and the seccomp filter cost a worker, its start-up and a W1 run, with and without them.
+"""Walls: what Landlock and the seccomp filter cost a worker, its start-up and a W1 run, with and without them;
+and what a worker's start-up costs forked from the pool's fork server, against a new interpreter.
 
 Two pools side by side in one run, one whose workers apply every layer (as they serve) and one whose
 workers leave Landlock and seccomp out (``WorkerPool(without=...)``, a pool built in code only); starts
@@ -37,13 +38,15 @@ async def walls(report: Report, quick: bool) -> None:
                              without=without)
             for name, without in VARIANTS.items()
         }  # fmt: skip
-        start: dict[str, list[float]] = {name: [] for name in pools}
+        # Workers forked from the pool's fork server (as they serve), against each started as a new interpreter.
+        unforked = WorkerPool(size=0, max_workers=1, memory_mb=settings.memory_mb, fork_server=False)
+        start: dict[str, list[float]] = {name: [] for name in [*pools, "new_interpreter"]}
         w1: dict[str, list[float]] = {name: [] for name in pools}
-        async with pools["walls"], pools["no_walls"]:
+        async with pools["walls"], pools["no_walls"], unforked:
             if pools["walls"].lockdown.get("missing") or not pools["walls"].lockdown.get("seccomp"):
                 report.notes.append(f"walls: a layer is missing on this machine: {pools['walls'].lockdown}")
             for turn in range(starts):
-                for name, pool in _alternating(pools, turn):
+                for name, pool in _alternating({**pools, "new_interpreter": unforked}, turn):
                     began = time.perf_counter()
                     worker = await pool._spawn()
                     start[name].append(time.perf_counter() - began)
@@ -67,6 +70,8 @@ async def walls(report: Report, quick: bool) -> None:
         report.add(SECTION, f"worker_start_{name}_ms", median_ms(start[name]), "ms")
         report.add(SECTION, f"w1_{name}_ms", median_ms(w1[name]), "ms")
     report.add(SECTION, "worker_start_walls_vs_none", ratio(start["walls"], start["no_walls"]), "x")
+    report.add(SECTION, "worker_start_new_interpreter_ms", median_ms(start["new_interpreter"]), "ms")
+    report.add(SECTION, "worker_start_forked_vs_new_interpreter", ratio(start["walls"], start["new_interpreter"]), "x")
     report.add(SECTION, "w1_walls_vs_none", ratio(w1["walls"], w1["no_walls"]), "x", "<= 1.05")
 
 
