@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -253,30 +254,33 @@ async def load(report: Report, quick: bool) -> None:
 # ---------------------------------------------------------------- the hostile side, in its own process
 
 
-async def _hostile_client(url: str, programs: dict[str, str], first: int, stop: float, outcomes: Counter[str]) -> None:
+async def _hostile_client(
+    client: Client, programs: dict[str, str], first: int, stop: float, outcomes: Counter[str]
+) -> None:
     names = list(programs)
-    async with Client(url + "/mcp") as client:
-        turn = first
-        while time.monotonic() < stop:
-            name = names[turn % len(names)]
-            turn += 1
-            try:
-                with anyio.fail_after(max(0.1, stop - time.monotonic())):
-                    reply = await client.call_tool("attp_execute", {"code": programs[name]})
-                code = ((reply.structured_content or {}).get("error") or {}).get("code", "ok")
-            except TimeoutError:
-                break  # the load is over: the call is cancelled, and its worker with it
-            except Exception as exc:
-                code = type(exc).__name__
-            outcomes[f"{name}:{code}"] += 1
+    turn = first
+    while time.monotonic() < stop:
+        name = names[turn % len(names)]
+        turn += 1
+        try:
+            with anyio.fail_after(max(0.1, stop - time.monotonic())):
+                reply = await client.call_tool("attp_execute", {"code": programs[name]})
+            code = ((reply.structured_content or {}).get("error") or {}).get("code", "ok")
+        except TimeoutError:
+            break  # the load is over: the call is cancelled, and its worker with it
+        except Exception as exc:
+            code = type(exc).__name__
+        outcomes[f"{name}:{code}"] += 1
 
 
 async def _hostile(url: str, clients: int, duration: float, programs: str) -> None:
     outcomes: Counter[str] = Counter()
-    stop = time.monotonic() + duration
-    async with anyio.create_task_group() as tasks:
-        for i in range(clients):
-            tasks.start_soon(_hostile_client, url, PROGRAMS[programs], i, stop, outcomes)
+    async with AsyncExitStack() as stack:
+        opened = [await stack.enter_async_context(Client(url + "/mcp")) for _ in range(clients)]
+        stop = time.monotonic() + duration  # from when every client is connected: a slow start shortens no load
+        async with anyio.create_task_group() as tasks:
+            for i, client in enumerate(opened):
+                tasks.start_soon(_hostile_client, client, PROGRAMS[programs], i, stop, outcomes)
     print(json.dumps(dict(sorted(outcomes.items()))))
 
 
