@@ -39,7 +39,7 @@ CPU_BUDGET_S = 0.5
 """The CPU budget a probe runs with, rounded up to whole seconds past what the worker has used."""
 
 PARALLEL_PROBES = 4
-"""Probes running at once, each in its own worker: the 35 worker starts take a few seconds, not half a minute."""
+"""Probes running at once, each in a worker of its own."""
 
 RUNS = {"all": (), "without_seccomp": ("seccomp",), "without_landlock": ("landlock",)}
 """The worker as it serves (every layer), and with one wall left out."""
@@ -189,14 +189,15 @@ async def _layers(settings: Settings) -> dict[str, Any]:
         return dict(pool.lockdown)
 
 
-async def _run_probe(
-    settings: Settings, code: str, without: tuple[str, ...], on_output: Callable[[str], None]
-) -> dict[str, Any]:
-    pool = WorkerPool(
+def _probe_pool(settings: Settings, without: tuple[str, ...]) -> WorkerPool:
+    """A pool whose every `probe` runs in a fresh worker, forked from its fork server as a serving pool's are."""
+    return WorkerPool(
         size=0, max_workers=1, memory_mb=settings.memory_mb, containment="best-effort", probe=True, without=without
     )
-    async with pool:
-        return await pool.probe(code, timeout_s=PROBE_TIMEOUT_S, cpu_s=CPU_BUDGET_S, on_output=on_output)
+
+
+async def _run_probe(pool: WorkerPool, code: str, on_output: Callable[[str], None]) -> dict[str, Any]:
+    return await pool.probe(code, timeout_s=PROBE_TIMEOUT_S, cpu_s=CPU_BUDGET_S, on_output=on_output)
 
 
 async def diagnose(settings: Settings) -> dict[str, Any]:
@@ -210,19 +211,23 @@ async def diagnose(settings: Settings) -> dict[str, Any]:
         async with limiter:
             report.update(await _layers(settings))
 
-    async def attempt(number: int, code: str, run: str, without: tuple[str, ...]) -> None:
+    async def attempt(number: int, code: str, run: str) -> None:
         async with limiter:
-            outcomes[number, run] = await _run_probe(settings, code, without, lambda text: None)
+            outcomes[number, run] = await _run_probe(pools[run], code, lambda text: None)
 
     rows: list[dict[str, Any]] = []
+    pools = {run: _probe_pool(settings, without) for run, without in RUNS.items()}
     with fixtures(settings) as f:
         chosen = probes(f, settings.memory_mb)
-        async with anyio.create_task_group() as group:
-            group.start_soon(layers)
-            for number, probe in enumerate(chosen):
-                for run, without in RUNS.items():
-                    if not (probe.rlimit and without):
-                        group.start_soon(attempt, number, probe.code, run, without)
+        async with contextlib.AsyncExitStack() as stack:
+            for pool in pools.values():
+                await stack.enter_async_context(pool)
+            async with anyio.create_task_group() as group:
+                group.start_soon(layers)
+                for number, probe in enumerate(chosen):
+                    for run, without in RUNS.items():
+                        if not (probe.rlimit and without):
+                            group.start_soon(attempt, number, probe.code, run)
         for number, probe in enumerate(chosen):
             row: dict[str, Any] = {"probe": probe.name, "wall": probe.wall}
             for run, without in RUNS.items():
@@ -309,7 +314,8 @@ async def _own_probe(settings: Settings, code: str, as_json: bool) -> dict[str, 
             sys.stdout.write(text)
             sys.stdout.flush()
 
-    outcome = await _run_probe(settings, code, (), output)
+    async with _probe_pool(settings, ()) as pool:
+        outcome = await _run_probe(pool, code, output)
     if as_json:
         outcome["stdout"] = "".join(printed)
     return outcome
