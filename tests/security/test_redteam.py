@@ -28,7 +28,7 @@ from attp_server.run.runtime import ExecuteRequest, Runtime, open_runtime
 
 pytestmark = pytest.mark.anyio
 
-TIMEOUT_S = 1.0
+TIMEOUT_S = 0.5
 FILE_SECRET = "file-secret-4b1d-DO-NOT-LEAK"
 ENV_SECRET = "env-secret-93e2-DO-NOT-LEAK"
 LEAK_MARKERS = ("<module ", "<frame ", "<code object", "__builtins__", " at 0x", "<function ", "<bound method")
