@@ -94,6 +94,13 @@ def test_claude_entry_carries_isolation_and_approval(tmp_path: Path) -> None:
     assert args[-4:] == ["--isolation", "session", "--approval", "destructive"]
 
 
+@pytest.fixture(scope="module")
+def n8n_default(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """What `attp config n8n` prints with no flags and no settings: read by two tests, printed once."""
+    stdout, _ = attp_config("n8n", cwd=tmp_path_factory.mktemp("n8n-default"))
+    return stdout
+
+
 N8N_NOTES = [
     pytest.param(["--approval", "destructive"], "APPROVAL_UNAVAILABLE", id="approval"),
     pytest.param(["--isolation", "session"], "do not outlive one n8n execution", id="session-isolation"),
@@ -103,21 +110,22 @@ N8N_NOTES = [
 
 
 @pytest.mark.parametrize(("flags", "note"), N8N_NOTES)
-def test_n8n_settings_say_what_sessions_mean_for_n8n(tmp_path: Path, flags: list[str], note: str | None) -> None:
-    stdout, _ = attp_config("n8n", *flags, cwd=tmp_path)
+def test_n8n_settings_say_what_sessions_mean_for_n8n(
+    tmp_path: Path, flags: list[str], note: str | None, request: pytest.FixtureRequest
+) -> None:
+    stdout = request.getfixturevalue("n8n_default") if not flags else attp_config("n8n", *flags, cwd=tmp_path)[0]
     if note is None:
         assert "Approvals:" not in stdout and "Isolation:" not in stdout
     else:
         assert note in stdout
 
 
-def test_n8n_covers_both_nodes_and_how_to_check_status(tmp_path: Path) -> None:
+def test_n8n_covers_both_nodes_and_how_to_check_status(tmp_path: Path, n8n_default: str) -> None:
     """The standalone MCP Client node reports a failed program as a successful step: the status check is printed.
 
     tests/n8n/ runs the same IF expression in a real n8n (opt-in).
     """
-    stdout, _ = attp_config("n8n", cwd=tmp_path)
-    client, agent = stdout.split("\nMCP Client node")[1].split("\nMCP Client Tool node")
+    client, agent = n8n_default.split("\nMCP Client node")[1].split("\nMCP Client Tool node")
     assert "Tool: attp_execute" in client and "Input Mode: JSON" in client
     assert "{{ $json.content[0].text.status }}  is equal to  ok" in client
     assert "{{ $json.content[0].text.error.message }}" in client

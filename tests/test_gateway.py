@@ -2,7 +2,8 @@
 server-filesystem, mcp-server-time, plus the faults a user meets (a server that cannot start, one that
 is killed mid-session, one whose tool list changes) and the secrets that must not leak.
 
-Each test starts its own runtime, so its upstream servers are started and stopped with it.
+Each test starts its own runtime, so its upstream servers are started and stopped with it, except the tests that
+only read a catalog and make calls that change nothing: they share a module's runtime of the same configuration.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import os
 import signal
 import sys
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -56,45 +57,82 @@ async def run(runtime: Runtime, code: str, context: CallContext | None = None) -
     return result.model_dump(mode="json")
 
 
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def everything_url() -> Iterator[str]:
+    """One server-everything over Streamable HTTP for the module: each runtime connects with a session of its own."""
+    with everything_http() as url:
+        yield url
+
+
 @pytest.fixture(params=["stdio", "streamable-http"])
-def everything(request: pytest.FixtureRequest) -> Iterator[dict[str, Any]]:
+def everything(request: pytest.FixtureRequest) -> dict[str, Any]:
     """server-everything's configuration over each transport it has."""
     if request.param == "stdio":
-        yield everything_stdio()
-        return
-    with everything_http() as url:
-        yield {"url": url}
+        return everything_stdio()
+    return {"url": request.getfixturevalue("everything_url")}
+
+
+@pytest.fixture(scope="module")
+async def with_time(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Runtime]:
+    """server-everything over stdio and mcp-server-time behind one runtime, for the tests that read its catalog
+    and make calls that change nothing."""
+    workspace = tmp_path_factory.mktemp("with-time") / "ws"
+    workspace.mkdir()
+    async with gateway(workspace, {"everything": everything_stdio(), "time": time_stdio()}) as runtime:
+        yield runtime
+
+
+@pytest.fixture(scope="module")
+async def wired(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[Runtime, Path]]:
+    """server-everything over stdio through the wire recorder, behind one runtime, and the recording: a test reads
+    the lines recorded since it started (`since`)."""
+    directory = tmp_path_factory.mktemp("wired")
+    workspace = directory / "ws"
+    workspace.mkdir()
+    wire = directory / "wire.jsonl"
+    async with gateway(workspace, {"everything": everything_stdio(tap=wire)}) as runtime:
+        yield runtime, wire
+
+
+def since(wire: Path, start: int) -> list[dict[str, Any]]:
+    """The lines recorded on `wire` after the first `start`."""
+    return tapped(wire)[start:]
 
 
 # ---------------------------------------------------------------- discovery and description
 
 
-async def test_upstream_tools_appear_wherever_builtin_tools_do(workspace: Path) -> None:
-    async with gateway(workspace, {"everything": everything_stdio(), "time": time_stdio()}) as runtime:
-        registry, catalog = runtime.registry, runtime.catalog
-        assert "\n  get_sum(a: float, b: float) — Returns the sum of two numbers\n" in catalog.description
-        assert (
-            "\n  get_current_time(timezone) -> {timezone: str, datetime: str, day_of_week: str, is_dst: bool} — Get "
-            "current time in a specific timezone\n"
-        ) in catalog.description
-        assert "def get_sum(a: float, b: float):" in catalog.attp_text()
-        found = await run(runtime, '__result__ = [help("get_sum"), tools("timezone"), help("everything")]')
-        one, matches, pack = found["result"]
-        assert "Args:\n        a: First number\n        b: Second number" in one
-        assert {m["name"] for m in matches} == {"get_current_time", "convert_time"}
-        assert {m["pack"] for m in matches} == {"time"}
-        assert pack.startswith("everything: Tools of the MCP server 'everything'")
-        structured = registry.resolve("get_structured_content")
-        assert structured is not None
-        doc = tool_text(structured)
-        assert "location: Choose city One of: 'New York', 'Chicago', 'Los Angeles'." in doc
-        assert "dict with temperature (float): Temperature in celsius; conditions (str)" in doc
-        for tool in registry.tools.values():
-            jsonschema.validate(atdf_descriptor(tool), ATDF_SCHEMA)
-        echo = registry.resolve("everything.echo")
-        assert echo is not None and echo.marks.read_only and not echo.marks.destructive
-        toggle = registry.resolve("toggle_simulated_logging")
-        assert toggle is not None and not toggle.marks.read_only
+async def test_upstream_tools_appear_wherever_builtin_tools_do(with_time: Runtime) -> None:
+    runtime = with_time
+    registry, catalog = runtime.registry, runtime.catalog
+    assert "\n  get_sum(a: float, b: float) — Returns the sum of two numbers\n" in catalog.description
+    assert (
+        "\n  get_current_time(timezone) -> {timezone: str, datetime: str, day_of_week: str, is_dst: bool} — Get "
+        "current time in a specific timezone\n"
+    ) in catalog.description
+    assert "def get_sum(a: float, b: float):" in catalog.attp_text()
+    found = await run(runtime, '__result__ = [help("get_sum"), tools("timezone"), help("everything")]')
+    one, matches, pack = found["result"]
+    assert "Args:\n        a: First number\n        b: Second number" in one
+    assert {m["name"] for m in matches} == {"get_current_time", "convert_time"}
+    assert {m["pack"] for m in matches} == {"time"}
+    assert pack.startswith("everything: Tools of the MCP server 'everything'")
+    structured = registry.resolve("get_structured_content")
+    assert structured is not None
+    doc = tool_text(structured)
+    assert "location: Choose city One of: 'New York', 'Chicago', 'Los Angeles'." in doc
+    assert "dict with temperature (float): Temperature in celsius; conditions (str)" in doc
+    for tool in registry.tools.values():
+        jsonschema.validate(atdf_descriptor(tool), ATDF_SCHEMA)
+    echo = registry.resolve("everything.echo")
+    assert echo is not None and echo.marks.read_only and not echo.marks.destructive
+    toggle = registry.resolve("toggle_simulated_logging")
+    assert toggle is not None and not toggle.marks.read_only
 
 
 def test_attp_tools_lists_upstream_tools(
@@ -117,8 +155,12 @@ def test_attp_tools_lists_upstream_tools(
 # ---------------------------------------------------------------- calls and results
 
 
-async def test_results_come_back_as_data(workspace: Path, everything: dict[str, Any]) -> None:
-    async with gateway(workspace, {"everything": everything, "time": time_stdio()}) as runtime:
+async def test_results_come_back_as_data(workspace: Path, everything: dict[str, Any], with_time: Runtime) -> None:
+    async with AsyncExitStack() as stack:
+        # Over stdio, the module's runtime of this configuration; over HTTP, a runtime of its own.
+        over_stdio = "command" in everything
+        servers = {"everything": everything, "time": time_stdio()}
+        runtime = with_time if over_stdio else await stack.enter_async_context(gateway(workspace, servers))
         done = await run(
             runtime,
             """weather = get_structured_content(location="Chicago")
@@ -169,17 +211,19 @@ async def test_images_are_saved_into_the_workspace_when_asked(workspace: Path) -
     ],
 )
 async def test_arguments_are_checked_before_anything_is_sent(
-    workspace: Path,
-    tmp_path: Path,
+    wired: tuple[Runtime, Path],
     call: str,
     parameter: str,
     expected: str | None,
     received: str | None,
     suggested: str | None,
 ) -> None:
-    wire = tmp_path / "wire.jsonl"
-    async with gateway(workspace, {"everything": everything_stdio(tap=wire)}) as runtime:
-        done = await run(runtime, f"__result__ = {call}")
+    runtime, wire = wired
+    start = len(tapped(wire))
+    done = await run(runtime, f"__result__ = {call}")
+    # A round trip through the recorder after the call: a request the call had sent is recorded before this one.
+    pinged = await run(runtime, 'echo(message="after")')
+    assert pinged["result"] == "Echo: after", pinged
     error = done["error"]
     assert error["code"] == "INVALID_ARGUMENT", error
     assert error["parameter_name"] == parameter
@@ -188,8 +232,9 @@ async def test_arguments_are_checked_before_anything_is_sent(
     if received is not None:
         assert error["received"] == received
     assert error["suggested_value"] == suggested
-    sent = [m["msg"].get("method") for m in tapped(wire) if m["dir"] == "in" and isinstance(m["msg"], dict)]
-    assert "tools/call" not in sent
+    sent = [m["msg"] for m in since(wire, start) if m["dir"] == "in" and isinstance(m["msg"], dict)]
+    calls = [m["params"]["name"] for m in sent if m.get("method") == "tools/call"]
+    assert [name for name in calls if name != "echo"] == [], calls  # the refused call never went out
 
 
 async def test_a_long_call_is_cancelled_upstream_at_the_deadline(workspace: Path, tmp_path: Path) -> None:
@@ -206,13 +251,12 @@ async def test_a_long_call_is_cancelled_upstream_at_the_deadline(workspace: Path
     assert [c["params"]["requestId"] for c in cancels] == [request["id"]]
 
 
-async def test_a_long_call_over_http_ends_at_the_deadline(workspace: Path) -> None:
-    with everything_http() as url:
-        async with gateway(workspace, {"everything": {"url": url}}, timeout_s=2.0) as runtime:
-            done = await run(runtime, "__result__ = trigger_long_running_operation(duration=30, steps=30)")
-            assert done["error"]["code"] == "TIMEOUT", done["error"]
-            again = await run(runtime, 'echo(message="next")')
-            assert again["result"] == "Echo: next"
+async def test_a_long_call_over_http_ends_at_the_deadline(workspace: Path, everything_url: str) -> None:
+    async with gateway(workspace, {"everything": {"url": everything_url}}, timeout_s=2.0) as runtime:
+        done = await run(runtime, "__result__ = trigger_long_running_operation(duration=30, steps=30)")
+        assert done["error"]["code"] == "TIMEOUT", done["error"]
+        again = await run(runtime, 'echo(message="next")')
+        assert again["result"] == "Echo: next"
 
 
 async def test_upstream_progress_becomes_our_progress(workspace: Path, everything: dict[str, Any]) -> None:
@@ -235,17 +279,17 @@ async def test_upstream_progress_becomes_our_progress(workspace: Path, everythin
 # ---------------------------------------------------------------- parallel()
 
 
-async def test_parallel_has_every_call_in_flight_at_once(workspace: Path, tmp_path: Path) -> None:
-    wire = tmp_path / "wire.jsonl"
-    async with gateway(workspace, {"everything": everything_stdio(tap=wire)}) as runtime:
-        done = await run(
-            runtime,
-            "__result__ = parallel(trigger_long_running_operation, [{'duration': 0.5, 'steps': 1} for i in range(5)])",
-        )
+async def test_parallel_has_every_call_in_flight_at_once(wired: tuple[Runtime, Path]) -> None:
+    runtime, wire = wired
+    start = len(tapped(wire))
+    done = await run(
+        runtime,
+        "__result__ = parallel(trigger_long_running_operation, [{'duration': 0.5, 'steps': 1} for i in range(5)])",
+    )
     assert done["status"] == "ok", done["error"]
     assert len(done["result"]) == 5 and all("completed" in r for r in done["result"])
     assert [c["tool"] for c in done["calls"]] == ["trigger_long_running_operation"] * 5
-    log = tapped(wire)
+    log = since(wire, start)
     requests = [i for i, m in enumerate(log) if m["dir"] == "in" and m["msg"].get("method") == "tools/call"]
     answers = [i for i, m in enumerate(log) if m["dir"] == "out" and "result" in m["msg"]]
     first_answer = min(i for i in answers if i > requests[0])
@@ -348,10 +392,17 @@ async def test_servers_that_cannot_start_do_not_stop_the_others(workspace: Path,
         assert health is not None and health.health()["status"] == "unavailable"
 
 
+def own_everything(others: set[int]) -> list[int]:
+    """The server-everything processes running now but not among `others` (the module's shared ones)."""
+    return [pid for pid in processes_running(str(EVERYTHING)) if pid not in others]
+
+
 async def test_a_killed_server_is_started_again_on_the_next_call(workspace: Path) -> None:
+    others = set(processes_running(str(EVERYTHING)))
     async with gateway(workspace, {"everything": everything_stdio()}) as runtime:
         assert (await run(runtime, 'echo(message="1")'))["result"] == "Echo: 1"
-        for pid in processes_running(str(EVERYTHING)):
+        assert own_everything(others), "the upstream server should be running"
+        for pid in own_everything(others):
             os.kill(pid, signal.SIGKILL)
         await anyio.sleep(0.2)
         after = await run(runtime, 'echo(message="2")')  # died while idle: restarted, and this call goes through
@@ -359,7 +410,7 @@ async def test_a_killed_server_is_started_again_on_the_next_call(workspace: Path
         during = await run(
             runtime,
             "__result__ = trigger_long_running_operation(duration=5, steps=5)",
-            CallContext(progress=_kill_after_first_progress()),
+            CallContext(progress=_kill_after_first_progress(others)),
         )
         assert during["error"]["code"] == "UPSTREAM_UNAVAILABLE", during["error"]
         assert (
@@ -372,24 +423,25 @@ async def test_a_killed_server_is_started_again_on_the_next_call(workspace: Path
         assert live is not None and live.health()["connects"] == 3
 
 
-def _kill_after_first_progress() -> Any:
+def _kill_after_first_progress(others: set[int]) -> Any:
     async def progress(_value: float, message: str) -> None:
         if message.startswith("trigger_long_running_operation:"):
-            for pid in processes_running(str(EVERYTHING)):
+            for pid in own_everything(others):
                 os.kill(pid, signal.SIGKILL)
 
     return progress
 
 
 async def test_shutdown_leaves_no_child_process(workspace: Path) -> None:
+    others = set(processes_running(str(EVERYTHING)))  # the module's shared servers, still running
     async with gateway(workspace, {"a": everything_stdio(), "b": filesystem_stdio(workspace)}) as runtime:
-        assert processes_running(str(EVERYTHING)), "the upstream server should be running"
+        assert own_everything(others), "the upstream server should be running"
         assert not runtime.registry.unavailable()
     for _ in range(100):
-        if not processes_running(str(EVERYTHING)) and not processes_running("server-filesystem"):
+        if not own_everything(others) and not processes_running("server-filesystem"):
             break
         await anyio.sleep(0.05)
-    assert processes_running(str(EVERYTHING)) == []
+    assert own_everything(others) == []
 
 
 async def test_a_changed_tool_list_refreshes_the_pack(workspace: Path) -> None:
@@ -416,32 +468,31 @@ async def test_a_changed_tool_list_refreshes_the_pack(workspace: Path) -> None:
 
 
 async def test_credentials_stay_out_of_every_output(
-    workspace: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    workspace: Path, everything_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
     monkeypatch.setenv("GW_TEST_TOKEN", SECRET)
     servers = {"everything": {**everything_stdio(), "env": {"API_TOKEN": "${GW_TEST_TOKEN}"}}}
-    with everything_http() as url:
-        servers["remote"] = {"url": url, "headers": {"Authorization": "Bearer ${GW_TEST_TOKEN}"}}
-        settings = make_settings(workspace, mcp_servers=servers, workers=1)
-        async with open_runtime(settings) as runtime:
-            outputs = [
-                runtime.catalog.description,
-                runtime.catalog.attp_text(),
-                repr(settings),
-                settings.model_dump_json(),
-                json.dumps([atdf_descriptor(t) for t in runtime.registry.tools.values()]),
-                json.dumps({n: p.live.health() for n, p in runtime.registry.packs.items() if p.live is not None}),
-            ]
-            done = await run(runtime, "env = everything.get_env()\n__result__ = env")
-            assert done["status"] == "ok", done["error"]
-            assert done["result"]["API_TOKEN"] == "[redacted]"  # the upstream echoed it; we blanked it out
-            outputs.append(json.dumps(done))
-            failed = await run(runtime, "remote.get_sum(a=1)")
-            outputs.append(json.dumps(failed))
-            workers = runtime.pool.worker_pids()
-            assert workers
-            outputs += [Path(f"/proc/{pid}/environ").read_bytes().decode("utf-8", "replace") for pid in workers]
+    servers["remote"] = {"url": everything_url, "headers": {"Authorization": "Bearer ${GW_TEST_TOKEN}"}}
+    settings = make_settings(workspace, mcp_servers=servers, workers=1)
+    async with open_runtime(settings) as runtime:
+        outputs = [
+            runtime.catalog.description,
+            runtime.catalog.attp_text(),
+            repr(settings),
+            settings.model_dump_json(),
+            json.dumps([atdf_descriptor(t) for t in runtime.registry.tools.values()]),
+            json.dumps({n: p.live.health() for n, p in runtime.registry.packs.items() if p.live is not None}),
+        ]
+        done = await run(runtime, "env = everything.get_env()\n__result__ = env")
+        assert done["status"] == "ok", done["error"]
+        assert done["result"]["API_TOKEN"] == "[redacted]"  # the upstream echoed it; we blanked it out
+        outputs.append(json.dumps(done))
+        failed = await run(runtime, "remote.get_sum(a=1)")
+        outputs.append(json.dumps(failed))
+        workers = runtime.pool.worker_pids()
+        assert workers
+        outputs += [Path(f"/proc/{pid}/environ").read_bytes().decode("utf-8", "replace") for pid in workers]
     outputs.append(caplog.text)
     leaks = [i for i, text in enumerate(outputs) if SECRET in text]
     assert leaks == [], f"the secret appears in outputs {leaks}"

@@ -217,7 +217,7 @@ async def test_concurrent_session_answers_while_another_runs_away(served: Served
         finished.append("runaway")
 
     async def simple() -> None:
-        async with own_client(served) as client:
+        async with served.client() as client:  # another session (over stdio, the module's; the runaway has its own)
             await anyio.sleep(0.3)  # let the runaway start first
             result = await client.call_tool("attp_execute", {"code": "__result__ = add(1, 1)"})
         assert result.structured_content["result"] == 2

@@ -12,6 +12,7 @@ import json
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -82,9 +83,15 @@ class User:
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
-async def test_a_backtracking_schema_pattern_does_not_hold_the_server(mode: str, tmp_path: Path) -> None:
-    """Regression: ``^(a+)+$`` was matched by `re` on the event loop: the server hung at 100 % CPU for minutes."""
-    async with stdio_client(tmp_path, *flags(tmp_path), mode=mode) as client:
+async def test_a_backtracking_schema_pattern_does_not_hold_the_server(
+    mode: str, served: Client, tmp_path: Path
+) -> None:
+    """Regression: ``^(a+)+$`` was matched by `re` on the event loop: the server hung at 100 % CPU for minutes.
+    On 2026-07-28 the module's server answers (the call holds no state); legacy mode starts a server of its own."""
+    async with AsyncExitStack() as stack:
+        client = served if mode == "auto" else await stack.enter_async_context(
+            stdio_client(tmp_path, *flags(tmp_path), mode=mode)
+        )  # fmt: skip
         started = time.monotonic()
         with anyio.fail_after(20):
             refused = await run(client, "__result__ = hostile.redos(s='a' * 40 + '!')")
@@ -113,13 +120,12 @@ __result__ = out
 """
 
 
-async def test_upstream_tools_named_like_builtins_keep_only_their_qualified_name(tmp_path: Path) -> None:
+async def test_upstream_tools_named_like_builtins_keep_only_their_qualified_name(served: Client) -> None:
     """Regression: ``len([1,2,3])`` called the upstream, ``sorted(secret)`` sent the program's data to it, and
     ``except ValueError`` stopped working."""
-    async with stdio_client(tmp_path, *flags(tmp_path)) as client:
-        data = await run(client, SHADOWED)
-        listing = await run(client, "__result__ = [tools('len'), help('hostile.ValueError')]")
-        description = next(t for t in (await client.list_tools()).tools if t.name == "attp_execute").description
+    data = await run(served, SHADOWED)
+    listing = await run(served, "__result__ = [tools('len'), help('hostile.ValueError')]")
+    description = next(t for t in (await served.list_tools()).tools if t.name == "attp_execute").description
     assert data["status"] == "ok", data
     assert data["result"] == {
         "len": 3,
@@ -158,17 +164,48 @@ UPSTREAM_WRITES = {
 }
 
 
+class Users:
+    """The elicitation callback of a client shared by several tests: each test puts its own `User` behind it."""
+
+    def __init__(self) -> None:
+        self.user = User(for_session=True)
+
+    async def __call__(self, context: Any, params: ElicitRequestParams) -> ElicitResult:
+        return await self.user(context, params)
+
+
+@pytest.fixture(scope="module")
+async def approving(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[Client, Users]]:
+    """One real `attp serve --approval destructive` over stdio (protocol 2026-07-28) for the approval cases:
+    on 2026-07-28 each test's first call is sessionless, so it starts a session (and its allowances) of its own."""
+    directory = tmp_path_factory.mktemp("approving")
+    users = Users()
+    async with stdio_client(directory, *flags(directory, "--approval", "destructive"),
+                            elicitation_callback=users) as client:  # fmt: skip
+        yield client, users
+
+
 @pytest.mark.parametrize("way", list(UPSTREAM_WRITES))
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_allowing_a_builtin_tool_for_the_session_does_not_allow_an_upstream_tool_of_that_name(
-    way: str, mode: str, tmp_path: Path
+    way: str, mode: str, approving: tuple[Client, Users], tmp_path: Path
 ) -> None:
     """Regression: after "allow write_file for the rest of the session", ``hostile.write_file(...)`` (and
-    ``parallel('hostile.write_file', ...)``) ran unasked: the allowance was remembered by the bare tool name."""
+    ``parallel('hostile.write_file', ...)``) ran unasked: the allowance was remembered by the bare tool name.
+    On 2026-07-28 the module's approving server answers (each test's first call starts a fresh session); over
+    legacy stdio the session is the connection, so each test starts a server of its own."""
     user = User(for_session=True)
-    async with stdio_client(tmp_path, *flags(tmp_path, "--approval", "destructive"), mode=mode,
-                            elicitation_callback=user) as client:  # fmt: skip
+    async with AsyncExitStack() as stack:
+        if mode == "auto":
+            client, users = approving
+            users.user = user
+        else:
+            client = await stack.enter_async_context(
+                stdio_client(tmp_path, *flags(tmp_path, "--approval", "destructive"), mode=mode,
+                             elicitation_callback=user)
+            )  # fmt: skip
         first = await run(client, ALLOW_BUILTIN)
+        assert first.get("session") or mode == "legacy", first  # a fresh session per test on the shared server
         # On 2026-07-28 the session is the handle the reply carries (a connection is not a conversation).
         same = {"session": first["session"]} if first.get("session") else {}
         program = UPSTREAM_WRITES[way]
@@ -205,13 +242,12 @@ __result__ = out
 """
 
 
-async def test_the_upstreams_secrets_reach_no_program(tmp_path: Path) -> None:
+async def test_the_upstreams_secrets_reach_no_program(served: Client) -> None:
     """Regressions: a JSON-RPC error's message came through unscrubbed (3); ``DATABASE_URL`` was not redacted
     since its name does not look secret (4); an ``isError`` text was cut at 2,000 characters before it was
     scrubbed, so the key's prefix survived (5)."""
-    async with stdio_client(tmp_path, *flags(tmp_path)) as client:
-        data = await run(client, SECRETS_PROGRAM)
-        uncaught = await run(client, "__result__ = hostile.err_env()")
+    data = await run(served, SECRETS_PROGRAM)
+    uncaught = await run(served, "__result__ = hostile.err_env()")
     assert data["status"] == "ok", data["error"]
     out = data["result"]
     assert "upstream failed with key [redacted] and db [redacted]" in out["rpc_error"][0], out
