@@ -189,26 +189,30 @@ class Upstream:
         with anyio.CancelScope() as connecting:
             connecting.deadline = anyio.current_time() + self.startup_timeout_s
             async with self._connect() as client, anyio.create_task_group() as watchers:
-                self._tools = await self._list_tools(client)
-                connecting.deadline = math.inf  # connected: from here on the connection lives until it breaks
-                self._client = client
-                self.problem = None
-                self._backoff = FIRST_BACKOFF_S
-                self.connects += 1
-                logger.info(
-                    "mcp server %r: connected (%s), %d tools", self.pack, self.config.describe(), len(self._tools)
-                )
-                if not self._started:
-                    self._started = True
-                    task_status.started()
-                self._settle()
-                assert self._changed is not None
-                await self._changed()
-                watchers.start_soon(self._relist_on_change, client)
-                if client.protocol_version in MODERN_PROTOCOL_VERSIONS:  # 2026: changes come on a listen stream
-                    watchers.start_soon(self._listen_for_changes, client)
-                await self._lost.wait()
-                watchers.cancel_scope.cancel()
+                try:
+                    self._tools = await self._list_tools(client)
+                    connecting.deadline = math.inf  # connected: from here on the connection lives until it breaks
+                    self._client = client
+                    self.problem = None
+                    self._backoff = FIRST_BACKOFF_S
+                    self.connects += 1
+                    logger.info(
+                        "mcp server %r: connected (%s), %d tools", self.pack, self.config.describe(), len(self._tools)
+                    )
+                    if not self._started:
+                        self._started = True
+                        task_status.started()
+                    self._settle()
+                    assert self._changed is not None
+                    await self._changed()
+                    watchers.start_soon(self._relist_on_change, client)
+                    if client.protocol_version in MODERN_PROTOCOL_VERSIONS:  # 2026: changes come on a listen stream
+                        watchers.start_soon(self._listen_for_changes, client)
+                    await self._lost.wait()
+                    watchers.cancel_scope.cancel()
+                finally:  # at once, before the connection closes (which takes a while): no call may take it
+                    if self._client is client:
+                        self._client = None
         if connecting.cancelled_caught:
             raise TimeoutError(
                 f"it did not finish connecting and listing its tools within {self.startup_timeout_s:g} s"
@@ -535,6 +539,8 @@ class Upstream:
                     "TOOL_ERROR", f"{ref} returned a result that is not MCP: {exc.errors()[0]['msg']}"
                 ) from None
             except (httpx2.HTTPError, OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+                if self._client is client:  # no call may take it while the connection is being closed
+                    self._client = None
                 self._lost.set()
                 raise self._unavailable(f"the connection broke during the call ({self._reason(exc)})") from None
         if bounded.cancelled_caught:
@@ -599,6 +605,8 @@ class Upstream:
         # The SDK reports a closed connection as error -32000, the code JSON-RPC leaves to servers for their own
         # errors: only a connection that did close is one (else every failing call restarted the server).
         if code == types.CONNECTION_CLOSED and _closed(client, default=True):
+            if self._client is client:  # no call may take it while the connection is being closed
+                self._client = None
             self._lost.set()
             return self._unavailable(
                 f"it closed the connection during the call to {ref}; it is restarted on the next call"
