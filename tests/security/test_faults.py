@@ -110,3 +110,14 @@ async def test_a_killed_fork_server_kills_its_workers_and_the_pool_starts_new_in
                 assert Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
         mine = {pid for pid, _ in descendants(os.getpid()).items()}
         assert set(runtime.pool.worker_pids()) <= mine and not set(forked) & mine
+
+
+async def test_each_forked_worker_has_a_stderr_of_its_own(workspace: Path) -> None:
+    """No descriptor is shared between workers, or with the fork server: not even stderr."""
+    async with running(workspace, workers=2) as runtime:
+        await wait_for_idle(runtime, 2)
+        forks = runtime.pool.fork_server_pid
+        assert forks is not None
+        pipes = {os.readlink(f"/proc/{pid}/fd/2") for pid in runtime.pool.worker_pids()}
+        assert len(pipes) == 2
+        assert os.readlink(f"/proc/{forks}/fd/2") not in pipes

@@ -5,9 +5,9 @@ preloading what its namespaces read from disk (`lockdown.preload`); the lockdown
 server (`worker.forks`) pays that once: it loads everything, then forks a worker for each request, and each
 fork applies its own lockdown before it reads a program, exactly as a worker started from scratch does. The
 fork server never runs a program and is never reachable from one: a fork closes every descriptor it inherited
-but its two protocol pipes, and it runs in a session of its own.
+but its own three pipes (stdin, stdout, stderr), and it runs in a session of its own.
 
-Each request carries the worker's two pipe ends (SCM_RIGHTS over a SOCK_SEQPACKET socket pair); the answer is
+Each request carries the worker's three pipe ends (SCM_RIGHTS over a SOCK_SEQPACKET socket pair); the answer is
 its pid. The fork server is the workers' parent, so it reaps them and reports each exit code, which
 `ForkedProcess` holds for the pool as `anyio`'s process would. When the fork server is gone (killed, crashed),
 the workers it started are killed and count as killed, and the pool goes back to starting interpreters.
@@ -44,7 +44,7 @@ class ForkedProcess:
     """A worker the fork server started, as the pool uses a process: `pid`, `returncode`, `wait`, `aclose`."""
 
     stderr = None
-    """A fork writes to the fork server's stderr, which the pool drains and logs."""
+    """Its stderr is a pipe of its own, which the pool drains with `drain_fd` (not an anyio stream)."""
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
@@ -128,10 +128,11 @@ class ForkServer:
                 shutil.rmtree(self.directory, ignore_errors=True)
 
     async def fork(
-        self, stdin: int, stdout: int, directory: str, environment: Mapping[str, str], timeout_s: float
+        self, stdio: tuple[int, int, int], directory: str, environment: Mapping[str, str], timeout_s: float
     ) -> ForkedProcess:
-        """A new worker on pipe ends `stdin` and `stdout` (the caller keeps and closes its copies), in
-        `directory` with `environment`. Raises `ForkServerGone` when the fork server cannot."""
+        """A new worker on pipe ends `stdio` (its stdin, stdout and stderr; the caller keeps and closes its
+        copies), in `directory` with `environment`. Raises `ForkServerGone` when the fork server cannot: then a
+        fork it may have made before failing could still hold those pipes and that folder."""
         request = json.dumps({"directory": directory, "environment": dict(environment)}).encode()
         async with self._lock:  # one request at a time: each answer is the pid for the request before it
             if self.gone:
@@ -141,7 +142,7 @@ class ForkServer:
             try:
                 while True:
                     try:
-                        socket.send_fds(self.control, [request], [stdin, stdout])
+                        socket.send_fds(self.control, [request], list(stdio))
                         break
                     except BlockingIOError:
                         await anyio.wait_writable(self.control)
@@ -202,11 +203,15 @@ class ForkServer:
         if self._answered is not None:
             self._answered.set()
 
-    def kill_now(self) -> None:
-        """Kill the fork server at once, without the event loop (a stop signal in stdio mode)."""
+    def kill_now(self) -> list[int]:
+        """Kill the fork server and every worker it started at once, without the event loop (a stop signal in
+        stdio mode); returns their pids, for the caller to wait until they are gone."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.process.pid, signal.SIGKILL)
+        for pid in self._forks:
+            kill_worker(pid)
         shutil.rmtree(self.directory, ignore_errors=True)
+        return [self.process.pid, *self._forks]
 
 
 def kill_worker(pid: int) -> None:
@@ -215,6 +220,26 @@ def kill_worker(pid: int) -> None:
     for kill in (os.killpg, os.kill):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             kill(pid, signal.SIGKILL)
+
+
+async def drain_fd(fd: int, who: str) -> None:
+    """Log what a forked worker writes to its stderr pipe (`fd`, non-blocking; closed here), so it never fills."""
+    try:
+        while True:
+            try:
+                chunk = os.read(fd, 65536)
+            except BlockingIOError:
+                await anyio.wait_readable(fd)
+                continue
+            except OSError:
+                return
+            if not chunk:
+                return
+            text = chunk.decode("utf-8", "replace").strip()
+            if text:
+                logger.debug("%s stderr: %s", who, text[:2000])
+    finally:
+        os.close(fd)
 
 
 async def drain_stderr(stream: anyio.abc.ByteReceiveStream, who: str) -> None:

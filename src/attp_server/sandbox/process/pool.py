@@ -34,6 +34,7 @@ from attp_server.sandbox.process.forkserver import (
     ForkedProcess,
     ForkServer,
     ForkServerGone,
+    drain_fd,
     drain_stderr,
     kill_worker,
 )
@@ -319,6 +320,13 @@ def process_alive(pid: int) -> bool:
     return True
 
 
+def _private_directory(kind: str = "") -> str:
+    """A new folder only the server's user can enter: ``<tmp>/attp-worker-<server pid>-<kind><random>``."""
+    directory = tempfile.mkdtemp(prefix=f"{_DIRECTORY_PREFIX}{os.getpid()}-{kind}")
+    os.chmod(directory, 0o700)
+    return directory
+
+
 def _worker_environment(directory: str) -> dict[str, str]:
     """The whole environment a worker gets: nothing of the server's (no tokens, no credentials)."""
     return {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "HOME": directory, "TMPDIR": directory}
@@ -395,13 +403,12 @@ class WorkerPool:
         """Kill every worker, idle or running, and remove their directories, without waiting for the
         event loop: for a process that exits right after (a stop signal in stdio mode)."""
         workers = [*self._idle, *self._running]
-        if self._forks is not None:
-            self._forks.kill_now()
+        forked = self._forks.kill_now() if self._forks is not None else []  # (and the forks still starting)
         for worker in workers:
             worker.killed = True
             kill_worker(worker.pid)
             shutil.rmtree(worker.directory, ignore_errors=True)
-        _reap([worker.pid for worker in workers], REAP_TIMEOUT_S)  # the pool's exit still closes them
+        _reap([*(worker.pid for worker in workers), *forked], REAP_TIMEOUT_S)  # the pool's exit still closes them
 
     def stats(self) -> dict[str, Any]:
         return {
@@ -538,39 +545,17 @@ class WorkerPool:
         self._idle.append(worker)
 
     async def _spawn(self) -> WorkerProcess:
-        directory = tempfile.mkdtemp(prefix=f"{_DIRECTORY_PREFIX}{os.getpid()}-")
-        os.chmod(directory, 0o700)
-        worker_reads, to_worker = os.pipe()
-        from_worker, worker_writes = os.pipe()
-        process: anyio.abc.Process | ForkedProcess | None = None
-        try:
-            # Shielded: a cancellation landing after the child exists would otherwise orphan it.
-            with anyio.CancelScope(shield=True):
-                if self._forks is not None and not self._forks.gone:
-                    process = await self._fork(worker_reads, worker_writes, directory)
-                if process is None:
-                    process = await anyio.open_process(
-                        [sys.executable, "-I", "-c", _BOOT, *self._arguments()],
-                        stdin=worker_reads,
-                        stdout=worker_writes,
-                        stderr=subprocess.PIPE,
-                        cwd=directory,
-                        env=_worker_environment(directory),
-                        start_new_session=True,
-                    )
-        except OSError as exc:
-            for fd in (to_worker, from_worker):
-                os.close(fd)
-            shutil.rmtree(directory, ignore_errors=True)
-            raise WorkerStartError(str(exc)) from exc
-        finally:
-            os.close(worker_reads)  # the child has its own copies now (or there is no child)
-            os.close(worker_writes)
-        assert process is not None
+        process, to_worker, from_worker, directory, stderr_fd = await self._start()
         os.set_blocking(to_worker, False)
         os.set_blocking(from_worker, False)
         worker = WorkerProcess(process, to_worker, from_worker, directory)
-        if self._tasks is not None and process.stderr is not None:
+        if self._tasks is None:
+            if stderr_fd is not None:
+                os.close(stderr_fd)
+        elif stderr_fd is not None:
+            os.set_blocking(stderr_fd, False)
+            self._tasks.start_soon(drain_fd, stderr_fd, f"worker {process.pid}")
+        elif process.stderr is not None:
             self._tasks.start_soon(drain_stderr, process.stderr, f"worker {process.pid}")
         try:
             with anyio.fail_after(self.startup_timeout_s):
@@ -600,14 +585,65 @@ class WorkerPool:
             )
         return worker
 
+    async def _start(self) -> tuple[anyio.abc.Process | ForkedProcess, int, int, str, int | None]:
+        """A new worker process, forked (else a new interpreter): the process, the pool's ends of its two
+        protocol pipes, its private folder, and the read end of its stderr pipe when it is a fork."""
+        if self._forks is not None and not self._forks.gone:
+            forked = await self._start_forked()
+            if forked is not None:
+                return forked
+        return await self._start_interpreter()
+
+    async def _start_forked(self) -> tuple[ForkedProcess, int, int, str, int] | None:
+        directory = _private_directory()
+        worker_reads, to_worker = os.pipe()
+        from_worker, worker_writes = os.pipe()
+        stderr_read, stderr_write = os.pipe()
+        try:
+            with anyio.CancelScope(shield=True):  # a cancellation landing after the fork would orphan it
+                process = await self._fork((worker_reads, worker_writes, stderr_write), directory)
+        finally:
+            for fd in (worker_reads, worker_writes, stderr_write):
+                os.close(fd)  # the fork has its own copies now (or there is no fork)
+        if process is None:  # a fork made before the fork server failed may hold these: let go, never reused
+            for fd in (to_worker, from_worker, stderr_read):
+                os.close(fd)
+            shutil.rmtree(directory, ignore_errors=True)
+            return None
+        return process, to_worker, from_worker, directory, stderr_read
+
+    async def _start_interpreter(self) -> tuple[anyio.abc.Process, int, int, str, None]:
+        directory = _private_directory()
+        worker_reads, to_worker = os.pipe()
+        from_worker, worker_writes = os.pipe()
+        try:
+            with anyio.CancelScope(shield=True):  # a cancellation landing after the child exists would orphan it
+                process = await anyio.open_process(
+                    [sys.executable, "-I", "-c", _BOOT, *self._arguments()],
+                    stdin=worker_reads,
+                    stdout=worker_writes,
+                    stderr=subprocess.PIPE,
+                    cwd=directory,
+                    env=_worker_environment(directory),
+                    start_new_session=True,
+                )
+        except OSError as exc:
+            for fd in (to_worker, from_worker):
+                os.close(fd)
+            shutil.rmtree(directory, ignore_errors=True)
+            raise WorkerStartError(str(exc)) from exc
+        finally:
+            os.close(worker_reads)  # the child has its own copies now (or there is no child)
+            os.close(worker_writes)
+        return process, to_worker, from_worker, directory, None
+
     def _arguments(self) -> list[str]:
         """A worker's command-line arguments (and its fork server's): ``<memory_mb> [probe] [without=layer ...]``."""
         flags = [*(["probe"] if self.probing else []), *(f"without={layer}" for layer in self.without)]
         return [str(self.memory_mb), *flags]
 
     async def _start_fork_server(self) -> None:
-        directory = tempfile.mkdtemp(prefix=f"{_DIRECTORY_PREFIX}{os.getpid()}-forks-")
-        os.chmod(directory, 0o700)
+        directory = _private_directory("forks-")
         try:
             forks = await ForkServer.start(self._arguments(), _worker_environment(directory), directory)
         except OSError as exc:
@@ -616,12 +652,12 @@ class WorkerPool:
             return
         self._forks = await self._last.enter_async_context(forks)
 
-    async def _fork(self, stdin: int, stdout: int, directory: str) -> ForkedProcess | None:
+    async def _fork(self, stdio: tuple[int, int, int], directory: str) -> ForkedProcess | None:
         """A worker from the fork server, or None when it cannot (said once; new interpreters from then on)."""
         assert self._forks is not None
         try:
             return await self._forks.fork(
-                stdin, stdout, directory, _worker_environment(directory), timeout_s=self.startup_timeout_s
+                stdio, directory, _worker_environment(directory), timeout_s=self.startup_timeout_s
             )
         except ForkServerGone as exc:
             logger.warning("the sandbox's fork server stopped (%s): each worker starts as a new process", exc)

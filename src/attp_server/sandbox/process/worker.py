@@ -611,8 +611,8 @@ def forks() -> None:
 
     It loads what every worker loads (the imports and `lockdown.preload`, most of a worker's start-up), then
     forks one worker per request and never runs a program itself. A request is a JSON object (``directory``,
-    ``environment``) carrying two file descriptors (the worker's stdin and stdout); the child becomes its
-    own session, takes those as fds 0 and 1, closes everything else it inherited (this socket included),
+    ``environment``) carrying three file descriptors (the worker's stdin, stdout and stderr); the child becomes
+    its own session, takes those as fds 0, 1 and 2, closes everything else it inherited (this socket included),
     moves into its directory with its environment, and from there is the same worker `main` starts: it
     applies the same lockdown before it reads a program. The answer is ``{"pid": n}``; ``{"exit": n,
     "code": c}`` follows when that worker has exited (the fork server is its parent and reaps it).
@@ -640,7 +640,7 @@ def forks() -> None:
         for key, _ in selector.select():
             if key.fileobj is control:
                 try:
-                    data, fds, _flags, _address = socket.recv_fds(control, _FORK_REQUEST_BYTES, 2)
+                    data, fds, _flags, _address = socket.recv_fds(control, _FORK_REQUEST_BYTES, 3)
                 except OSError:
                     return
                 if not data:
@@ -663,9 +663,11 @@ def _fork_one(data: bytes, fds: list[int], memory_mb: int, probing: bool, withou
         request = json.loads(data)
         directory = str(request["directory"])
         environment = {str(k): str(v) for k, v in dict(request["environment"]).items()}
-        if len(fds) != 2:
-            raise ValueError(f"{len(fds)} file descriptors instead of 2")
-    except (ValueError, KeyError, TypeError):
+        if len(fds) != 3:
+            raise ValueError(f"{len(fds)} file descriptors instead of 3")
+        if len(os.listdir("/proc/self/task")) != 1:  # a fork of a threaded process may inherit a held lock
+            raise ValueError("the fork server runs more than one thread")
+    except (ValueError, KeyError, TypeError, OSError):
         for fd in fds:
             os.close(fd)
         return -1
@@ -683,7 +685,7 @@ def _fork_one(data: bytes, fds: list[int], memory_mb: int, probing: bool, withou
         with contextlib.suppress(BaseException):
             import traceback
 
-            traceback.print_exc()  # to the fork server's stderr, which the pool logs
+            traceback.print_exc()  # to its own stderr, which the pool logs
     finally:
         os._exit(status)  # never back into the fork server's loop, whatever happened
 
@@ -696,8 +698,8 @@ def _become_worker(fds: list[int], directory: str, environment: dict[str, str]) 
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     os.setsid()
-    os.dup2(fds[0], 0)
-    os.dup2(fds[1], 1)
+    for target, fd in enumerate(fds):  # its own stdin, stdout and stderr: nothing shared with another worker
+        os.dup2(fd, target)
     os.closerange(3, os.sysconf("SC_OPEN_MAX"))  # the fork server's socket and wake-up pipe, the passed fds
     os.chdir(directory)
     os.environ.clear()
