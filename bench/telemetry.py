@@ -31,8 +31,9 @@ SECTION = "Telemetry (median ms per W1 call; ratios to no OpenTelemetry SDK, sam
 REPEATS, QUICK_REPEATS = 300, 3
 MODES = ("off", "traces", "everything")
 SETTLE_S = 0.005
-"""An untimed pause after each HTTP call: a server makes a run's spans 2 ms after its reply (`Runtime.after_reply`),
-and that work must not be timed in the next call, to another of the three servers on the same cores."""
+"""An untimed pause after each HTTP call: a server makes a run's spans once its reply is sent
+(`faces.http.SpansAfterReply`), and that work must not be timed in the next call, to another of the three servers
+on the same cores."""
 
 
 def _server_args(mode: str, workspace: Path, port: int) -> list[str]:

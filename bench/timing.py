@@ -15,7 +15,8 @@ Call = Callable[[], Awaitable[Any]]
 async def interleaved(
     calls: dict[str, Call], repeats: int, warmup: int = 3, settle_s: float = 0.0
 ) -> dict[str, list[float]]:
-    """Time each call `repeats` times, one of each in turn; returns seconds per call, by name.
+    """Time each call `repeats` times, one of each in turn, each round starting one further along (so that no call
+    always follows the same other); returns seconds per call, by name.
 
     `settle_s`: an untimed pause after each call, for work a server does after its reply (the telemetry's
     spans), so that it is not timed in the next call, to another server."""
@@ -23,8 +24,11 @@ async def interleaved(
         for call in calls.values():
             await call()
     samples: dict[str, list[float]] = {name: [] for name in calls}
-    for _ in range(repeats):
-        for name, call in calls.items():
+    names = list(calls)
+    for round_ in range(repeats):
+        shift = round_ % len(names)
+        for name in names[shift:] + names[:shift]:
+            call = calls[name]
             started = time.perf_counter()
             await call()
             samples[name].append(time.perf_counter() - started)

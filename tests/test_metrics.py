@@ -116,6 +116,7 @@ async def test_opentelemetry_metrics_when_an_sdk_is_configured(workspace: Path) 
         runtime = Runtime(first.settings, first.registry, first.pool, meter_provider=MeterProvider([reader]))
         await runtime.execute(ExecuteRequest(code='__result__ = add(1, 2)\nwrite_file("o.txt", "x")'))
         await runtime.execute(ExecuteRequest(code='refuse("NOPE")'))
+        await runtime.close()  # the durations are recorded after the replies: by now, or as the server stops
     data = reader.get_metrics_data()
     assert data is not None
     points = {

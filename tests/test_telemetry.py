@@ -26,7 +26,8 @@ from otel import recording
 from upstreams import TAP, tapped, time_stdio
 
 from attp_server.faces.app import create_server
-from attp_server.run.runtime import ExecuteRequest, Runtime, open_runtime
+from attp_server.faces.http import SpansAfterReply
+from attp_server.run.runtime import AFTER_SENT_S, ExecuteRequest, Runtime, open_runtime
 from attp_server.run.state import RunState
 
 pytestmark = pytest.mark.anyio
@@ -111,6 +112,39 @@ async def test_a_runs_spans_are_made_after_its_reply_and_none_is_lost(workspace:
     phases = ["attp.admission", "attp.acquire_worker", "attp.evaluate", "attp.static_check"]
     calls = ["execute_tool files.write_file", "execute_tool demo.add", "execute_tool files.read_file"]
     assert names == sorted([*phases, *calls])
+
+
+async def test_a_sent_http_response_brings_the_waiting_spans_forward_and_a_stream_of_them_never_puts_them_off(
+    workspace: Path,
+) -> None:
+    """Spans wait for the replies: made a moment after an HTTP response is sent (`SpansAfterReply`), else by a
+    later timer; responses that keep coming never push them further out."""
+    sent: list[dict[str, Any]] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"part", "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    made: list[str] = []
+    async with running(workspace) as runtime:
+        wrapped = SpansAfterReply(app, runtime)
+        loop_time = anyio.current_time
+        runtime.after_reply(lambda: made.append("spans"))
+        timer = runtime._after_reply_timer
+        assert timer is not None and timer.when() - loop_time() > AFTER_SENT_S  # the later timer alone
+        await wrapped({"type": "http"}, None, send)
+        forward = runtime._after_reply_timer
+        assert forward is not None and forward.when() - loop_time() <= AFTER_SENT_S
+        await wrapped({"type": "http"}, None, send)  # another response: the time stays
+        assert runtime._after_reply_timer is forward and made == []
+        with anyio.fail_after(5):
+            while not made:
+                await anyio.sleep(0.001)
+    assert made == ["spans"] and len(sent) == 6
 
 
 async def test_a_failed_run_marks_its_evaluation_with_the_error_code(workspace: Path) -> None:

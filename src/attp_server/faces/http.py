@@ -191,10 +191,32 @@ def http_app(server: MCPServer, runtime: Runtime) -> ASGIApp:
     app.router.routes.append(Route("/healthz", _healthz(runtime), methods=["GET"]))
     app.router.routes.append(Route("/metrics", _metrics(runtime), methods=["GET"]))
     tokens = server_tokens(settings)
-    hinted = HostHint(app, security.allowed_hosts)
+    hinted = SpansAfterReply(HostHint(app, security.allowed_hosts), runtime)
     if not tokens:
         return hinted
     return TokenAuth(AuthContextMiddleware(hinted), tokens)
+
+
+class SpansAfterReply:
+    """ASGI middleware: once a response's last byte is sent, the runs' spans waiting for their replies are made a
+    moment later (`Runtime.reply_sent`): after the reply, so that no client waits for them, and before the next
+    request, so that they do not slow it either (without this, they wait for a later timer)."""
+
+    def __init__(self, app: ASGIApp, runtime: Runtime) -> None:
+        self.app = app
+        self.runtime = runtime
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def sending(message: Message) -> None:
+            await send(message)
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                self.runtime.reply_sent()
+
+        await self.app(scope, receive, sending)
 
 
 class HostHint:

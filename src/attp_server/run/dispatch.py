@@ -105,7 +105,7 @@ class Dispatcher:
                 ended, outcome = now_ns(), bounded_code(code) if code is not None else None
                 run.trace(lambda: self.tracing.tool_call_timed(ref, run.span, began, ended, outcome))
             seconds = time.perf_counter() - started
-        run.defer(functools.partial(self.metrics.tool_call_done, pack, label, code, seconds))
+        run.defer(functools.partial(self._count, run, pack, label, code, seconds))
         error = reply.get("error")
         run.calls.append(
             CallRecord(
@@ -157,6 +157,10 @@ class Dispatcher:
             for index, item in enumerate(items):
                 tasks.start_soon(one, index, item)
         return {"ok": True, "value": replies}
+
+    def _count(self, run: RunState, pack: str, tool: str, code: str | None, seconds: float) -> None:
+        """Count a tool call in the metrics; its OpenTelemetry record comes with the run's spans, after the reply."""
+        run.trace(self.metrics.tool_call_done(pack, tool, code, seconds))
 
     async def _call(self, run: RunState, name: str, args: list[Any], kwargs: dict[str, Any]) -> ToolReply:
         run.count += 1

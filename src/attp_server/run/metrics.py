@@ -6,7 +6,8 @@ Counted as runs and tool calls end: ``attp_runs_total{status,error_code}``, ``at
 ``attp_runs_waiting``, ``attp_workers_busy``, ``attp_sessions_active``. The same figures go to the
 OpenTelemetry metrics API (``attp.runs``, ``attp.run.duration``, ...): a no-op until an SDK is
 configured (``opentelemetry-instrument``), then exported as that SDK says. Its counters are observed when
-the SDK collects (the counts kept here), so a call pays only for the two histograms.
+the SDK collects (the counts kept here), and its two histograms are recorded after the run's reply, so a
+client waits for none of it.
 
 Every label value comes from a closed set, so no program can grow the number of series: error codes
 and outcomes are `ErrorCode` values (anything else counts as ``OTHER``), tools are the enabled packs'
@@ -17,6 +18,7 @@ logged and the run goes on.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -164,7 +166,9 @@ class Metrics:
         meter.create_observable_gauge("attp.workers.busy", [observe(lambda g: g.workers_busy)], unit="{worker}")
         meter.create_observable_gauge("attp.sessions.active", [observe(lambda g: g.sessions_active)], unit="{session}")
 
-    def run_done(self, status: str, error_code: str | None, seconds: float) -> None:
+    def run_done(self, status: str, error_code: str | None, seconds: float) -> Callable[[], None]:
+        """Count a run at once (a scrape after its reply sees it); returns its OpenTelemetry record, to make after
+        the reply (`Runtime.after_reply`: an SDK's histogram costs tens of microseconds a record)."""
         try:
             code = bounded_code(error_code)
             series = self._run_series.get((status, code))
@@ -178,12 +182,14 @@ class Metrics:
             series.count.inc()
             series.n += 1
             series.seconds.observe(seconds)
-            self.otel_run_seconds.record(seconds, series.duration_attributes)
         except Exception:
             logger.exception("could not count a run")
+            return _nothing
+        return functools.partial(_record, self.otel_run_seconds, seconds, series.duration_attributes)
 
-    def tool_call_done(self, pack: str, tool: str, error_code: str | None, seconds: float) -> None:
-        """`pack` and `tool` must name a tool of an enabled pack (or be ``""`` and `UNKNOWN_TOOL`)."""
+    def tool_call_done(self, pack: str, tool: str, error_code: str | None, seconds: float) -> Callable[[], None]:
+        """Count a tool call (see `run_done`). `pack` and `tool` must name a tool of an enabled pack (or be ``""``
+        and `UNKNOWN_TOOL`)."""
         try:
             outcome = "ok" if error_code is None else bounded_code(error_code)
             series = self._tool_series.get((pack, tool, outcome))
@@ -197,9 +203,10 @@ class Metrics:
             series.count.inc()
             series.n += 1
             series.seconds.observe(seconds)
-            self.otel_tool_seconds.record(seconds, series.duration_attributes)
         except Exception:
             logger.exception("could not count a tool call")
+            return _nothing
+        return functools.partial(_record, self.otel_tool_seconds, seconds, series.duration_attributes)
 
     def rate_limited(self, principal: str) -> None:
         try:
@@ -212,3 +219,14 @@ class Metrics:
     def exposition(self) -> bytes:
         """The Prometheus text format of every metric (what ``GET /metrics`` answers)."""
         return generate_latest(self.registry)
+
+
+def _record(histogram: otel_metrics.Histogram, seconds: float, attributes: dict[str, str]) -> None:
+    try:
+        histogram.record(seconds, attributes)
+    except Exception:
+        logger.exception("could not record a duration in OpenTelemetry")
+
+
+def _nothing() -> None:
+    return None

@@ -259,7 +259,9 @@ class Runtime:
             if fresh and result.error is not None and result.error.code == ErrorCode.NAME_NOT_FOUND:
                 # The name may be one an earlier call kept, in the session whose handle was not passed back.
                 result.hint = joined(result.hint, NO_SESSION_HINT)
-        self.metrics.run_done(result.status, result.error.code if result.error else None, result.elapsed_ms / 1000)
+        self.after_reply(
+            self.metrics.run_done(result.status, result.error.code if result.error else None, result.elapsed_ms / 1000)
+        )
         outcome: dict[str, Any] = {"attp.status": result.status, "attp.tool_calls": len(result.calls)}
         if result.error is not None:
             outcome["attp.error_code"] = bounded_code(result.error.code)
@@ -442,16 +444,31 @@ class Runtime:
             await self.store.rounds.expire(before=time.time() - 2 * self.settings.approval_timeout_s - 120)
 
     def after_reply(self, record: Callable[[], None]) -> None:
-        """Record `record` (a run's spans) once the run's reply is on its way: a moment later on the event loop, so
-        that a client waits for no span (the SDK's spans cost tens of microseconds each, and a run makes several)."""
+        """Record `record` (a run's spans) once the run's reply is on its way, so that a client waits for no span (the
+        SDK's spans cost tens of microseconds each, and a run makes several): `AFTER_SENT_S` after the HTTP
+        transport has sent a response (`reply_sent`), else `AFTER_REPLY_S` from now."""
         self._after_reply.append(record)
         if self._after_reply_timer is None:
-            try:
-                loop = asyncio.get_running_loop()
-            except RuntimeError:
-                self.record_after_reply()
+            self._record_in(AFTER_REPLY_S)
+
+    def reply_sent(self) -> None:
+        """A response has gone out: the spans waiting for replies are made in `AFTER_SENT_S` (or sooner, if due
+        sooner: a stream of responses never puts them off)."""
+        if self._after_reply:
+            self._record_in(AFTER_SENT_S)
+
+    def _record_in(self, delay: float) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.record_after_reply()
+            return
+        timer = self._after_reply_timer
+        if timer is not None:
+            if timer.when() <= loop.time() + delay:
                 return
-            self._after_reply_timer = loop.call_later(AFTER_REPLY_S, self.record_after_reply)
+            timer.cancel()
+        self._after_reply_timer = loop.call_later(delay, self.record_after_reply)
 
     def record_after_reply(self) -> None:
         """Make the spans waiting for their runs' replies now (the timer's job; the bench's, to count their cost)."""
@@ -585,8 +602,12 @@ async def open_runtime(
             runtime.tools.close()
 
 
-AFTER_REPLY_S = 0.002
-"""How long after a run its spans are made (`Runtime.after_reply`): time for its reply to be written out."""
+AFTER_REPLY_S = 0.02
+"""How long after a run its spans are made (`Runtime.after_reply`) at the latest: time for its reply to be written
+out (a timer that fires first makes the reply wait for them)."""
+AFTER_SENT_S = 0.002
+"""How long after the HTTP transport has sent a response the spans waiting are made (`Runtime.reply_sent`): time
+for the client to take its reply (woken by it, it often runs on the server's own core)."""
 
 
 SWEEP_PERIOD_S = 10.0

@@ -47,7 +47,7 @@ class RunState:
     spans: list[Callable[[], None]] | None = None
     """The spans of the run's steps that are over, made from their times after the reply is on its way (the
     runtime hands them to the event loop), or as soon as a span must exist (`make_spans`: the parent of an
-    upstream call's span); None: made at once."""
+    upstream call's span); with them, the tool calls' OpenTelemetry duration records. None: made at once."""
 
     def defer(self, record: Callable[[], None]) -> None:
         """Record `record` later (`later`), or now when nothing will."""
@@ -62,7 +62,7 @@ class RunState:
             record_all(self.later)
 
     def trace(self, make: Callable[[], None]) -> None:
-        """Make a span later (`spans`), or now when nothing will."""
+        """Make a span (or an OpenTelemetry record) later (`spans`), or now when nothing will."""
         if self.spans is None:
             make()
         else:
