@@ -88,7 +88,7 @@ async def measure(quick: bool, only: list[str]) -> Report:
     if "load" in only:  # before gateway, whose upstream servers configure logging for this process
         await load(report, quick)
     if "gateway" in only:
-        await gateway(report, quick)
+        report.details["gateway"] = await gateway(report, quick)
     if "sessions" in only:
         await sessions(report, quick)
     if "store" in only:

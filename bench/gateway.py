@@ -224,7 +224,7 @@ async def gateway(report: Report, quick: bool) -> dict[str, Any]:
     }
 
 
-def _table(data: dict[str, Any]) -> str:
+def table(data: dict[str, Any]) -> str:
     direct_chars, attp_chars, tokens = data["direct"], data["attp"], data["tokens"]
     counts = {id(direct_chars): "direct", id(attp_chars): "attp"}
 
@@ -300,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     report = Report(quick=args.quick)
     data = anyio.run(gateway, report, args.quick)
-    print(_table(data))
+    print(table(data))
     args.output.write_text(json.dumps(data, indent=2) + "\n")
     return 0
 

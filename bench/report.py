@@ -37,6 +37,8 @@ class Report:
     quick: bool
     sections: dict[str, list[Figure]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+    """What a section reports beyond its figures, by section (the gateway's: what each side read, the trial)."""
 
     def add(self, section: str, key: str, value: float, unit: str, target: str | None = None) -> None:
         self.sections.setdefault(section, []).append(Figure(key, value, unit, target))
@@ -67,6 +69,7 @@ class Report:
             "met": {f.key: f.met for f in self.figures() if f.target},
             "sections": {section: [f.key for f in figures] for section, figures in self.sections.items()},
             "notes": self.notes,
+            "details": self.details,
         }
 
     def write(self, path: Path) -> None:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 from harness import run_quick_bench
 
 from bench.breakdown import breakdown
+from bench.gateway import table as gateway_table
 
 pytestmark = pytest.mark.process
 
@@ -37,9 +39,16 @@ REQUIRED = [
 """Figures every run has; smolagents, Monty and Starlark rows appear only where those are installed."""
 
 
-@pytest.mark.timeout(400)  # every section at tiny sizes, but each starts real servers (replicas: PostgreSQL, HAProxy)
-def test_bench_quick_run_prints_and_writes_every_figure(tmp_path: Path) -> None:
-    stdout, data = run_quick_bench("bench", tmp_path / "results.json")
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, Any]]:
+    """One ``python -m bench --quick``: every section at tiny sizes, each starting real servers (replicas:
+    PostgreSQL, HAProxy; gateway: the real upstream servers)."""
+    return run_quick_bench("bench", tmp_path_factory.mktemp("bench") / "results.json")
+
+
+@pytest.mark.timeout(400)
+def test_bench_quick_run_prints_and_writes_every_figure(quick_run: tuple[str, dict[str, Any]]) -> None:
+    stdout, data = quick_run
     assert data["quick"] is True
     rows = data["rows"]
     missing = [key for key in REQUIRED if key not in rows]
@@ -59,6 +68,28 @@ def test_bench_quick_run_prints_and_writes_every_figure(tmp_path: Path) -> None:
     assert set(data["targets"]) <= set(rows)
     assert set(data["met"]) == set(data["targets"])
     assert {key for keys in data["sections"].values() for key in keys} == set(rows)
+
+
+@pytest.mark.timeout(400)
+def test_the_gateway_section_counts_both_ways(quick_run: tuple[str, dict[str, Any]]) -> None:
+    """The gateway section (``python -m bench.gateway`` alone) against the real servers: what each side read and
+    the trial, never their timings or the ratio (8 files are too few for the ratio to mean anything)."""
+    data = quick_run[1]["details"]["gateway"]
+    assert data["answer"]["files"] == 8 and data["answer"]["mentions"]  # the program found the right files
+    direct, attp = data["direct"], data["attp"]
+    assert 0 < direct["tool_list"] < direct["batched"] and 0 < direct["tool_list"] < direct["per_file"]
+    assert attp["total"] == attp["tool_list"] + attp["result"]
+    assert data["ratio"] == attp["total"] / min(direct["batched"], direct["per_file"])
+    assert set(data["timing"]) == {"parallel", "sequential"}
+    table = gateway_table(data)  # what ``python -m bench.gateway`` prints
+    for label in ["(a) direct, batched", "(a) direct, per file", "(b) attp", "ratio (b)", "parallel():"]:
+        assert label in table
+    trial = data["trial"]  # issue 24: the four real servers, four tasks, both ways, checked answers
+    for side in ("direct", "attp"):
+        assert trial[side]["chars"] == trial[side]["tool_list_chars"] + sum(trial[side]["result_chars"].values())
+        assert set(trial[side]["calls"]) == {"git", "sqlite", "time", "graph"}
+    assert trial["attp"]["total_calls"] == 4 < trial["direct"]["total_calls"]
+    assert "Trial (issue 24)" in table and "calls: 4 against" in table
 
 
 def test_breakdown_runs_and_reports_each_piece() -> None:
