@@ -150,3 +150,22 @@ def test_n8n_notes_when_the_mcp_client_node_would_get_a_string(
 ) -> None:
     stdout, _ = attp_config("n8n", cwd=tmp_path, env=environment)
     assert ("is the result text as one string" in stdout) is note
+
+
+def test_printing_a_client_entry_loads_no_mcp_sdk(tmp_path: Path) -> None:
+    """`attp config` and `attp check` answer at once: they never import the MCP SDK (0.7 s of imports, which
+    only the commands that serve or connect need)."""
+    script = (
+        "import contextlib, io, sys\n"
+        "from attp_server.faces.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    for argv in (['config', 'claude'], ['config', 'n8n'], ['check', '--code', '__result__ = 1']):\n"
+        "        main(argv)\n"
+        "print(sorted(name for name in sys.modules if name == 'mcp' or name.startswith('mcp.')))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        check=False, capture_output=True, text=True, cwd=tmp_path, env=server_env(), timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", done.stdout

@@ -11,6 +11,7 @@ and passed down; tests build ``Settings(...)`` directly (it reads no environment
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
@@ -516,3 +517,16 @@ def _problems(exc: ValidationError, sources: Mapping[str, PydanticBaseSettingsSo
         shown = received if source != "defaults" else "<default>"
         problems.append(f"{field}: {error['msg']} (got {shown!r} from {source})")
     return problems
+
+
+LOOPBACK_NAMES = frozenset({"localhost", "ip6-localhost"})
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` (a name or an address, IPv6 in brackets or not) is this machine's loopback only."""
+    if host.lower() in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False

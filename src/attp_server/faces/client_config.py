@@ -15,8 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from attp_server.faces.http import is_loopback
-from attp_server.settings import DEFAULT_CONFIG_FILE, N8N_MCP_CLIENT, Settings
+from attp_server.settings import DEFAULT_CONFIG_FILE, N8N_MCP_CLIENT, Settings, is_loopback
 
 CLAUDE_CONFIG_LOCATIONS = (
     "macOS: ~/Library/Application Support/Claude/claude_desktop_config.json",

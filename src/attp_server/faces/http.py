@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import hmac
-import ipaddress
 import json
 import logging
 import os
@@ -37,11 +36,10 @@ from attp_server.errors import AttpError
 from attp_server.faces.signals import on_stop_signal
 from attp_server.run.metrics import CONTENT_TYPE
 from attp_server.run.runtime import Runtime
-from attp_server.settings import DEFAULT_TENANT, Settings
+from attp_server.settings import DEFAULT_TENANT, Settings, is_loopback
 
 logger = logging.getLogger(__name__)
 
-LOOPBACK_NAMES = frozenset({"localhost", "ip6-localhost"})
 PUBLIC_PATHS = frozenset({"/healthz"})
 TENANT_CLIENT_PREFIX = "attp-tenant:"
 
@@ -49,15 +47,6 @@ TENANT_CLIENT_PREFIX = "attp-tenant:"
 def max_request_bytes(settings: Settings) -> int:
     """The largest request body accepted: room for the longest program, JSON-escaped, and its envelope."""
     return max(1024 * 1024, 8 * settings.max_code_chars + 64 * 1024)
-
-
-def is_loopback(host: str) -> bool:
-    if host.lower() in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def check_exposure(settings: Settings) -> None:
