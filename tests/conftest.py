@@ -41,7 +41,7 @@ LONGEST_FIRST = (
     "test_client_config.py",
     "test_handles_replicas.py",
 )
-"""The files that take longest (tens of seconds each, most of it real processes), run first. With ``-n auto --dist
+"""The files that take longest (tens of seconds each, most of it real processes), run first. With ``-n N --dist
 loadfile --no-loadscope-reorder`` (what `.ci/run` uses) xdist hands out files in this order, so no worker is left
 with a long file at the end while the other cores idle; its own order (most tests first) started the four-test,
 75-second bench file last."""
