@@ -185,25 +185,32 @@ async def approving(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[t
         yield client, users
 
 
+@pytest.fixture(scope="module")
+def approving_over_http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """One real `attp serve --transport http --approval destructive` for the legacy approval cases: there a
+    session is a connection's (``Mcp-Session-Id``), so each test's new connection has allowances of its own."""
+    directory = tmp_path_factory.mktemp("approving-http")
+    with serving_http(directory, *flags(directory, "--approval", "destructive")) as served:
+        yield served
+
+
 @pytest.mark.parametrize("way", list(UPSTREAM_WRITES))
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_allowing_a_builtin_tool_for_the_session_does_not_allow_an_upstream_tool_of_that_name(
-    way: str, mode: str, approving: tuple[Client, Users], tmp_path: Path
+    way: str, mode: str, approving: tuple[Client, Users], approving_over_http: Served
 ) -> None:
     """Regression: after "allow write_file for the rest of the session", ``hostile.write_file(...)`` (and
     ``parallel('hostile.write_file', ...)``) ran unasked: the allowance was remembered by the bare tool name.
-    On 2026-07-28 the module's approving server answers (each test's first call starts a fresh session); over
-    legacy stdio the session is the connection, so each test starts a server of its own."""
+    On 2026-07-28 the module's approving server answers over stdio (each test's first call starts a fresh
+    session); on the legacy protocol, where the session is the connection, each test connects anew to the
+    module's approving HTTP server."""
     user = User(for_session=True)
     async with AsyncExitStack() as stack:
         if mode == "auto":
             client, users = approving
             users.user = user
         else:
-            client = await stack.enter_async_context(
-                stdio_client(tmp_path, *flags(tmp_path, "--approval", "destructive"), mode=mode,
-                             elicitation_callback=user)
-            )  # fmt: skip
+            client = await stack.enter_async_context(approving_over_http.client(mode=mode, elicitation_callback=user))
         first = await run(client, ALLOW_BUILTIN)
         assert first.get("session") or mode == "legacy", first  # a fresh session per test on the shared server
         # On 2026-07-28 the session is the handle the reply carries (a connection is not a conversation).
