@@ -12,6 +12,7 @@ import pytest
 from harness import SERVE_FLAGS, Served, execute, make_settings, running, serving_http
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client.parser import text_string_to_metric_families
 from upstreams import time_stdio
 
@@ -137,6 +138,34 @@ async def test_opentelemetry_metrics_when_an_sdk_is_configured(workspace: Path) 
         (("outcome", "OTHER"), ("pack", "demo"), ("tool", "refuse")): 1,
     }
     assert {"attp.run.duration", "attp.tool_call.duration", "attp.workers.busy", "attp.sessions.active"} <= set(points)
+
+
+async def test_a_duration_recorded_after_the_reply_is_linked_to_its_own_runs_trace(workspace: Path) -> None:
+    """The OpenTelemetry durations are recorded after the replies, together: each still carries the trace it was
+    measured in (the SDK's exemplars), never another run's or none."""
+    reader = InMemoryMetricReader()
+    tracer = TracerProvider().get_tracer("test")
+    traces: list[int] = []
+    async with running(workspace) as first:
+        runtime = Runtime(first.settings, first.registry, first.pool, meter_provider=MeterProvider([reader]))
+        for name in ("A", "B"):
+            with tracer.start_as_current_span(name) as span:
+                traces.append(span.get_span_context().trace_id)
+                await runtime.execute(ExecuteRequest(code="__result__ = add(1, 2)"))
+        with tracer.start_as_current_span("C"):  # both runs' records at once, in a third trace's context
+            runtime.record_after_reply()
+    data = reader.get_metrics_data()
+    assert data is not None
+    linked = {
+        metric.name: sorted(exemplar.trace_id for point in metric.data.data_points for exemplar in point.exemplars)
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        if metric.name in ("attp.run.duration", "attp.tool_call.duration")
+    }
+    # A histogram keeps one exemplar per bucket (the last): each one there is A's or B's, none C's.
+    assert set(linked) == {"attp.run.duration", "attp.tool_call.duration"}
+    assert all(ids and set(ids) <= set(traces) for ids in linked.values()), (linked, traces)
 
 
 async def test_an_upstream_server_is_up_or_down(workspace: Path) -> None:

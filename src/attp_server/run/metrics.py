@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry import metrics as otel_metrics
+from opentelemetry.context import Context, get_current
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -185,7 +186,7 @@ class Metrics:
         except Exception:
             logger.exception("could not count a run")
             return _nothing
-        return functools.partial(_record, self.otel_run_seconds, seconds, series.duration_attributes)
+        return functools.partial(_record, self.otel_run_seconds, seconds, series.duration_attributes, get_current())
 
     def tool_call_done(self, pack: str, tool: str, error_code: str | None, seconds: float) -> Callable[[], None]:
         """Count a tool call (see `run_done`). `pack` and `tool` must name a tool of an enabled pack (or be ``""``
@@ -206,7 +207,7 @@ class Metrics:
         except Exception:
             logger.exception("could not count a tool call")
             return _nothing
-        return functools.partial(_record, self.otel_tool_seconds, seconds, series.duration_attributes)
+        return functools.partial(_record, self.otel_tool_seconds, seconds, series.duration_attributes, get_current())
 
     def rate_limited(self, principal: str) -> None:
         try:
@@ -221,9 +222,10 @@ class Metrics:
         return generate_latest(self.registry)
 
 
-def _record(histogram: otel_metrics.Histogram, seconds: float, attributes: dict[str, str]) -> None:
+def _record(histogram: otel_metrics.Histogram, seconds: float, attributes: dict[str, str], context: Context) -> None:
+    """Record a duration later, in the context it was measured in (an SDK's exemplars link it to that trace)."""
     try:
-        histogram.record(seconds, attributes)
+        histogram.record(seconds, attributes, context)
     except Exception:
         logger.exception("could not record a duration in OpenTelemetry")
 
