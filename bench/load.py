@@ -120,9 +120,15 @@ def thread_count(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/task"))
 
 
-async def _normal(url: str, stop: float, result: LoadResult) -> None:
+async def _until(moment: float) -> None:
+    await anyio.sleep(max(0.0, moment - time.monotonic()))
+
+
+async def _normal(url: str, start: float, stop: float, result: LoadResult) -> None:
+    """Calls from `start` to `stop` (at least one), on a session connected before `start`."""
     async with Client(url + "/mcp") as client:
-        while time.monotonic() < stop:
+        await _until(start)
+        while True:
             started = time.monotonic()
             try:
                 with anyio.fail_after(NORMAL_PATIENCE_S):
@@ -134,16 +140,22 @@ async def _normal(url: str, stop: float, result: LoadResult) -> None:
             except Exception as exc:  # a failure under load is a finding, counted and reported
                 result.errors.append(f"{type(exc).__name__}: {exc}")
             result.latencies.append(time.monotonic() - started)
+            if time.monotonic() >= stop:
+                return
             await anyio.sleep(PAUSE_S)
 
 
-async def _watch(url: str, pid: int, stop: float, result: LoadResult) -> None:
+async def _watch(url: str, pid: int, start: float, stop: float, result: LoadResult) -> None:
+    """``/healthz`` and the server's threads from `start` to `stop` (at least once)."""
     async with httpx.AsyncClient(timeout=30) as http:
-        while time.monotonic() < stop:
+        await _until(start)
+        while True:
             started = time.monotonic()
             await http.get(url + "/healthz")
             result.health_latencies.append(time.monotonic() - started)
             result.max_threads = max(result.max_threads, thread_count(pid))
+            if time.monotonic() >= stop:
+                return
             await anyio.sleep(0.25)
 
 
@@ -195,12 +207,15 @@ async def run_load(
                 stderr=attacker_err,
             )
         try:
-            await anyio.sleep(1.0)  # the hostile sessions are connected and busy
-            stop = time.monotonic() + max(0.5, duration - 1.5)
-            cpu, started = _stat_cpu(server.pid, with_children=False), time.monotonic()
+            # The normal session connects now, while the hostile ones do: on a loaded machine connecting takes a
+            # while, and the window of its calls under the hostile load must not be spent on it.
+            start = time.monotonic() + 1.0  # by then the hostile sessions are connected and busy
+            stop = start + max(0.5, duration - 1.5)
             async with anyio.create_task_group() as tasks:
-                tasks.start_soon(_normal, url, stop, result)
-                tasks.start_soon(_watch, url, server.pid, stop, result)
+                tasks.start_soon(_normal, url, start, stop, result)
+                tasks.start_soon(_watch, url, server.pid, start, stop, result)
+                await _until(start)
+                cpu, started = _stat_cpu(server.pid, with_children=False), time.monotonic()
             result.server_cpu = (_stat_cpu(server.pid, with_children=False) - cpu) / (time.monotonic() - started)
             out, _ = await anyio.to_thread.run_sync(attacker.communicate)
         finally:
