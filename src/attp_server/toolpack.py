@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextvars
 import copy
 import dataclasses
+import functools
 import importlib
 import importlib.metadata
 import inspect
@@ -755,9 +756,19 @@ class ToolRegistry:
         }
 
 
+@functools.cache
+def installed_toolpacks() -> tuple[importlib.metadata.EntryPoint, ...]:
+    """Every installed toolpack's entry point (group ``attp.toolpacks``), read once per process.
+
+    Reading them scans the metadata of every installed distribution (about 5 ms each time; a registry loads
+    several packs). A server builds its registry when it starts, so a pack installed later is seen at the next.
+    """
+    return tuple(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
+
+
 def load_factory(name: str) -> ToolpackFactory:
     """Load the `ToolpackFactory` registered under entry-point name `name` (``mcp``)."""
-    found = [ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP) if ep.name == name]
+    found = [ep for ep in installed_toolpacks() if ep.name == name]
     if not found:
         raise ToolpackLoadError(f"no toolpack factory {name!r} is installed (entry-point group {ENTRY_POINT_GROUP})")
     try:
@@ -782,9 +793,9 @@ def load_toolpack(spec: str) -> Toolpack:
         except AttributeError as exc:
             raise ToolpackLoadError(f"toolpack {spec!r}: module {module_name!r} has no {attribute!r}") from exc
     else:
-        found = [ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP) if ep.name == spec]
+        found = [ep for ep in installed_toolpacks() if ep.name == spec]
         if not found:
-            known = sorted(ep.name for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
+            known = sorted(ep.name for ep in installed_toolpacks())
             hint = suggest(spec, known)
             raise ToolpackLoadError(
                 f"unknown toolpack {spec!r}; installed toolpacks: {', '.join(known) or 'none'}"

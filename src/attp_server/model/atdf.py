@@ -38,7 +38,7 @@ from pydantic.errors import PydanticInvalidForJsonSchema
 
 from attp_server import pyast
 from attp_server.model.docstrings import Docstring, parse_docstring
-from attp_server.toolpack import ENTRY_POINT_GROUP, Tool, annotation_text
+from attp_server.toolpack import Tool, annotation_text, installed_toolpacks
 
 SCHEMA_VERSION = "2.0.0"
 """The ATDF version the descriptors follow (the enhanced schema, seed 001)."""
@@ -401,7 +401,7 @@ def _distribution(package: str) -> importlib.metadata.Distribution | None:
             return importlib.metadata.distribution(name)
         except importlib.metadata.PackageNotFoundError:
             continue
-    for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+    for entry_point in installed_toolpacks():
         if entry_point.module.split(".", 1)[0] == package and entry_point.dist is not None:
             return entry_point.dist
     return None
