@@ -41,12 +41,13 @@ def oauth_server(issued: Path) -> Iterator[str]:
     )
     try:
         deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/.well-known/oauth-authorization-server").status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.05)
+        with httpx.Client() as http:  # one client for every poll (httpx.get builds one each time)
+            while time.monotonic() < deadline:
+                try:
+                    if http.get(f"http://127.0.0.1:{port}/.well-known/oauth-authorization-server").status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    time.sleep(0.05)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         stop_process(process)

@@ -61,27 +61,31 @@ async def test_cancellation_kills_the_worker(slow_server: Served, transport: str
     server_pid = slow_server.process.pid
     client_view = Served(transport, slow_server.workspace, url=slow_server.url)
     health = slow_server.url + "/healthz"
-    async with client_view.client() as client:
-        with anyio.CancelScope() as scope:
-            async with anyio.create_task_group() as group:
-                group.start_soon(client.call_tool, "attp_execute", {"code": "while True:\n    pass"})
-                while httpx.get(health).json()["workers"]["busy"] == 0:
-                    await anyio.sleep(0.01)
-                before = set(descendants(server_pid))  # its fork server and the workers forked from it
-                cancelled_before = httpx.get(health).json()["workers"]["cancelled"]
-                scope.cancel()
-        cancelled = time.monotonic()
-        while httpx.get(health).json()["workers"]["cancelled"] == cancelled_before:
-            assert time.monotonic() - cancelled < 5, "the cancelled run's worker was not killed"
-            await anyio.sleep(0.002)
-        elapsed_ms = (time.monotonic() - cancelled) * 1000
-        gone = {pid for pid in before if not alive(pid)}
-        assert gone, "the busy worker process is gone (killed and reaped)"
-        print(f"cancel -> worker killed: {elapsed_ms:.1f} ms ({transport})")
-        # The session and the server carry on.
-        result = await client.call_tool("attp_execute", {"code": "__result__ = 6 * 7"})
-    assert result.structured_content is not None and result.structured_content["result"] == 42
-    assert httpx.get(health).json()["workers"]["busy"] == 0
+    # One HTTP client for every poll below (httpx.get builds one, ~20 ms of CPU, each time).
+    async with httpx.AsyncClient() as http:
+        async with client_view.client() as client:
+            with anyio.CancelScope() as scope:
+                async with anyio.create_task_group() as group:
+                    group.start_soon(client.call_tool, "attp_execute", {"code": "while True:\n    pass"})
+                    while (await http.get(health)).json()["workers"]["busy"] == 0:
+                        await anyio.sleep(0.01)
+                    before = set(descendants(server_pid))  # its fork server and the workers forked from it
+                    cancelled_before = (await http.get(health)).json()["workers"]["cancelled"]
+                    scope.cancel()
+            cancelled = time.monotonic()
+            while (await http.get(health)).json()["workers"]["cancelled"] == cancelled_before:
+                assert time.monotonic() - cancelled < 5, "the cancelled run's worker was not killed"
+                await anyio.sleep(0.002)
+            # The count goes up as the kill starts; the busy worker process is gone (killed and reaped) just after.
+            while not {pid for pid in before if not alive(pid)}:
+                assert time.monotonic() - cancelled < 5, "the busy worker process is gone (killed and reaped)"
+                await anyio.sleep(0.002)
+            elapsed_ms = (time.monotonic() - cancelled) * 1000
+            print(f"cancel -> worker killed: {elapsed_ms:.1f} ms ({transport})")
+            # The session and the server carry on.
+            result = await client.call_tool("attp_execute", {"code": "__result__ = 6 * 7"})
+        assert result.structured_content is not None and result.structured_content["result"] == 42
+        assert (await http.get(health)).json()["workers"]["busy"] == 0
 
 
 @pytest.mark.parametrize("log_format", ["text", "json"])

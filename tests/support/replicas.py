@@ -96,15 +96,17 @@ class Replica:
     def wait_healthy(self, timeout: float = 60.0) -> None:
         assert self.process is not None
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"replica {self.name} exited with {self.process.returncode}: {self.log.read_text()}")
-            try:
-                if httpx.get(self.url + "/healthz", timeout=1.0).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
+        with httpx.Client(timeout=1.0) as http:  # one client for every poll (httpx.get builds one each time)
+            while time.monotonic() < deadline:
+                if self.process.poll() is not None:
+                    log = self.log.read_text()
+                    raise RuntimeError(f"replica {self.name} exited with {self.process.returncode}: {log}")
+                try:
+                    if http.get(self.url + "/healthz").status_code == 200:
+                        return
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.1)
         raise TimeoutError(f"replica {self.name} did not become healthy: {self.log.read_text()}")
 
     def kill(self) -> None:
@@ -263,17 +265,18 @@ def running_nginx(folder: Path, replicas: list[Replica]) -> Iterator[str]:
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"nginx exited: {(folder / 'nginx.log').read_text()}")
-            try:
-                if httpx.get(url + "/healthz", timeout=1.0).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"nginx did not answer: {(folder / 'nginx.log').read_text()}")
-            time.sleep(0.05)
+        with httpx.Client(timeout=1.0) as http:  # one client for every poll
+            while True:
+                if process.poll() is not None:
+                    raise RuntimeError(f"nginx exited: {(folder / 'nginx.log').read_text()}")
+                try:
+                    if http.get(url + "/healthz").status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"nginx did not answer: {(folder / 'nginx.log').read_text()}")
+                time.sleep(0.05)
         yield url
     finally:
         process.terminate()
