@@ -84,14 +84,13 @@ class User:
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_a_backtracking_schema_pattern_does_not_hold_the_server(
-    mode: str, served: Client, tmp_path: Path
+    mode: str, served: Client, approving: Served
 ) -> None:
     """Regression: ``^(a+)+$`` was matched by `re` on the event loop: the server hung at 100 % CPU for minutes.
-    On 2026-07-28 the module's server answers (the call holds no state); legacy mode starts a server of its own."""
+    On 2026-07-28 the module's stdio server answers (the call holds no state); legacy mode connects anew to
+    the module's HTTP server (the same upstream; its approvals ask about destructive calls, ``redos`` is not)."""
     async with AsyncExitStack() as stack:
-        client = served if mode == "auto" else await stack.enter_async_context(
-            stdio_client(tmp_path, *flags(tmp_path), mode=mode)
-        )  # fmt: skip
+        client = served if mode == "auto" else await stack.enter_async_context(approving.client(mode=mode))
         started = time.monotonic()
         with anyio.fail_after(20):
             refused = await run(client, "__result__ = hostile.redos(s='a' * 40 + '!')")
@@ -164,32 +163,12 @@ UPSTREAM_WRITES = {
 }
 
 
-class Users:
-    """The elicitation callback of a client shared by several tests: each test puts its own `User` behind it."""
-
-    def __init__(self) -> None:
-        self.user = User(for_session=True)
-
-    async def __call__(self, context: Any, params: ElicitRequestParams) -> ElicitResult:
-        return await self.user(context, params)
-
-
 @pytest.fixture(scope="module")
-async def approving(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[Client, Users]]:
-    """One real `attp serve --approval destructive` over stdio (protocol 2026-07-28) for the approval cases:
-    on 2026-07-28 each test's first call is sessionless, so it starts a session (and its allowances) of its own."""
+def approving(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """One real `attp serve --transport http --approval destructive` for the approval cases, each of which
+    connects anew: on 2026-07-28 a client's first call is sessionless, so it starts a session (and its
+    allowances) of its own; on the legacy protocol a session is a connection's (``Mcp-Session-Id``)."""
     directory = tmp_path_factory.mktemp("approving")
-    users = Users()
-    async with stdio_client(directory, *flags(directory, "--approval", "destructive"),
-                            elicitation_callback=users) as client:  # fmt: skip
-        yield client, users
-
-
-@pytest.fixture(scope="module")
-def approving_over_http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    """One real `attp serve --transport http --approval destructive` for the legacy approval cases: there a
-    session is a connection's (``Mcp-Session-Id``), so each test's new connection has allowances of its own."""
-    directory = tmp_path_factory.mktemp("approving-http")
     with serving_http(directory, *flags(directory, "--approval", "destructive")) as served:
         yield served
 
@@ -197,20 +176,14 @@ def approving_over_http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Se
 @pytest.mark.parametrize("way", list(UPSTREAM_WRITES))
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_allowing_a_builtin_tool_for_the_session_does_not_allow_an_upstream_tool_of_that_name(
-    way: str, mode: str, approving: tuple[Client, Users], approving_over_http: Served
+    way: str, mode: str, approving: Served
 ) -> None:
     """Regression: after "allow write_file for the rest of the session", ``hostile.write_file(...)`` (and
     ``parallel('hostile.write_file', ...)``) ran unasked: the allowance was remembered by the bare tool name.
-    On 2026-07-28 the module's approving server answers over stdio (each test's first call starts a fresh
-    session); on the legacy protocol, where the session is the connection, each test connects anew to the
-    module's approving HTTP server."""
+    Each test connects anew to the module's approving server: on 2026-07-28 its first call starts a fresh
+    session; on the legacy protocol the session is the connection."""
     user = User(for_session=True)
-    async with AsyncExitStack() as stack:
-        if mode == "auto":
-            client, users = approving
-            users.user = user
-        else:
-            client = await stack.enter_async_context(approving_over_http.client(mode=mode, elicitation_callback=user))
+    async with approving.client(mode=mode, elicitation_callback=user) as client:
         first = await run(client, ALLOW_BUILTIN)
         assert first.get("session") or mode == "legacy", first  # a fresh session per test on the shared server
         # On 2026-07-28 the session is the handle the reply carries (a connection is not a conversation).
@@ -295,20 +268,34 @@ async def test_healthz_and_the_log_never_show_an_upstreams_secret(tmp_path: Path
 # ---------------------------------------------------------------- 7. a made-up Mcp-Session-Id on a modern request
 
 
+PICTURES = Path(__file__).parent.parent / "support" / "hostile_server.py"
+
+
 @pytest.fixture(scope="module")
 def isolated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    with serving_http(tmp_path_factory.mktemp("isolated"), "--toolpack", "files", "--isolation", "session") as served:
+    """One real `attp serve --transport http --isolation session`, with an upstream (``pics``) whose media is
+    saved (``save_media``), for the isolation cases; its workspace is ``workspace`` in a folder of its own."""
+    root = tmp_path_factory.mktemp("isolated")
+    workspace = root / "workspace"
+    workspace.mkdir()
+    config = root / "attp.toml"
+    config.write_text(
+        f"[mcp_servers.pics]\ncommand = {json.dumps(sys.executable)}\nargs = [{json.dumps(str(PICTURES))}]\n"
+        "save_media = true\n"
+    )
+    flags = ["--toolpack", "files", "--isolation", "session", "--config", str(config)]
+    with serving_http(workspace, *flags) as served:
         yield served
 
 
-async def test_a_modern_request_gets_no_session_from_an_mcp_session_id_it_sends(tmp_path: Path) -> None:
+async def test_a_modern_request_gets_no_session_from_an_mcp_session_id_it_sends(approving: Served) -> None:
     """Regression: a 2026-07-28 request carrying a made-up ``Mcp-Session-Id`` got a session (kept variables, a
     folder of its own); with a victim's live id it read the victim's state. The SDK checks the header only on
-    the handshake path, so a modern request's header must mean nothing."""
-    with serving_http(tmp_path, "--toolpack", "files") as served:
-        async with served.client(headers={"Mcp-Session-Id": "made-up-session"}) as client:  # protocol 2026-07-28
-            kept = await run(client, "x = 'kept'\n__result__ = 'set'")
-            read = await run(client, "__result__ = x")
+    the handshake path, so a modern request's header must mean nothing. (The module's HTTP server with the
+    default isolation answers; its approvals ask about destructive calls, and these programs make none.)"""
+    async with approving.client(headers={"Mcp-Session-Id": "made-up-session"}) as client:  # protocol 2026-07-28
+        kept = await run(client, "x = 'kept'\n__result__ = 'set'")
+        read = await run(client, "__result__ = x")
     assert kept["status"] == "ok", kept
     assert read["error"]["code"] == "NAME_NOT_FOUND", read
 
@@ -421,13 +408,15 @@ async def test_lru_cache_parameters_are_no_real_function(served: Client) -> None
 
 # ---------------------------------------------------------------- fresh red team: one session's SERVER_BUSY flood
 
-FLOOD_ENV = {"ATTP_MAX_WORKERS": "4", "ATTP_MAX_RUNS_PER_SESSION": "2", "ATTP_QUEUE_TIMEOUT_S": "0.5"}
-"""A flood of twice max_workers runaways; each runs to a deadline (1 s) past the queue timeout, so that runaways
-holding every worker would leave the other sessions SERVER_BUSY."""
+FLOOD_ENV = {"ATTP_MAX_WORKERS": "3", "ATTP_MAX_RUNS_PER_SESSION": "2", "ATTP_QUEUE_TIMEOUT_S": "0.5"}
+FLOOD = 4
+"""A flood of more runaways than max_workers; each runs to a deadline (1 s) past the queue timeout, so that
+runaways holding every worker would leave the other sessions SERVER_BUSY. They take turns, each burning its
+second of CPU: one more than the workers proves the point (twice as many, 8 on 4 workers, burnt 4 CPU-s more)."""
 
 
 async def test_one_sessions_flood_leaves_the_other_sessions_answered(tmp_path: Path) -> None:
-    """Eight runaway programs at once from one session: they take turns (one session runs one program at a
+    """Four runaway programs at once from one session: they take turns (one session runs one program at a
     time); another session, and a sessionless 2026-07-28 client, are answered meanwhile."""
     with serving_http(tmp_path, "--toolpack", "files", "--timeout-s", "1", env=FLOOD_ENV) as served:
         outcomes: list[str] = []
@@ -449,7 +438,7 @@ async def test_one_sessions_flood_leaves_the_other_sessions_answered(tmp_path: P
             served.client() as sessionless,
             anyio.create_task_group() as tasks,
         ):
-            for _ in range(8):
+            for _ in range(FLOOD):
                 tasks.start_soon(runaway, flooder)
             tasks.start_soon(normal, "other", other)
             tasks.start_soon(normal, "sessionless", sessionless)
@@ -457,35 +446,24 @@ async def test_one_sessions_flood_leaves_the_other_sessions_answered(tmp_path: P
     assert max(seconds for _, seconds in answered.values()) < 5, answered
     # Calls on one session take turns (its lease in the store): each runaway runs alone, to its deadline, or
     # gives up waiting for its turn with SERVER_BUSY; none is lost, and they never hold more than one worker.
-    assert len(outcomes) == 8 and set(outcomes) <= {"SERVER_BUSY", "TIMEOUT"}, outcomes
+    assert len(outcomes) == FLOOD and set(outcomes) <= {"SERVER_BUSY", "TIMEOUT"}, outcomes
 
 
 # ---------------------------------------------------------------- fresh red team: save_media under isolation
 
-PICTURES = Path(__file__).parent.parent / "support" / "hostile_server.py"
 
-
-async def test_media_an_upstream_returns_lands_in_the_callers_own_folder(tmp_path: Path) -> None:
+async def test_media_an_upstream_returns_lands_in_the_callers_own_folder(isolated: Served) -> None:
     """Found by this red team: under ``isolation = "session"`` the media an upstream returned was saved in the
     shared workspace root, at a path the session's own file tools could not reach; it goes into the session's
     own folder now (the upstream is shared, what it returns to a caller is that caller's)."""
-    workspace = tmp_path / "workspace"
-    workspace.mkdir()
-    config = tmp_path / "attp.toml"
-    config.write_text(
-        f"[mcp_servers.pics]\ncommand = {json.dumps(sys.executable)}\nargs = [{json.dumps(str(PICTURES))}]\n"
-        "save_media = true\n"
-    )
-    flags = ["--toolpack", "files", "--isolation", "session", "--config", str(config)]
-    with serving_http(workspace, *flags) as served:
-        async with served.client(mode="legacy") as first, served.client(mode="legacy") as second:
-            code = "saved = pics.picture(kb=1)['path']\n__result__ = [saved, list_files('mcp-media/pics')]"
-            mine = await run(first, code)
-            theirs = await run(second, "__result__ = list_files('.')")
+    async with isolated.client(mode="legacy") as first, isolated.client(mode="legacy") as second:
+        code = "saved = pics.picture(kb=1)['path']\n__result__ = [saved, list_files('mcp-media/pics')]"
+        mine = await run(first, code)
+        theirs = await run(second, "__result__ = list_files('.')")
     assert mine["status"] == "ok", mine["error"]
     path, listed = mine["result"]
     assert path.startswith("mcp-media/pics/") and listed == [path], mine["result"]
-    assert not (workspace / "mcp-media").exists()
+    assert not (isolated.workspace / "mcp-media").exists()
     assert "mcp-media/" not in theirs["result"], theirs
 
 
