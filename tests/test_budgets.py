@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -93,20 +93,28 @@ def pid_of(served: Served) -> int:
 # ---------------------------------------------------------------- finding 1: the static check
 
 
-async def test_static_check_bomb_costs_the_server_process_little_cpu(workspace: Path) -> None:
+@pytest.fixture(scope="module")
+def files_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """One real `attp serve --transport http --toolpack files` for the static-check cases (each ends when every
+    one of its programs has answered, so the next finds the server idle)."""
+    with serving_http(tmp_path_factory.mktemp("files-ws"), "--toolpack", "files") as served:
+        yield served
+
+
+async def test_static_check_bomb_costs_the_server_process_little_cpu(files_server: Served) -> None:
     """Before: about 5-10 s of the server's own CPU (difflib against every bound name, in a server thread)."""
-    with serving_http(workspace, "--toolpack", "files") as served:
-        async with served.client() as client:
-            await execute(client, "__result__ = 1")
-            before = cpu_seconds(pid_of(served))
-            data = await execute(client, static_check_bomb())
-            spent = cpu_seconds(pid_of(served)) - before
+    served = files_server
+    async with served.client() as client:
+        await execute(client, "__result__ = 1")
+        before = cpu_seconds(pid_of(served))
+        data = await execute(client, static_check_bomb())
+        spent = cpu_seconds(pid_of(served)) - before
     assert data["error"]["code"] == "NAME_NOT_FOUND", data["error"]
     assert data["error"]["line"] == 66
     assert spent < 1.0, f"the server process spent {spent:.2f} CPU-s on one program's static check"
 
 
-async def test_forty_static_check_bombs_at_once_leave_a_normal_call_and_healthz_answering(workspace: Path) -> None:
+async def test_forty_static_check_bombs_at_once_leave_a_normal_call_and_healthz_answering(files_server: Served) -> None:
     """Before: the forty checks held the GIL and every thread of the limiter; nothing else answered for minutes."""
     outcomes: list[str] = []
 
@@ -114,17 +122,17 @@ async def test_forty_static_check_bombs_at_once_leave_a_normal_call_and_healthz_
         data = await execute(client, static_check_bomb())
         outcomes.append(data["error"]["code"])
 
-    with serving_http(workspace, "--toolpack", "files") as served:
-        assert served.url is not None
-        async with sessions(served, 9) as clients:
-            hostile, normal = clients[:8], clients[8]
-            with anyio.fail_after(90):  # a safety net, not a latency target: before the fix this fires
-                async with anyio.create_task_group() as tasks:
-                    for i in range(40):
-                        tasks.start_soon(bomb, hostile[i % len(hostile)])
-                    await anyio.sleep(0.5)  # the bombs are in
-                    data = await execute(normal, "__result__ = 1 + 1")
-                    health = await healthz(served.url)
+    served = files_server
+    assert served.url is not None
+    async with sessions(served, 9) as clients:
+        hostile, normal = clients[:8], clients[8]
+        with anyio.fail_after(90):  # a safety net, not a latency target: before the fix this fires
+            async with anyio.create_task_group() as tasks:
+                for i in range(40):
+                    tasks.start_soon(bomb, hostile[i % len(hostile)])
+                await anyio.sleep(0.5)  # the bombs are in
+                data = await execute(normal, "__result__ = 1 + 1")
+                health = await healthz(served.url)
     assert data["status"] == "ok" and data["result"] == 2, data
     assert health["status"] == "ok"
     assert len(outcomes) == 40
@@ -175,19 +183,26 @@ async def test_abandoned_tool_calls_are_counted_and_cannot_take_other_sessions_t
     assert threads < 40, f"{threads} threads in the server"
 
 
-async def test_server_busy_names_the_session_share_and_when_to_retry(workspace: Path) -> None:
+@pytest.fixture(scope="module")
+def one_run_per_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """One real server of the budget pack where a session runs one program at a time (more wait 0.2 s, then
+    SERVER_BUSY); max_workers is the default (16), so sessions of their own never wait."""
     env = {"ATTP_MAX_RUNS_PER_SESSION": "1", "ATTP_QUEUE_TIMEOUT_S": "0.2"}
+    with serving_http(tmp_path_factory.mktemp("budget-ws"), *BUDGET_FLAGS, env=env) as served:
+        yield served
+
+
+async def test_server_busy_names_the_session_share_and_when_to_retry(one_run_per_session: Served) -> None:
     outcomes: list[dict[str, Any]] = []
 
     async def runaway(client: Client) -> None:
         outcomes.append(await execute(client, "while True:\n    pass"))
 
-    with serving_http(workspace, *BUDGET_FLAGS, env=env) as served:
-        async with sessions(served, 2, "sse") as (greedy, other), anyio.create_task_group() as tasks:
-            for _ in range(3):
-                tasks.start_soon(runaway, greedy)
-            await anyio.sleep(0.5)
-            data = await execute(other, "__result__ = 6 * 7")
+    async with sessions(one_run_per_session, 2, "sse") as (greedy, other), anyio.create_task_group() as tasks:
+        for _ in range(3):
+            tasks.start_soon(runaway, greedy)
+        await anyio.sleep(0.5)
+        data = await execute(other, "__result__ = 6 * 7")
     codes = sorted(o["error"]["code"] for o in outcomes)
     assert codes == ["SERVER_BUSY", "SERVER_BUSY", "TIMEOUT"], codes
     busy = next(o["error"] for o in outcomes if o["error"]["code"] == "SERVER_BUSY")
@@ -211,11 +226,11 @@ async def test_server_busy_when_every_slot_is_taken(workspace: Path) -> None:
     assert after["result"] == 1
 
 
-async def test_async_tool_is_cancelled_with_its_run(workspace: Path, tmp_path: Path) -> None:
+async def test_async_tool_is_cancelled_with_its_run(one_run_per_session: Served, tmp_path: Path) -> None:
+    """One run on a session of its own (the module's budget-pack server; its share of one run is not reached)."""
     marker = tmp_path / "wait"
-    with serving_http(workspace, *BUDGET_FLAGS) as served:
-        async with served.client() as client:
-            data = await execute(client, f"__result__ = wait_and_mark(30, {str(marker)!r})")
+    async with one_run_per_session.client() as client:
+        data = await execute(client, f"__result__ = wait_and_mark(30, {str(marker)!r})")
     assert data["error"]["code"] == "TIMEOUT"
     assert (tmp_path / "wait.cancelled").exists()
 
@@ -233,9 +248,15 @@ EXPECTED = {
 }
 
 
+LOAD_S = 1.5
+"""The hostile load's length in the short form (the bench's quick one): the normal client's window is its
+0.5 s minimum from 1 s after the hostile side starts, which connects first and then hammers for 1.5 s; a
+longer load only burns more CPU after the window."""
+
+
 async def test_hostile_load_leaves_a_normal_session_answered_and_the_server_settles(tmp_path: Path) -> None:
     """`python -m bench --only load` in short: its functional properties, never its timings."""
-    result = await run_load(tmp_path, hostile=3, duration=2.0, cpu_after=False)
+    result = await run_load(tmp_path, hostile=3, duration=LOAD_S, cpu_after=False)
     assert result.latencies, "the normal client made no call"
     assert result.errors == []
     assert result.health_latencies
@@ -251,7 +272,7 @@ async def test_hostile_load_leaves_a_normal_session_answered_and_the_server_sett
 async def test_a_redos_flood_leaves_a_normal_session_answered_and_the_server_settles(tmp_path: Path) -> None:
     """Issue 22: ten programs hitting an upstream tool whose schema pattern backtracks (``^(a+)+$``): each is
     refused at once, a normal session is answered, the server goes idle. The timings are the bench's."""
-    result = await run_load(tmp_path, hostile=10, duration=2.0, programs="redos", cpu_after=False)
+    result = await run_load(tmp_path, hostile=10, duration=LOAD_S, programs="redos", cpu_after=False)
     assert result.latencies, "the normal client made no call"
     assert result.errors == []
     assert result.settle_s is not None, "the server did not go idle after the ReDoS flood"
