@@ -413,11 +413,12 @@ async def test_a_runtime_error_keeps_what_was_assigned_before_it(runtime: Runtim
     assert (await run(runtime, "__result__ = len(loaded)"))["result"] == 2
 
 
-async def test_a_stopped_run_leaves_the_state_as_it_was(runtime: Runtime) -> None:
-    await run(runtime, "x = 1")
-    data = await run(runtime, "x = 2\nwhile True:\n    pass")
-    assert data["error"]["code"] == "TIMEOUT"
-    assert (await run(runtime, "__result__ = x"))["result"] == 1
+async def test_a_stopped_run_leaves_the_state_as_it_was(workspace: Path) -> None:
+    async with running(workspace, timeout_s=1.0) as runtime:  # the loop burns a core until the deadline: keep it short
+        await run(runtime, "x = 1")
+        data = await run(runtime, "x = 2\nwhile True:\n    pass")
+        assert data["error"]["code"] == "TIMEOUT"
+        assert (await run(runtime, "__result__ = x"))["result"] == 1
 
 
 async def test_a_killed_worker_says_the_state_is_unchanged(workspace: Path) -> None:
