@@ -10,7 +10,8 @@ the middle of the call; protocol 2026-07-28 (stdio and Streamable HTTP by defaul
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,11 @@ WRITE = (
     'write_file("approved.txt", "written")\ntotal = sum(i for i in range(5000))\n__result__ = read_file("approved.txt")'
 )
 """After the approval the program goes on long enough for the worker to check its own deadline."""
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +60,40 @@ class User:
         return ElicitResult(action=self.action, content=content)  # type: ignore[arg-type]
 
 
+class Relay:
+    """The person behind a stdio client that a module's tests share: hands each question to the user of the test
+    running now, and refuses any that comes outside a test."""
+
+    def __init__(self) -> None:
+        self.user: User | None = None
+
+    async def __call__(self, context: Any, params: ElicitRequestParams) -> ElicitResult:
+        assert self.user is not None, f"asked outside a test: {params.message}"
+        return await self.user(context, params)
+
+
+@dataclass
+class SharedStdio:
+    """A stdio server per protocol era (`mode` -> its client), all asking `relay`, in one workspace."""
+
+    workspace: Path
+    relay: Relay = field(default_factory=Relay)
+    clients: dict[str, Client] = field(default_factory=dict)
+
+
+@pytest.fixture(scope="module")
+async def stdio(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[SharedStdio]:
+    """The tests whose stdio client can be asked differ only in what their user answers, so they share a server
+    per protocol era: starting `attp serve` costs more CPU than any of those tests. (A client that cannot be asked
+    says so when it connects: those tests start a server of their own.)"""
+    shared = SharedStdio(tmp_path_factory.mktemp("stdio-ws"))
+    async with AsyncExitStack() as stack:
+        for mode in ("legacy", "auto"):
+            client = stdio_client(shared.workspace, *APPROVAL_FLAGS, mode=mode, elicitation_callback=shared.relay)
+            shared.clients[mode] = await stack.enter_async_context(client)
+        yield shared
+
+
 WAYS = [
     pytest.param("stdio", "legacy", id="stdio-handshake"),
     pytest.param("stdio", "auto", id="stdio-2026"),
@@ -63,59 +103,73 @@ WAYS = [
 ]
 
 
-def connect(transport: str, mode: str, http: Served, workspace: Path, user: User | None) -> Client:
+@asynccontextmanager
+async def connect(
+    transport: str, mode: str, http: Served, stdio: SharedStdio, user: User | None
+) -> AsyncIterator[Client]:
+    """A client over `transport` whose questions `user` answers (None: a client that cannot be asked)."""
     options: dict[str, Any] = {"elicitation_callback": user} if user is not None else {}
+    if transport == "stdio" and user is not None:
+        stdio.relay.user = user
+        try:
+            yield stdio.clients[mode]
+        finally:
+            stdio.relay.user = None
+        return
     if transport == "stdio":
-        return stdio_client(workspace, *APPROVAL_FLAGS, mode=mode, **options)
-    if transport == "sse":
-        return http.over_sse().client(**options)
-    return http.client(mode=mode, **options)
+        client = stdio_client(stdio.workspace, *APPROVAL_FLAGS, mode=mode)
+    elif transport == "sse":
+        client = http.over_sse().client(**options)
+    else:
+        client = http.client(mode=mode, **options)
+    async with client:
+        yield client
 
 
-def workspace_for(transport: str, http: Served, tmp_path: Path) -> Path:
-    return tmp_path if transport == "stdio" else http.workspace
+def workspace_for(transport: str, http: Served, stdio: SharedStdio) -> Path:
+    return stdio.workspace if transport == "stdio" else http.workspace
 
 
 @pytest.mark.parametrize(("transport", "mode"), WAYS)
 async def test_an_accepted_call_runs_with_the_clock_stopped(
-    transport: str, mode: str, http: Served, tmp_path: Path
+    transport: str, mode: str, http: Served, stdio: SharedStdio
 ) -> None:
     user = User("accept", delay=1.5)  # longer than timeout_s = 1: only the program's own time counts
     target = f"accept-{transport}-{mode}.txt"
-    async with connect(transport, mode, http, tmp_path, user) as client:
+    async with connect(transport, mode, http, stdio, user) as client:
         data = await run(client, WRITE.replace("approved.txt", target))
     assert data["status"] == "ok", data
     assert data["result"] == "written"
     assert len(user.questions) == 1
     message = user.questions[0].message
     assert f"write_file(path='{target}', content='written')" in message, message
-    assert (workspace_for(transport, http, tmp_path) / target).read_text() == "written"
+    assert (workspace_for(transport, http, stdio) / target).read_text() == "written"
 
 
 @pytest.mark.parametrize(("transport", "mode"), WAYS)
-async def test_a_declined_call_does_nothing(transport: str, mode: str, http: Served, tmp_path: Path) -> None:
+async def test_a_declined_call_does_nothing(transport: str, mode: str, http: Served, stdio: SharedStdio) -> None:
     user = User("decline")
     target = f"decline-{transport}-{mode}.txt"
-    async with connect(transport, mode, http, tmp_path, user) as client:
+    async with connect(transport, mode, http, stdio, user) as client:
         data = await run(client, WRITE.replace("approved.txt", target))
     assert data["error"]["code"] == "APPROVAL_DENIED", data
     assert "declined" in data["error"]["message"] and data["error"]["tool_name"] == "write_file"
     assert [(c["tool"], c["ok"], c["error_code"]) for c in data["calls"]] == [("write_file", False, "APPROVAL_DENIED")]
-    assert not (workspace_for(transport, http, tmp_path) / target).exists()
+    assert not (workspace_for(transport, http, stdio) / target).exists()
 
 
 @pytest.mark.parametrize(("transport", "mode"), WAYS)
 async def test_a_client_that_cannot_be_asked_is_refused(
-    transport: str, mode: str, http: Served, tmp_path: Path
+    transport: str, mode: str, http: Served, stdio: SharedStdio
 ) -> None:
     target = f"unavailable-{transport}-{mode}.txt"
-    async with connect(transport, mode, http, tmp_path, None) as client:
+    async with connect(transport, mode, http, stdio, None) as client:
         data = await run(client, WRITE.replace("approved.txt", target))
         reading = await run(client, "__result__ = list_files('.')")  # read-only tools need no approval
     assert data["error"]["code"] == "APPROVAL_UNAVAILABLE", data
     assert "elicitation" in data["error"]["message"]
     assert reading["status"] == "ok"
-    assert not (workspace_for(transport, http, tmp_path) / target).exists()
+    assert not (workspace_for(transport, http, stdio) / target).exists()
 
 
 # ---------------------------------------------------------------- in process, both protocol eras
