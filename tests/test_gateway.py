@@ -14,7 +14,7 @@ import os
 import signal
 import sys
 from collections.abc import AsyncIterator, Iterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -69,14 +69,6 @@ def everything_url() -> Iterator[str]:
         yield url
 
 
-@pytest.fixture(params=["stdio", "streamable-http"])
-def everything(request: pytest.FixtureRequest) -> dict[str, Any]:
-    """server-everything's configuration over each transport it has."""
-    if request.param == "stdio":
-        return everything_stdio()
-    return {"url": request.getfixturevalue("everything_url")}
-
-
 @pytest.fixture(scope="module")
 async def with_time(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Runtime]:
     """server-everything over stdio and mcp-server-time behind one runtime, for the tests that read its catalog
@@ -85,6 +77,24 @@ async def with_time(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[R
     workspace.mkdir()
     async with gateway(workspace, {"everything": everything_stdio(), "time": time_stdio()}) as runtime:
         yield runtime
+
+
+@pytest.fixture(scope="module")
+async def with_time_over_http(tmp_path_factory: pytest.TempPathFactory, everything_url: str) -> AsyncIterator[Runtime]:
+    """`with_time`, but reaching the module's server-everything over Streamable HTTP."""
+    workspace = tmp_path_factory.mktemp("with-time-http") / "ws"
+    workspace.mkdir()
+    async with gateway(workspace, {"everything": {"url": everything_url}, "time": time_stdio()}) as runtime:
+        yield runtime
+
+
+@pytest.fixture(params=["stdio", "streamable-http"])
+def everything(request: pytest.FixtureRequest) -> Runtime:
+    """A module's runtime reaching server-everything (and mcp-server-time) over each transport server-everything
+    has, for the tests whose calls change nothing: the upstream servers and the worker pool are started once."""
+    name = "with_time" if request.param == "stdio" else "with_time_over_http"
+    runtime: Runtime = request.getfixturevalue(name)
+    return runtime
 
 
 @pytest.fixture(scope="module")
@@ -155,21 +165,16 @@ def test_attp_tools_lists_upstream_tools(
 # ---------------------------------------------------------------- calls and results
 
 
-async def test_results_come_back_as_data(workspace: Path, everything: dict[str, Any], with_time: Runtime) -> None:
-    async with AsyncExitStack() as stack:
-        # Over stdio, the module's runtime of this configuration; over HTTP, a runtime of its own.
-        over_stdio = "command" in everything
-        servers = {"everything": everything, "time": time_stdio()}
-        runtime = with_time if over_stdio else await stack.enter_async_context(gateway(workspace, servers))
-        done = await run(
-            runtime,
-            """weather = get_structured_content(location="Chicago")
+async def test_results_come_back_as_data(everything: Runtime) -> None:
+    done = await run(
+        everything,
+        """weather = get_structured_content(location="Chicago")
 image = get_tiny_image()
 env = get_env()
 now = time.get_current_time(timezone="Europe/Oslo")
 __result__ = {"weather": weather, "image": image, "env_is_dict": isinstance(env, dict),
               "now": now["timezone"], "echo": echo(message="hi"), "links": get_resource_links(count=1)}""",
-        )
+    )
     assert done["status"] == "ok", done["error"]
     result = done["result"]
     assert set(result["weather"]) == {"temperature", "conditions", "humidity"}
@@ -259,16 +264,15 @@ async def test_a_long_call_over_http_ends_at_the_deadline(workspace: Path, every
         assert again["result"] == "Echo: next"
 
 
-async def test_upstream_progress_becomes_our_progress(workspace: Path, everything: dict[str, Any]) -> None:
+async def test_upstream_progress_becomes_our_progress(everything: Runtime) -> None:
     seen: list[tuple[float, str]] = []
 
     async def progress(value: float, message: str) -> None:
         seen.append((value, message))
 
-    async with gateway(workspace, {"everything": everything}) as runtime:
-        done = await run(
-            runtime, "__result__ = trigger_long_running_operation(duration=1, steps=4)", CallContext(progress=progress)
-        )
+    done = await run(
+        everything, "__result__ = trigger_long_running_operation(duration=1, steps=4)", CallContext(progress=progress)
+    )
     assert done["status"] == "ok", done["error"]
     values = [value for value, _ in seen]
     assert values == sorted(set(values)) and values[-1] == 1  # increasing, ending at the one finished call
