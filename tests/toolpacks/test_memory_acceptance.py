@@ -331,7 +331,9 @@ async def test_every_tool_works_from_one_program_over_a_real_transport(tmp_path:
 # ------------------------------------------------------------------ 2. eight concurrent sessions, two servers
 
 SESSIONS = 8
-PAGES_PER_SESSION = 100
+PAGES_PER_SESSION = 50
+"""Each session's creates and moves (25 of them, every kind of target several times over) take seconds of wall
+time, so the eight sessions' runs overlap by far; more pages only cost CPU (about 2.5 s per 50 more)."""
 SUBFOLDERS = 3
 
 RETRY = """
