@@ -12,6 +12,7 @@ import anyio
 import pytest
 from harness import Served, served_over
 from mcp import Client
+from mcp_types import CallToolResult
 
 pytestmark = [pytest.mark.anyio, pytest.mark.process]
 
@@ -161,7 +162,6 @@ ERROR_CASES = [
     pytest.param({"code": "refuse('NOT_ALLOWED')"}, "NOT_ALLOWED", id="tool-own-code"),
     pytest.param({"code": "read_file('missing.txt')"}, "FILE_NOT_FOUND", id="files-pack-code"),
     pytest.param({"code": "1 / 0"}, "RUNTIME_ERROR", id="runtime"),
-    pytest.param({"code": "while True:\n    pass"}, "TIMEOUT", id="timeout"),
     pytest.param({"code": "x = 'a' * 10**10"}, "MEMORY_LIMIT", id="memory"),
     pytest.param({"code": "__result__ = 'x' * 200000"}, "RESULT_TOO_LARGE", id="result-too-large"),
     pytest.param({"code": "__result__ = re.compile('a')"}, "RESULT_NOT_SERIALIZABLE", id="not-serializable"),
@@ -170,9 +170,8 @@ ERROR_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("arguments", "code"), ERROR_CASES)
-async def test_error_codes(served: Served, arguments: dict[str, Any], code: str) -> None:
-    data, raw = await call(served, arguments)
+def assert_error(data: dict[str, Any], raw: Any, code: str) -> None:
+    """A failed program: an error result (isError) with `code` and a message, in both views."""
     assert data["status"] == "error"
     assert raw.is_error is True
     assert data["error"]["code"] == code, data["error"]
@@ -181,18 +180,16 @@ async def test_error_codes(served: Served, arguments: dict[str, Any], code: str)
     assert text["error"]["code"] == code
 
 
+@pytest.mark.parametrize(("arguments", "code"), ERROR_CASES)
+async def test_error_codes(served: Served, arguments: dict[str, Any], code: str) -> None:
+    data, raw = await call(served, arguments)
+    assert_error(data, raw, code)
+
+
 async def test_name_not_found_suggests_closest_tool(served: Served) -> None:
     data, _ = await call(served, {"code": "__result__ = reed_file('a.txt')"})
     assert data["error"]["suggested_value"] == "read_file"
     assert data["error"]["line"] == 1
-
-
-async def test_next_call_works_after_timeout(served: Served) -> None:
-    async with served.client() as client:
-        first = await client.call_tool("attp_execute", {"code": "while True:\n    pass"})
-        second = await client.call_tool("attp_execute", {"code": "__result__ = add(20, 22)"})
-    assert first.structured_content["error"]["code"] == "TIMEOUT"
-    assert second.structured_content["result"] == 42
 
 
 async def test_output_flood_is_truncated_and_never_reaches_server_stdout(served: Served) -> None:
@@ -208,26 +205,68 @@ async def test_output_flood_is_truncated_and_never_reaches_server_stdout(served:
         assert b"FLOOD-MARKER" not in served.stdout_path.read_bytes()
 
 
-async def test_concurrent_session_answers_while_another_runs_away(served: Served) -> None:
+RUNAWAY = "while True:\n    pass"
+
+
+@dataclass
+class Runaway:
+    """What one runaway program did on a transport, with another session calling while it ran."""
+
+    stopped: CallToolResult  # the runaway's result (stopped at the server's --timeout-s)
+    next_call: CallToolResult  # the next call on the runaway's session
+    other_call: CallToolResult  # the other session's call, made while the runaway ran
+    finished: list[str]  # which of the two calls answered first
+
+
+@pytest.fixture(scope="module")
+def runaways() -> dict[str, Runaway]:
+    return {}
+
+
+@pytest.fixture
+async def runaway(served: Served, runaways: dict[str, Runaway]) -> Runaway:
+    """One runaway per transport for the module: each burns a whole timeout of CPU, so the three tests about it
+    (the TIMEOUT error, the next call on its session, another session answering meanwhile) read one run."""
+    if served.transport not in runaways:
+        runaways[served.transport] = await run_away(served)
+    return runaways[served.transport]
+
+
+async def run_away(served: Served) -> Runaway:
     finished: list[str] = []
+    answers: dict[str, CallToolResult] = {}
 
-    async def runaway() -> None:
+    async def runaway_session() -> None:
         async with own_client(served) as client:
-            await client.call_tool("attp_execute", {"code": "while True:\n    pass"})
-        finished.append("runaway")
+            answers["stopped"] = await client.call_tool("attp_execute", {"code": RUNAWAY})
+            finished.append("runaway")
+            answers["next_call"] = await client.call_tool("attp_execute", {"code": "__result__ = add(20, 22)"})
 
-    async def simple() -> None:
+    async def other_session() -> None:
         async with served.client() as client:  # another session (over stdio, the module's; the runaway has its own)
             await anyio.sleep(0.3)  # let the runaway start first
-            result = await client.call_tool("attp_execute", {"code": "__result__ = add(1, 1)"})
-        assert result.structured_content["result"] == 2
-        finished.append("simple")
+            answers["other_call"] = await client.call_tool("attp_execute", {"code": "__result__ = add(1, 1)"})
+            finished.append("simple")
 
     with anyio.fail_after(30):
         async with anyio.create_task_group() as tasks:
-            tasks.start_soon(runaway)
-            tasks.start_soon(simple)
-    assert finished == ["simple", "runaway"]
+            tasks.start_soon(runaway_session)
+            tasks.start_soon(other_session)
+    return Runaway(finished=finished, **answers)
+
+
+async def test_runaway_is_a_timeout_error(runaway: Runaway) -> None:
+    assert_error(runaway.stopped.structured_content, runaway.stopped, "TIMEOUT")
+
+
+async def test_next_call_works_after_timeout(runaway: Runaway) -> None:
+    assert runaway.stopped.structured_content["error"]["code"] == "TIMEOUT"
+    assert runaway.next_call.structured_content["result"] == 42
+
+
+async def test_concurrent_session_answers_while_another_runs_away(runaway: Runaway) -> None:
+    assert runaway.other_call.structured_content["result"] == 2
+    assert runaway.finished == ["simple", "runaway"]
 
 
 def test_healthz_reports_workers_and_sandbox(http_server: Served) -> None:
