@@ -279,6 +279,29 @@ def ts_client(
     return done.returncode, dict(summary)
 
 
+@dataclass(frozen=True)
+class TsRun:
+    """One run of ts_client.mjs: what its --url, --transport, --folder and --header say."""
+
+    url: str
+    transport: str
+    folder: str
+    headers: tuple[str, ...] = ()
+
+
+def ts_client_runs(node_clients: NodeClients, runs: list[TsRun]) -> dict[TsRun, tuple[int, dict[str, Any]]]:
+    """Run ts_client.mjs once with ``--runs`` (one Node start instead of one per run): each run's exit code (as
+    its own invocation would have exited) and JSON summary. A test reads its own run, and fails on its own."""
+    entries = [{"url": r.url, "transport": r.transport, "folder": r.folder, "header": list(r.headers)} for r in runs]
+    done = node_clients.run(TS_CLIENT, "--runs", json.dumps(entries))
+    try:
+        summaries = json.loads(done.stdout)["runs"]
+    except (json.JSONDecodeError, KeyError):
+        pytest.fail(f"ts_client.mjs exited {done.returncode} without its JSON summaries:\n{done.stdout}\n{done.stderr}")
+    assert len(summaries) == len(runs), done.stdout
+    return {run: (summary.pop("exit_code"), dict(summary)) for run, summary in zip(runs, summaries, strict=True)}
+
+
 def assert_all_checks_passed(code: int, summary: dict[str, Any], transport: str) -> dict[str, Any]:
     failed = [c for r in summary["results"] for c in r["checks"] if not c["ok"]]
     errors = [r.get("error") for r in summary["results"] if r.get("error")]
@@ -289,11 +312,27 @@ def assert_all_checks_passed(code: int, summary: dict[str, Any], transport: str)
     return dict(result)
 
 
-@pytest.mark.parametrize("transport", ["sse", "streamable-http"])
-def test_ts_sdk_client(node_clients: NodeClients, http_server: Served, transport: str) -> None:
+TRANSPORTS = ["sse", "streamable-http"]
+
+
+def plain_run(http_server: Served, transport: str) -> TsRun:
     assert http_server.url is not None
-    folder = f"clients/ts-{transport}"
-    code, summary = ts_client(node_clients, http_server.url, transport, folder)
+    return TsRun(http_server.url, transport, f"clients/ts-{transport}")
+
+
+@pytest.fixture(scope="module")
+def plain_runs(node_clients: NodeClients, http_server: Served) -> dict[TsRun, tuple[int, dict[str, Any]]]:
+    """ts_client.mjs against the module's server, one run per transport, in one Node process."""
+    return ts_client_runs(node_clients, [plain_run(http_server, transport) for transport in TRANSPORTS])
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_ts_sdk_client(
+    plain_runs: dict[TsRun, tuple[int, dict[str, Any]]], http_server: Served, transport: str
+) -> None:
+    run = plain_run(http_server, transport)
+    folder = run.folder
+    code, summary = plain_runs[run]
     result = assert_all_checks_passed(code, summary, transport)
     assert result["server"]["name"] == "attp-server"
     assert result["call"]["result"] == expected_result(folder)
@@ -329,15 +368,37 @@ REFUSED = [
     pytest.param(("X-API-Key: wrong-token",), id="wrong-x-api-key"),
     pytest.param((f"Authorization: {TOKEN}",), id="token-without-bearer-scheme"),
 ]
-TRANSPORTS = ["sse", "streamable-http"]
+
+
+def accepted_run(auth_server: Served, transport: str, header: str) -> TsRun:
+    assert auth_server.url is not None
+    return TsRun(
+        auth_server.url, transport, f"clients/ts-auth-{transport}-{header.partition(':')[0].lower()}", (header,)
+    )
+
+
+def refused_run(auth_server: Served, transport: str, headers: tuple[str, ...]) -> TsRun:
+    assert auth_server.url is not None
+    return TsRun(auth_server.url, transport, f"clients/ts-refused-{transport}", headers)
+
+
+@pytest.fixture(scope="module")
+def auth_runs(node_clients: NodeClients, auth_server: Served) -> dict[TsRun, tuple[int, dict[str, Any]]]:
+    """Every accepted and refused ts_client.mjs run against the token server (the two tests below), in one Node
+    process: twelve Node starts cost more CPU than the runs."""
+    runs = [accepted_run(auth_server, t, p.values[0]) for t in TRANSPORTS for p in ACCEPTED]
+    runs += [refused_run(auth_server, t, p.values[0]) for t in TRANSPORTS for p in REFUSED]
+    return ts_client_runs(node_clients, runs)
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 @pytest.mark.parametrize("header", ACCEPTED)
-def test_ts_sdk_client_with_token(node_clients: NodeClients, auth_server: Served, transport: str, header: str) -> None:
-    assert auth_server.url is not None
-    folder = f"clients/ts-auth-{transport}-{header.partition(':')[0].lower()}"
-    code, summary = ts_client(node_clients, auth_server.url, transport, folder, (header,))
+def test_ts_sdk_client_with_token(
+    auth_runs: dict[TsRun, tuple[int, dict[str, Any]]], auth_server: Served, transport: str, header: str
+) -> None:
+    run = accepted_run(auth_server, transport, header)
+    folder = run.folder
+    code, summary = auth_runs[run]
     assert_all_checks_passed(code, summary, transport)
     assert (auth_server.workspace / folder / "temps.csv").read_text() == TEMPS_CSV
 
@@ -345,11 +406,11 @@ def test_ts_sdk_client_with_token(node_clients: NodeClients, auth_server: Served
 @pytest.mark.parametrize("transport", TRANSPORTS)
 @pytest.mark.parametrize("headers", REFUSED)
 def test_ts_sdk_client_without_the_token_gets_401(
-    node_clients: NodeClients, auth_server: Served, transport: str, headers: tuple[str, ...]
+    auth_runs: dict[TsRun, tuple[int, dict[str, Any]]], auth_server: Served, transport: str, headers: tuple[str, ...]
 ) -> None:
-    assert auth_server.url is not None
-    folder = f"clients/ts-refused-{transport}"
-    code, summary = ts_client(node_clients, auth_server.url, transport, folder, headers)
+    run = refused_run(auth_server, transport, headers)
+    folder = run.folder
+    code, summary = auth_runs[run]
     [result] = summary["results"]
     assert (code, summary["ok"], result.get("http_status")) == (1, False, 401), json.dumps(summary, indent=2)
     assert "tools" not in result  # it never got as far as listing tools
@@ -395,16 +456,38 @@ APPROVAL_ANSWERS = [
 ]
 
 
+@pytest.fixture(scope="module")
+def approval_runs(node_clients: NodeClients, approval_server: Served) -> dict[str, tuple[int, dict[str, Any], str]]:
+    """ts_approval.mjs with every answer, in one Node process (the folder for an answer is
+    ``clients/ts-approval-ANSWER``): per answer, the exit code a run with only it would have had (1 if a
+    connection failed), its summary, and the script's stderr."""
+    assert approval_server.url is not None
+    answers = [p.values[0] for p in APPROVAL_ANSWERS]
+    args = ["--url", approval_server.url, "--folder", "clients/ts-approval"]
+    done = node_clients.run(TS_APPROVAL, *args, *(a for answer in answers for a in ("--answer", answer)))
+    try:
+        runs = json.loads(done.stdout)["runs"]
+    except (json.JSONDecodeError, KeyError):
+        pytest.fail(
+            f"ts_approval.mjs exited {done.returncode} without its JSON summaries:\n{done.stdout}\n{done.stderr}"
+        )
+    assert [run["answer"] for run in runs] == answers, done.stdout
+    connect_failed = [any(r.get("error", "").startswith("connect:") for r in run["results"]) for run in runs]
+    return {run["answer"]: (int(failed), run, done.stderr) for run, failed in zip(runs, connect_failed, strict=True)}
+
+
 @pytest.mark.parametrize(("answer", "statuses", "asked"), APPROVAL_ANSWERS)
 def test_ts_sdk_client_answers_approvals_and_keeps_state(
-    node_clients: NodeClients, approval_server: Served, answer: str, statuses: list[str], asked: int
+    approval_runs: dict[str, tuple[int, dict[str, Any], str]],
+    approval_server: Served,
+    answer: str,
+    statuses: list[str],
+    asked: int,
 ) -> None:
     """The TypeScript SDK's own elicitation handling, over SSE and Streamable HTTP (sessions with an Mcp-Session-Id)."""
-    assert approval_server.url is not None
     folder = f"clients/ts-approval-{answer}"
-    done = node_clients.run(TS_APPROVAL, "--url", approval_server.url, "--answer", answer, "--folder", folder)
-    assert done.returncode == 0, done.stderr
-    summary = json.loads(done.stdout)
+    code, summary, stderr = approval_runs[answer]
+    assert code == 0, stderr
     for result in summary["results"]:
         transport = result["transport"]
         assert "error" not in result, result

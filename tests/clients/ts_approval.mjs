@@ -10,7 +10,11 @@
 //   node ts_approval.mjs --url http://127.0.0.1:8765 --answer accept [--transport sse|streamable-http|both]
 //                        [--folder clients/ts-approval]
 //
-// Exit codes: 0 the summary was printed (the test judges it), 1 the connection failed, 2 bad usage.
+// With --answer given more than once, it does all that for each answer in turn (new connections each time; the
+// folder gets the answer appended, `FOLDER-ANSWER`), in this one process (a Node start with the SDK costs more
+// CPU than a run), and prints {"runs": [summary, ...]}, each summary as a run with only that answer prints it.
+//
+// Exit codes: 0 the summary was printed (the test judges it), 1 a connection failed, 2 bad usage.
 
 import { parseArgs } from "node:util";
 
@@ -40,7 +44,7 @@ function parseCommandLine() {
     parsed = parseArgs({
       options: {
         url: { type: "string" },
-        answer: { type: "string" },
+        answer: { type: "string", multiple: true, default: [] },
         transport: { type: "string", default: "both" },
         folder: { type: "string", default: "clients/ts-approval" },
       },
@@ -50,10 +54,19 @@ function parseCommandLine() {
     usage(error.message);
   }
   if (!parsed.url) usage("--url is required");
-  if (!(parsed.answer in ANSWERS)) usage(`--answer is one of ${Object.keys(ANSWERS).join(", ")}`);
+  if (parsed.answer.length === 0) usage("--answer is required");
+  for (const answer of parsed.answer) {
+    if (!(answer in ANSWERS)) usage(`--answer is one of ${Object.keys(ANSWERS).join(", ")}`);
+  }
   const transports = parsed.transport === "both" ? Object.keys(TRANSPORTS) : [parsed.transport];
   for (const name of transports) if (!(name in TRANSPORTS)) usage(`unknown transport ${JSON.stringify(name)}`);
-  return { url: parsed.url, answer: parsed.answer, transports, folder: parsed.folder };
+  const several = parsed.answer.length > 1;
+  return parsed.answer.map((answer) => ({
+    url: parsed.url,
+    answer,
+    transports,
+    folder: several ? `${parsed.folder}-${answer}` : parsed.folder,
+  }));
 }
 
 function outcome(result) {
@@ -89,8 +102,11 @@ async function exercise(name, options) {
   return report;
 }
 
-const options = parseCommandLine();
-const results = [];
-for (const name of options.transports) results.push(await exercise(name, options));
-process.stdout.write(`${JSON.stringify({ answer: options.answer, results }, null, 2)}\n`);
-process.exitCode = results.some((r) => r.error?.startsWith("connect:")) ? 1 : 0;
+const runs = [];
+for (const options of parseCommandLine()) {
+  const results = [];
+  for (const name of options.transports) results.push(await exercise(name, options));
+  runs.push({ answer: options.answer, results });
+}
+process.stdout.write(`${JSON.stringify(runs.length === 1 ? runs[0] : { runs }, null, 2)}\n`);
+process.exitCode = runs.some((run) => run.results.some((r) => r.error?.startsWith("connect:"))) ? 1 : 0;

@@ -10,6 +10,13 @@
 //
 // Exit codes: 0 all checks passed, 1 a check failed or the connection failed, 2 bad usage.
 // On a connection failure the summary carries the HTTP status the SDK saw (e.g. 401) as `http_status`.
+//
+//   node ts_client.mjs --runs '[{"url": "http://127.0.0.1:8765", "transport": "sse", "header": [...], "folder": "x"}, ...]'
+//
+// runs each entry (keys as the options above, same defaults) as its own invocation would, one after another in
+// this one process (a Node start with the SDK costs more CPU than a run), and prints {"ok", "runs": [summary, ...]}:
+// each summary as that invocation prints it, plus the exit code it would have had as `exit_code`. Exit codes as
+// above, over all runs.
 
 import { readFileSync } from "node:fs";
 import { isDeepStrictEqual, parseArgs } from "node:util";
@@ -31,7 +38,8 @@ function usage(message) {
   process.stderr.write(`ts_client: ${message}\n`);
   process.stderr.write(
     "usage: node ts_client.mjs --url http://HOST:PORT [--transport sse|streamable-http|both] " +
-      '[--header "Name: Value"]... [--folder PATH] [--timeout-ms N]\n',
+      '[--header "Name: Value"]... [--folder PATH] [--timeout-ms N]\n' +
+      "       node ts_client.mjs --runs JSON [--timeout-ms N]\n",
   );
   process.exit(2);
 }
@@ -42,9 +50,10 @@ function parseCommandLine() {
     parsed = parseArgs({
       options: {
         url: { type: "string" },
-        transport: { type: "string", default: "both" },
-        header: { type: "string", multiple: true, default: [] },
-        folder: { type: "string", default: "clients/ts" },
+        transport: { type: "string" },
+        header: { type: "string", multiple: true },
+        folder: { type: "string" },
+        runs: { type: "string" },
         "timeout-ms": { type: "string", default: "20000" },
       },
       strict: true,
@@ -52,18 +61,35 @@ function parseCommandLine() {
   } catch (error) {
     usage(error.message);
   }
-  if (!parsed.url) usage("--url is required");
-  const transports = parsed.transport === "both" ? Object.keys(TRANSPORTS) : [parsed.transport];
-  for (const name of transports) if (!(name in TRANSPORTS)) usage(`unknown transport ${JSON.stringify(name)}`);
-  const headers = {};
-  for (const header of parsed.header) {
-    const colon = header.indexOf(":");
-    if (colon <= 0) usage(`a header is "Name: Value", got ${JSON.stringify(header)}`);
-    headers[header.slice(0, colon).trim()] = header.slice(colon + 1).trim();
-  }
   const timeout = Number.parseInt(parsed["timeout-ms"], 10);
   if (!(timeout > 0)) usage("--timeout-ms must be a positive integer");
-  return { url: parsed.url, transports, headers, folder: parsed.folder, timeout };
+  if (parsed.runs === undefined) return { batch: false, runs: [runOptions(parsed, timeout)] };
+  if (parsed.url !== undefined || parsed.transport !== undefined || parsed.header !== undefined || parsed.folder !== undefined) {
+    usage("--runs replaces --url, --transport, --header and --folder");
+  }
+  let runs;
+  try {
+    runs = JSON.parse(parsed.runs);
+  } catch (error) {
+    usage(`--runs is not JSON: ${error.message}`);
+  }
+  if (!Array.isArray(runs) || runs.length === 0) usage("--runs is a non-empty JSON array of runs");
+  return { batch: true, runs: runs.map((run) => runOptions(run ?? {}, timeout)) };
+}
+
+// One run's options from its --url, --transport, --header and --folder (or a --runs entry's keys of those names).
+function runOptions({ url, transport = "both", header = [], folder = "clients/ts" }, timeout) {
+  if (!url) usage("--url is required");
+  const transports = transport === "both" ? Object.keys(TRANSPORTS) : [transport];
+  for (const name of transports) if (!(name in TRANSPORTS)) usage(`unknown transport ${JSON.stringify(name)}`);
+  if (!Array.isArray(header)) usage(`a run's headers are a list, got ${JSON.stringify(header)}`);
+  const headers = {};
+  for (const line of header) {
+    const colon = typeof line === "string" ? line.indexOf(":") : -1;
+    if (colon <= 0) usage(`a header is "Name: Value", got ${JSON.stringify(line)}`);
+    headers[line.slice(0, colon).trim()] = line.slice(colon + 1).trim();
+  }
+  return { url, transports, headers, folder, timeout };
 }
 
 // A real program: write a CSV, read it back, parse and aggregate it, list the folder, print a line.
@@ -238,20 +264,34 @@ async function exercise(name, options) {
   return report;
 }
 
-async function main() {
-  const options = parseCommandLine();
+// One run: every transport it names, in turn; its summary.
+async function run(options) {
   const results = [];
   for (const name of options.transports) {
     results.push(await exercise(name, options));
   }
-  const summary = {
+  return {
     ok: results.every((r) => r.ok),
     sdk: `@modelcontextprotocol/sdk@${SDK_VERSION}`,
     headers: Object.keys(options.headers),
     results,
   };
-  process.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);
-  process.exitCode = summary.ok ? 0 : 1;
+}
+
+async function main() {
+  const { batch, runs } = parseCommandLine();
+  const summaries = [];
+  for (const options of runs) {
+    summaries.push(await run(options));
+  }
+  const ok = summaries.every((s) => s.ok);
+  if (batch) {
+    for (const summary of summaries) summary.exit_code = summary.ok ? 0 : 1;
+    process.stdout.write(`${JSON.stringify({ ok, runs: summaries }, null, 2)}\n`);
+  } else {
+    process.stdout.write(`${JSON.stringify(summaries[0], null, 2)}\n`);
+  }
+  process.exitCode = ok ? 0 : 1;
 }
 
 await main();
