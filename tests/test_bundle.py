@@ -18,7 +18,7 @@ import pytest
 from harness import execute, server_env
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
-from upstreams import time_stdio
+from upstreams import everything_stdio
 
 pytestmark = pytest.mark.anyio
 
@@ -53,13 +53,16 @@ def make_bundle(tmp_path: Path) -> tuple[Path, Path]:
     return bundle, unpacked
 
 
-def claude_desktop_command(unpacked: Path, choices: dict[str, Any], home: Path) -> dict[str, Any]:
+def claude_desktop_commands(unpacked: Path, choices: list[dict[str, Any]], home: Path) -> list[dict[str, Any]]:
+    """What Claude Desktop starts for each of the user's `choices` (one Node run for all of them)."""
     done = subprocess.run(
-        ["node", str(CLIENTS / "mcpb_config.mjs"), str(unpacked), json.dumps(choices)],
+        ["node", str(CLIENTS / "mcpb_config.mjs"), str(unpacked), *map(json.dumps, choices)],
         capture_output=True, text=True, timeout=60, check=False, env={**os.environ, "HOME": str(home)},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    return dict(json.loads(done.stdout))
+    commands = [dict(json.loads(line)) for line in done.stdout.splitlines()]
+    assert len(commands) == len(choices), done.stdout
+    return commands
 
 
 def test_the_official_cli_accepts_the_bundle(built: tuple[Path, Path]) -> None:
@@ -100,29 +103,31 @@ async def test_the_installed_bundle_serves_with_the_users_choices(
     workspace = tmp_path / "My Files"
     workspace.mkdir()
     upstream = tmp_path / "upstream.json"
-    upstream.write_text(json.dumps({"mcpServers": {"time": time_stdio()}}))
+    upstream.write_text(json.dumps({"mcpServers": {"everything": everything_stdio()}}))
     home = tmp_path / "home"
     home.mkdir()
     started_in = tmp_path / "claude"
     started_in.mkdir()
-    for approval in ("never", "always"):
-        config = claude_desktop_command(
-            unpacked, {"workspace": str(workspace), "upstream_servers": str(upstream), "approval": approval}, home
-        )
+    approvals = ("never", "always")
+    configs = claude_desktop_commands(
+        unpacked,
+        [{"workspace": str(workspace), "upstream_servers": str(upstream), "approval": a} for a in approvals],
+        home,
+    )
+    for approval, config in zip(approvals, configs, strict=True):
         assert config["env"]["ATTP_DB_PATH"] == str(home / ".attp-server" / "memory.sqlite3")
         params = StdioServerParameters(
             command=config["command"], args=config["args"], env=config["env"], cwd=str(started_in)
         )
         async with Client(params, mode=mode) as client:
             [tool] = (await client.list_tools()).tools
-            assert tool.name == "attp_execute" and "get_current_time" in (tool.description or "")
+            assert tool.name == "attp_execute" and "get_sum(" in (tool.description or "")
             data = await execute(
-                client,
-                f'write_file("{approval}.txt", "hi")\n__result__ = time.get_current_time(timezone="UTC")["timezone"]',
+                client, f'write_file("{approval}.txt", "hi")\n__result__ = everything.get_sum(a=2, b=3)'
             )
         if approval == "never":
             assert data["status"] == "ok", data["error"]
-            assert data["result"] == "UTC"
+            assert data["result"] == "The sum of 2 and 3 is 5."
             assert (workspace / "never.txt").read_text() == "hi"
         else:  # the user chose to be asked; this client cannot answer, so nothing is written
             assert data["error"]["code"].startswith("APPROVAL"), data
