@@ -30,27 +30,29 @@ echoed = parallel(echo, [{"message": m} for m in ["a", "b"]])
 __result__ = {"zone": now["timezone"], "sum": total, "echoed": echoed}"""
 
 
-def write_configs(root: Path, workspace: Path) -> tuple[Path, Path]:
-    """attp.toml with two [mcp_servers] tables, and a claude_desktop_config.json with two more."""
+WORKING = frozenset({"everything", "grower", "time", "filesystem"})
+
+
+def write_configs(root: Path, workspace: Path, working: frozenset[str] = WORKING) -> tuple[Path, Path]:
+    """attp.toml with two [mcp_servers] tables, and a claude_desktop_config.json with two more, one that cannot
+    start and one disabled. `working` names the real servers a test keeps (each costs a process start)."""
     toml = root / "attp.toml"
+    servers = {"everything": everything_stdio(), "grower": {"command": sys.executable, "args": [str(GROWING)]}}
     toml.write_text(
         tomli_w.dumps(
             {
                 "toolpacks": {"enabled": ["files"]},
-                "mcp_servers": {
-                    "everything": everything_stdio(),
-                    "grower": {"command": sys.executable, "args": [str(GROWING)]},
-                },
+                "mcp_servers": {name: server for name, server in servers.items() if name in working},
             }
         )
     )
     claude = root / "claude_desktop_config.json"
+    servers = {"time": time_stdio(), "filesystem": filesystem_stdio(workspace)}
     claude.write_text(
         json.dumps(
             {
                 "mcpServers": {
-                    "time": time_stdio(),
-                    "filesystem": filesystem_stdio(workspace),
+                    **{name: server for name, server in servers.items() if name in working},
                     "broken": {"command": "attp-no-such-server", "args": ["--stdio"]},
                     "off": {"command": "attp-never-started", "disabled": True},
                 }
@@ -96,7 +98,7 @@ async def test_clients_hear_that_the_tool_list_changed(tmp_path: Path) -> None:
     """A handshake-era client gets notifications/tools/list_changed; a 2026 one gets it on its listen stream."""
     workspace = tmp_path / "ws"
     workspace.mkdir()
-    toml, _ = write_configs(tmp_path, workspace)
+    toml, _ = write_configs(tmp_path, workspace, frozenset({"grower"}))  # the server that changes its tools
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "attp_server", "serve", "--config", str(toml), "--workspace", str(workspace)],
@@ -129,7 +131,7 @@ async def test_clients_hear_that_the_tool_list_changed(tmp_path: Path) -> None:
 def test_inspector_runs_a_program_across_two_servers(tmp_path: Path) -> None:
     workspace = tmp_path / "ws"
     workspace.mkdir()
-    toml, claude = write_configs(tmp_path, workspace)
+    toml, claude = write_configs(tmp_path, workspace, frozenset({"everything", "time"}))  # one from each file
     server = {
         "command": sys.executable,
         "args": [
