@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-from harness import SERVE_FLAGS, Served, running, serving_http
+from harness import SERVE_FLAGS, Served, mcp_http_client, running, serving_http
 from harness import execute as run
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -57,7 +57,7 @@ async def round_robin(replicas: list[Served], seen: list[tuple[int, bytes]]) -> 
         seen.append((port, request.content))
         request.url = request.url.copy_with(port=port)
 
-    http = httpx2.AsyncClient(event_hooks={"request": [next_replica]}, timeout=httpx2.Timeout(30, read=300))
+    http = mcp_http_client(event_hooks={"request": [next_replica]})
     async with http, streamable_http_client(replicas[0].url + "/mcp", http_client=http) as streams:
         yield streams
 

@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -22,7 +23,7 @@ from mcp import Client
 from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 
 from attp_server.faces.app import create_server
 from attp_server.run.runtime import ExecuteRequest, Runtime, open_runtime
@@ -154,10 +155,10 @@ class Served:
             return Client(self.stdio, **kwargs)
         assert self.url is not None
         if self.transport == "sse":
-            return Client(sse_client(self.url + "/sse", headers=headers), **kwargs)
-        if headers:
-            return Client(_streamable_with_headers(self.url + "/mcp", headers), **kwargs)
-        return Client(self.url + "/mcp", **kwargs)
+            return Client(
+                sse_client(self.url + "/sse", headers=headers, httpx_client_factory=mcp_http_client), **kwargs
+            )
+        return Client(_streamable(self.url + "/mcp", headers), **kwargs)
 
 
 def served_over(transport: str, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Served:
@@ -195,10 +196,28 @@ async def execute(client: Client, code: str | None = None, **arguments: Any) -> 
     return dict(result.structured_content)
 
 
+_TLS: list[ssl.SSLContext] = []
+
+
+def mcp_http_client(
+    headers: dict[str, str] | None = None,
+    timeout: httpx2.Timeout | None = None,
+    auth: httpx2.Auth | None = None,
+    **options: Any,
+) -> httpx2.AsyncClient:
+    """The HTTP client the SDK's transports make (``create_mcp_http_client``: its timeouts), with one TLS context
+    for the whole process: the SDK's loads the CA bundle for every client, ~23 ms of CPU, and the suite connects
+    hundreds of clients (to plain-HTTP servers on loopback). `options` go to ``httpx2.AsyncClient``."""
+    if not _TLS:
+        _TLS.append(ssl.create_default_context())
+    timeout = timeout or httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT)
+    return httpx2.AsyncClient(headers=headers, timeout=timeout, auth=auth, verify=_TLS[0], **options)
+
+
 @asynccontextmanager
-async def _streamable_with_headers(url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
-    """Streamable HTTP with extra headers; the transport never closes a client it was given, so this does."""
-    http: httpx2.AsyncClient = create_mcp_http_client(headers=headers)
+async def _streamable(url: str, headers: dict[str, str] | None) -> AsyncIterator[Any]:
+    """Streamable HTTP (with extra `headers`); the transport never closes a client it was given, so this does."""
+    http = mcp_http_client(headers=headers)
     async with http, streamable_http_client(url, http_client=http) as streams:
         yield streams
 

@@ -26,10 +26,9 @@ from typing import Any
 
 import httpx
 import httpx2
-from harness import free_port, server_env
+from harness import free_port, mcp_http_client, server_env
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 
 ROOT = Path(__file__).resolve().parents[2]
 HAPROXY_CFG = ROOT / "deploy" / "haproxy.cfg"
@@ -178,10 +177,7 @@ async def _recording_streams(url: str, served_by: list[str]) -> AsyncIterator[An
     async def record(response: httpx2.Response) -> None:
         served_by.append(response.headers.get(REPLICA_HEADER, "?"))
 
-    http = httpx2.AsyncClient(
-        timeout=httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
-        event_hooks={"response": [record]},
-    )
+    http = mcp_http_client(event_hooks={"response": [record]})
     async with http, streamable_http_client(url, http_client=http) as streams:
         yield streams
 
