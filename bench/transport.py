@@ -2,13 +2,16 @@
 
 Servers run from a scratch directory (no stray ``attp.toml`` is read), with no ``ATTP_*`` variable of
 this shell, the bench toolpack, and ``--log-level WARNING`` (the INFO line per call is the only
-difference from the defaults). HTTP servers bind loopback ports only.
+difference from the defaults). HTTP servers bind loopback ports only. The HTTP round trip and the scale
+figures are measured on one ``attp serve --transport http`` (the scale figures after the round trip's
+calls, as after their own warm-up calls).
 """
 
 from __future__ import annotations
 
 import os
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -20,8 +23,11 @@ from typing import Any
 
 import anyio
 import httpx
+import httpx2
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 
 from bench.report import Report
 from bench.timing import interleaved, median_ms, ratio
@@ -106,34 +112,60 @@ async def noop_call(client: Client) -> None:
         raise RuntimeError("noop failed")
 
 
+_TLS: ssl.SSLContext | None = None
+
+
+@asynccontextmanager
+async def _streams(url: str) -> AsyncIterator[Any]:
+    """What ``Client(url)`` connects through (the SDK's own timeouts), with one TLS context for every client: the
+    SDK's default builds one, and loads the CA bundle, per client (about 25 ms of CPU each, for a plain-HTTP URL)."""
+    global _TLS
+    if _TLS is None:
+        _TLS = ssl.create_default_context()
+    timeout = httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT)
+    async with (
+        httpx2.AsyncClient(timeout=timeout, verify=_TLS) as http,
+        streamable_http_client(url, http_client=http) as streams,
+    ):
+        yield streams
+
+
+def mcp_client(target: Any) -> Client:
+    """An MCP client of `target`: stdio parameters, or the URL of a Streamable HTTP endpoint."""
+    return Client(_streams(target)) if isinstance(target, str) else Client(target)
+
+
 @asynccontextmanager
 async def clients(targets: list[Any], count: int = 1) -> AsyncIterator[list[Client]]:
     """`count` connected clients per target (stdio parameters or an HTTP URL)."""
     async with AsyncExitStack() as stack:
-        opened = [await stack.enter_async_context(Client(t)) for t in targets for _ in range(count)]
+        opened = [await stack.enter_async_context(mcp_client(t)) for t in targets for _ in range(count)]
         yield opened
 
 
-async def round_trip(report: Report, quick: bool, scratch: Path) -> None:
+async def round_trip_stdio(report: Report, quick: bool, scratch: Path) -> float:
+    """The round trip over stdio; returns how long the ``attp serve`` it spawned took to a completed ``initialize``."""
     repeats = 4 if quick else 200
     workspace = scratch / "rt-workspace"
     workspace.mkdir()
-    async with clients([stdio(attp_args(workspace), scratch), stdio(["-m", "bench.noop_server"], scratch)]) as (
-        attp,
-        noop,
-    ):
+    async with AsyncExitStack() as stack:
+        started = time.perf_counter()
+        attp = await stack.enter_async_context(Client(stdio(attp_args(workspace), scratch)))
+        cold = time.perf_counter() - started
+        noop = await stack.enter_async_context(Client(stdio(["-m", "bench.noop_server"], scratch)))
         samples = await interleaved({"attp": lambda: attp_call(attp), "noop": lambda: noop_call(noop)}, repeats)
     report.add(ROUND_TRIP, "stdio.attp_execute_w1_ms", median_ms(samples["attp"]), "ms")
     report.add(ROUND_TRIP, "stdio.noop_ms", median_ms(samples["noop"]), "ms")
     report.add(ROUND_TRIP, "stdio.ratio", ratio(samples["attp"], samples["noop"]), "x", "<= 1.5")
+    return cold
 
-    attp_port, noop_port = free_port(), free_port()
-    with (
-        http_server(attp_args(workspace, "--transport", "http", "--port", str(attp_port)), scratch, attp_port),
-        http_server(["-m", "bench.noop_server", "--port", str(noop_port)], scratch, noop_port),
-    ):
-        urls = [f"http://127.0.0.1:{attp_port}/mcp", f"http://127.0.0.1:{noop_port}/mcp"]
-        async with clients(urls) as (attp, noop):
+
+async def round_trip_http(report: Report, quick: bool, scratch: Path, attp_url: str) -> None:
+    """The round trip over Streamable HTTP, to the ``attp serve`` at `attp_url` and a no-op server started here."""
+    repeats = 4 if quick else 200
+    noop_port = free_port()
+    with http_server(["-m", "bench.noop_server", "--port", str(noop_port)], scratch, noop_port):
+        async with clients([attp_url, f"http://127.0.0.1:{noop_port}/mcp"]) as (attp, noop):
             samples = await interleaved({"attp": lambda: attp_call(attp), "noop": lambda: noop_call(noop)}, repeats)
     report.add(ROUND_TRIP, "http.attp_execute_w1_ms", median_ms(samples["attp"]), "ms")
     report.add(ROUND_TRIP, "http.noop_ms", median_ms(samples["noop"]), "ms")
@@ -161,53 +193,51 @@ async def _calls(client: Client, count: int, failures: list[str] | None = None) 
             failures.append(str(exc))
 
 
-async def scale(report: Report, quick: bool, scratch: Path) -> None:
+async def scale(report: Report, quick: bool, process: subprocess.Popen[bytes], url: str) -> None:
+    """Throughput with 1, 4 and 16 clients, then RSS over `total_calls` calls, of the ``attp serve`` `process`."""
     duration, total_calls, warm_calls = (0.3, 20, 1) if quick else (5.0, 10_000, 2)
-    workspace = scratch / "scale-workspace"
-    workspace.mkdir()
-    port = free_port()
-    with http_server(attp_args(workspace, "--transport", "http", "--port", str(port)), scratch, port) as process:
-        url = f"http://127.0.0.1:{port}/mcp"
-        for concurrency in (1, 4, 16):
-            async with clients([url], concurrency) as opened:
-                async with anyio.create_task_group() as warm:  # each session, and the pool grown to `concurrency`
-                    for client in opened:
-                        warm.start_soon(_calls, client, warm_calls)
-                latencies: list[float] = []
-                failures: list[str] = []
-                started = time.perf_counter()
-                async with anyio.create_task_group() as tasks:
-                    for client in opened:
-                        tasks.start_soon(_hammer, client, started + duration, latencies, failures)
-                elapsed = time.perf_counter() - started
-            if failures:
-                report.notes.append(f"{len(failures)} W1 calls failed with {concurrency} clients: {failures[0][:300]}")
-            top = concurrency == 16
-            throughput = round(len(latencies) / elapsed, 1)
-            report.add(SCALE, f"throughput_{concurrency}_clients", throughput, "calls/s", ">= 150" if top else None)
-            report.add(SCALE, f"errors_{concurrency}_clients", len(failures), "calls", "<= 0" if top else None)
-            report.add(SCALE, f"latency_{concurrency}_clients_ms", median_ms(latencies), "ms")
-
-        before = rss_mb(process.pid)
-        failures = []
-        async with clients([url], 4) as opened, anyio.create_task_group() as tasks:
-            for client in opened:
-                tasks.start_soon(_calls, client, total_calls // 4, failures)
-        after = rss_mb(process.pid)
+    for concurrency in (1, 4, 16):
+        async with clients([url], concurrency) as opened:
+            async with anyio.create_task_group() as warm:  # each session, and the pool grown to `concurrency`
+                for client in opened:
+                    warm.start_soon(_calls, client, warm_calls)
+            latencies: list[float] = []
+            failures: list[str] = []
+            started = time.perf_counter()
+            async with anyio.create_task_group() as tasks:
+                for client in opened:
+                    tasks.start_soon(_hammer, client, started + duration, latencies, failures)
+            elapsed = time.perf_counter() - started
         if failures:
-            report.notes.append(f"{len(failures)} of {total_calls} W1 calls failed: {failures[0][:300]}")
+            report.notes.append(f"{len(failures)} W1 calls failed with {concurrency} clients: {failures[0][:300]}")
+        top = concurrency == 16
+        throughput = round(len(latencies) / elapsed, 1)
+        report.add(SCALE, f"throughput_{concurrency}_clients", throughput, "calls/s", ">= 150" if top else None)
+        report.add(SCALE, f"errors_{concurrency}_clients", len(failures), "calls", "<= 0" if top else None)
+        report.add(SCALE, f"latency_{concurrency}_clients_ms", median_ms(latencies), "ms")
+
+    before = rss_mb(process.pid)
+    failures = []
+    async with clients([url], 4) as opened, anyio.create_task_group() as tasks:
+        for client in opened:
+            tasks.start_soon(_calls, client, total_calls // 4, failures)
+    after = rss_mb(process.pid)
+    if failures:
+        report.notes.append(f"{len(failures)} of {total_calls} W1 calls failed: {failures[0][:300]}")
     report.add(SCALE, "server_rss_before_mb", before, "MB")
     report.add(SCALE, f"server_rss_after_{total_calls}_calls_mb", after, "MB")
     report.add(SCALE, "server_rss_growth_mb", round(after - before, 1), "MB")
     report.add(SCALE, "server_rss_growth_pct", round(100 * (after - before) / before, 1), "%", "<= 10")
 
 
-async def cold_start(report: Report, quick: bool, scratch: Path) -> None:
-    """From spawning ``attp serve`` (stdio) to a completed ``initialize``: imports, workers ready, handshake."""
+async def cold_start(report: Report, quick: bool, scratch: Path, round_trip_start: float) -> None:
+    """From spawning ``attp serve`` (stdio) to a completed ``initialize``: imports, workers ready, handshake.
+
+    `--quick` takes its one sample from the stdio round trip's server (`round_trip_start`), started the same way."""
     workspace = scratch / "cold-workspace"
     workspace.mkdir()
-    samples: list[float] = []
-    for _ in range(1 if quick else 5):
+    samples: list[float] = [round_trip_start] if quick else []
+    for _ in range(0 if quick else 5):
         started = time.perf_counter()
         async with Client(stdio(attp_args(workspace), scratch)):
             samples.append(time.perf_counter() - started)
@@ -217,6 +247,12 @@ async def cold_start(report: Report, quick: bool, scratch: Path) -> None:
 async def transport(report: Report, quick: bool) -> None:
     with tempfile.TemporaryDirectory() as directory:
         scratch = Path(directory)
-        await round_trip(report, quick, scratch)
-        await scale(report, quick, scratch)
-        await cold_start(report, quick, scratch)
+        cold = await round_trip_stdio(report, quick, scratch)
+        workspace = scratch / "http-workspace"
+        workspace.mkdir()
+        port = free_port()
+        with http_server(attp_args(workspace, "--transport", "http", "--port", str(port)), scratch, port) as process:
+            url = f"http://127.0.0.1:{port}/mcp"
+            await round_trip_http(report, quick, scratch, url)
+            await scale(report, quick, process, url)
+        await cold_start(report, quick, scratch, cold)
