@@ -34,7 +34,7 @@ import httpx
 from mcp import Client
 
 from bench.report import Report
-from bench.transport import ROOT, _environment, attp_args, free_port, http_server
+from bench.transport import ROOT, _environment, attp_args, free_port, http_server, mcp_client
 from bench.workloads import W1
 
 SECTION = "Reliability (hostile clients + one normal client over Streamable HTTP; issue 12)"
@@ -126,7 +126,7 @@ async def _until(moment: float) -> None:
 
 async def _normal(url: str, start: float, stop: float, result: LoadResult) -> None:
     """Calls from `start` to `stop` (at least one), on a session connected before `start`."""
-    async with Client(url + "/mcp") as client:
+    async with mcp_client(url + "/mcp") as client:
         await _until(start)
         while True:
             started = time.monotonic()
@@ -232,7 +232,7 @@ async def run_load(
 
 
 async def load(report: Report, quick: bool) -> None:
-    hostile, duration = (3, 1.5) if quick else (12, 30.0)
+    hostile, duration = (2, 1.0) if quick else (12, 30.0)
     with tempfile.TemporaryDirectory() as directory:
         result = await run_load(Path(directory), hostile=hostile, duration=duration)
     report.add(SECTION, "load.hostile_clients", hostile, "clients")
@@ -253,7 +253,7 @@ async def load(report: Report, quick: bool) -> None:
     if result.errors:
         report.notes.append(f"normal calls failed under load: {Counter(result.errors).most_common(3)}")
     report.notes.append(f"hostile outcomes: {result.hostile}")
-    clients, duration = (4, 1.5) if quick else (10, 20.0)
+    clients, duration = (1, 1.0) if quick else (10, 20.0)
     with tempfile.TemporaryDirectory() as directory:
         redos = await run_load(Path(directory), hostile=clients, duration=duration, programs="redos", cpu_after=False)
     report.add(SECTION, "load.redos_clients", clients, "clients")
@@ -291,7 +291,7 @@ async def _hostile_client(
 async def _hostile(url: str, clients: int, duration: float, programs: str) -> None:
     outcomes: Counter[str] = Counter()
     async with AsyncExitStack() as stack:
-        opened = [await stack.enter_async_context(Client(url + "/mcp")) for _ in range(clients)]
+        opened = [await stack.enter_async_context(mcp_client(url + "/mcp")) for _ in range(clients)]
         stop = time.monotonic() + duration  # from when every client is connected: a slow start shortens no load
         async with anyio.create_task_group() as tasks:
             for i, client in enumerate(opened):
