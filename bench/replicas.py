@@ -26,7 +26,7 @@ from mcp import Client
 
 from bench.report import Report
 from bench.timing import median_ms
-from bench.transport import attp_call
+from bench.transport import attp_call, mcp_client
 
 ROOT = Path(__file__).resolve().parents[1]
 SUPPORT = ROOT / "tests" / "support"
@@ -58,7 +58,7 @@ async def _hammer(client: Client, stop: float, latencies: list[float], failures:
 async def _throughput(url: str, duration: float) -> tuple[float, float, int]:
     """(calls/s, median ms, failed calls) of CLIENTS clients for `duration` seconds, after a warm-up call each."""
     async with AsyncExitStack() as stack:
-        opened = [await stack.enter_async_context(Client(url)) for _ in range(CLIENTS)]
+        opened = [await stack.enter_async_context(mcp_client(url)) for _ in range(CLIENTS)]
         async with anyio.create_task_group() as warm:
             for client in opened:
                 warm.start_soon(attp_call, client)
