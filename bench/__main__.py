@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import ExitStack
 from pathlib import Path
 
 import anyio
@@ -49,7 +50,7 @@ from bench.memory_search import memory
 from bench.replicas import replicas
 from bench.report import Report
 from bench.sessions import sessions
-from bench.store import store
+from bench.store import postgres_server, store
 from bench.telemetry import telemetry
 from bench.transport import transport
 from bench.walls import walls
@@ -91,10 +92,12 @@ async def measure(quick: bool, only: list[str]) -> Report:
         report.details["gateway"] = await gateway(report, quick)
     if "sessions" in only:
         await sessions(report, quick)
-    if "store" in only:
-        await store(report, quick)
-    if "replicas" in only:
-        await replicas(report, quick)
+    with ExitStack() as shared:  # one PostgreSQL server for both sections, each in a database of its own
+        postgres = shared.enter_context(postgres_server()) if {"store", "replicas"} & set(only) else None
+        if "store" in only:
+            await store(report, quick, postgres)
+        if "replicas" in only:
+            await replicas(report, quick, postgres)
     if "telemetry" in only:
         await telemetry(report, quick)
     return report

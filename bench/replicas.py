@@ -20,11 +20,13 @@ import tempfile
 import time
 from contextlib import AsyncExitStack
 from pathlib import Path
+from typing import Any
 
 import anyio
 from mcp import Client
 
 from bench.report import Report
+from bench.store import postgres_server
 from bench.timing import median_ms
 from bench.transport import attp_call, mcp_client
 
@@ -34,14 +36,13 @@ SECTION = "Replicas (16 clients, W1 through HAProxy; PostgreSQL store; calls/s)"
 CLIENTS = 16
 
 
-def _fixtures() -> tuple[object, object]:
-    """The test suite's PostgreSQL and HAProxy fixtures (tests/support), so the bench measures what the test runs."""
+def _fixtures() -> object:
+    """The test suite's HAProxy fixture (tests/support), so the bench measures what the test runs."""
     if str(SUPPORT) not in sys.path:
         sys.path.insert(0, str(SUPPORT))
-    import postgres
     import replicas
 
-    return postgres, replicas
+    return replicas
 
 
 async def _hammer(client: Client, stop: float, latencies: list[float], failures: list[str]) -> None:
@@ -72,11 +73,14 @@ async def _throughput(url: str, duration: float) -> tuple[float, float, int]:
     return round(len(latencies) / elapsed, 1), median_ms(latencies) if latencies else 0.0, len(failures)
 
 
-async def replicas(report: Report, quick: bool) -> None:
-    postgres, support = _fixtures()
+async def replicas(report: Report, quick: bool, server: Any | None) -> None:
+    """The section, on the PostgreSQL `server` (from `bench.store.postgres_server`; None: not installed)."""
+    if server is None:
+        raise RuntimeError("the replicas bench needs PostgreSQL: install Debian's `postgresql` package")
+    support = _fixtures()
     duration = 0.3 if quick else 10.0
     figures: dict[int, tuple[float, float, int]] = {}
-    with tempfile.TemporaryDirectory() as scratch, postgres.running_postgres() as server:  # type: ignore[attr-defined]
+    with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
         (root / "workspace").mkdir()
         (root / "secret.key").write_bytes(os.urandom(32))
@@ -107,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a smoke run, not a measurement")
     args = parser.parse_args(argv)
     report = Report(quick=args.quick)
-    anyio.run(replicas, report, args.quick)
+    with postgres_server() as server:
+        anyio.run(replicas, report, args.quick, server)
     print(report.table())
     return 0
 

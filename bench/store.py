@@ -4,11 +4,11 @@ W1 through the runtime, round-robin, three ways: with no state at all (no sessio
 one session handle whose state is the embedded SQLite store (its lease taken and its state read, W1's
 variables restored in the worker and collected again, the lease given back, every call; W1 leaves the
 same values every time, so the worker says so and nothing is re-checked or written); and the same on
-PostgreSQL over loopback (a server started for the bench from Debian's binaries, as the tests do;
-skipped when they are not installed). The deltas are each median minus the floor's: they hold the
-store's work and the keeping of W1's variables. The store's part alone is the ``*_ops_ms`` rows: one
-call's store operations (take the session, read its state, write W1's state back, changed or not,
-and give it up), timed on their own in the same run.
+PostgreSQL over loopback (a server started for the bench from Debian's binaries, as the tests do, and shared
+with the replicas section, each in a database of its own; skipped when they are not installed). The deltas are
+each median minus the floor's: they hold the store's work and the keeping of W1's variables. The store's part
+alone is the ``*_ops_ms`` rows: one call's store operations (take the session, read its state, write W1's
+state back, changed or not, and give it up), timed on their own in the same run.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import AsyncExitStack, ExitStack, contextmanager
 from pathlib import Path
+from typing import Any
 
 from attp_server.run.runtime import CallContext, ExecuteRequest, Runtime, open_runtime
 from attp_server.sessions.registry import Caller
@@ -32,19 +33,27 @@ REPEATS, QUICK_REPEATS = 300, 3
 SUPPORT = Path(__file__).resolve().parents[1] / "tests" / "support"
 
 
-@contextmanager
-def _postgres() -> Iterator[str | None]:
-    """A PostgreSQL server on loopback for the bench, or None when its binaries are not installed."""
-    sys.path.insert(0, str(SUPPORT))
-    try:
-        import postgres  # tests/support/postgres.py
+def _support() -> Any:
+    """tests/support/postgres.py, the tests' own PostgreSQL fixture."""
+    if str(SUPPORT) not in sys.path:
+        sys.path.insert(0, str(SUPPORT))
+    import postgres
 
+    return postgres
+
+
+@contextmanager
+def postgres_server() -> Iterator[Any | None]:
+    """A PostgreSQL server on loopback for the bench (a `postgres.Postgres`), or None when its binaries are not
+    installed. ``python -m bench`` starts one for the store and the replicas sections."""
+    try:
+        postgres = _support()
         postgres.bin_dir()
     except (ImportError, RuntimeError):
         yield None
         return
-    with postgres.running_postgres() as server, postgres.fresh_database(server) as url:
-        yield url
+    with postgres.running_postgres() as server:
+        yield server
 
 
 def _ops(runtime: Runtime, handle: str) -> Call:
@@ -79,10 +88,11 @@ async def _handle(runtime: Runtime) -> str:
     return first.session
 
 
-async def store(report: Report, quick: bool) -> None:
-    with tempfile.TemporaryDirectory() as folder, ExitStack() as servers:
+async def store(report: Report, quick: bool, server: Any | None) -> None:
+    """The section, with PostgreSQL on `server` (from `postgres_server`) unless it is None."""
+    with tempfile.TemporaryDirectory() as folder, ExitStack() as databases:
         root = Path(folder)
-        url = servers.enter_context(_postgres())
+        url = databases.enter_context(_support().fresh_database(server)) if server is not None else None
         registry = ToolRegistry([toolpack], root / "ws", {})
         kinds = {"sqlite": None, "postgresql": url} if url is not None else {"sqlite": None}
         calls: dict[str, Call] = {}
