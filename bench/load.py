@@ -1,13 +1,14 @@
 """Reliability under hostile load (issue 12): a normal session's calls while hostile sessions hammer the server.
 
 A real ``attp serve --transport http`` (the bench and memory toolpacks, ``timeout_s`` 3). `hostile`
-clients, each an MCP session of its own, send the programs of `HOSTILE` round-robin, back to back,
-for `duration` seconds, from a separate process (so that their own client-side work does not slow
-the normal client's measurement). Meanwhile one normal client calls W1 (five tool calls) every
-`PAUSE_S` and ``/healthz`` is read. Reported: the normal call's p50 and p99 latency and its errors,
-``/healthz``'s worst latency, the server's thread count (most during the load, and after), the
-hostile outcomes, and, once the hostile clients stop, how long the server (its process and its
-workers) takes to go idle (under 10 % of one CPU) and its CPU use 2 to 3 seconds after.
+clients, each an MCP session of its own, send the programs of `HOSTILE` round-robin, back to back, for
+`duration` seconds, from a separate process (so that their own client-side work does not slow the
+normal client's measurement; with ``--quick``, a smoke run, from the bench's own). Meanwhile one normal
+client calls W1 (five tool calls) every `PAUSE_S` and ``/healthz`` is read. Reported: the normal call's
+p50 and p99 latency and its errors, ``/healthz``'s worst latency, the server's thread count (most
+during the load, and after), the hostile outcomes, and, once the hostile clients stop, how long the
+server (its process and its workers) takes to go idle (under 10 % of one CPU) and its CPU use 2 to 3
+seconds after.
 
 ``python -m bench --only load`` (long form); `tests/test_budgets.py` runs the short form and asserts
 what must hold whatever the machine: every normal call answers ok, threads stay bounded, the CPU
@@ -176,13 +177,22 @@ async def _settle(pid: int, result: LoadResult, *, cpu_after: bool) -> None:
 
 
 async def run_load(
-    scratch: Path, *, hostile: int, duration: float, programs: str = "hostile", cpu_after: bool = True
+    scratch: Path,
+    *,
+    hostile: int,
+    duration: float,
+    programs: str = "hostile",
+    cpu_after: bool = True,
+    attacker_process: bool = True,
 ) -> LoadResult:
     """Start a server, run the hostile and the normal clients for `duration` seconds, and watch it settle.
 
     `programs` names what the hostile clients send (`PROGRAMS`); with ``"redos"`` the server has the hostile
     upstream of tests/support/hostile_upstream.py behind it as ``hostile``. Without `cpu_after` (the tests,
     which assert that the server settles, never its figures) the 2-to-3-seconds-after CPU is not measured.
+    Without `attacker_process` (``python -m bench --quick``, whose figures mean nothing) the hostile clients are
+    tasks of this process, beside the normal client, instead of ``python -m bench.load --hostile``: no interpreter
+    to start for them.
     """
     workspace = scratch / "load-workspace"
     workspace.mkdir()
@@ -196,34 +206,46 @@ async def run_load(
     attacker_log = scratch / "attacker.stderr"
     with http_server([*attp_args(workspace, *flags), "--timeout-s", str(TIMEOUT_S)], scratch, port) as server:
         url = f"http://127.0.0.1:{port}"
-        hostile_side = ["-m", "bench.load", "--hostile", url, "--clients", str(hostile), "--duration", str(duration)]
-        hostile_side += ["--programs", programs]
-        with attacker_log.open("wb") as attacker_err:  # the child has its own copy of the descriptor
-            attacker = subprocess.Popen(
-                [sys.executable, *hostile_side],
-                cwd=ROOT,
-                env=_environment(),
-                stdout=subprocess.PIPE,
-                stderr=attacker_err,
-            )
+        attacker: subprocess.Popen[bytes] | None = None
+        outcomes: Counter[str] = Counter()  # the hostile clients', when they run in this process
+        if attacker_process:
+            hostile_side = ["-m", "bench.load", "--hostile", url, "--clients", str(hostile)]
+            hostile_side += ["--duration", str(duration), "--programs", programs]
+            with attacker_log.open("wb") as attacker_err:  # the child has its own copy of the descriptor
+                attacker = subprocess.Popen(
+                    [sys.executable, *hostile_side],
+                    cwd=ROOT,
+                    env=_environment(),
+                    stdout=subprocess.PIPE,
+                    stderr=attacker_err,
+                )
         try:
             # The normal session connects now, while the hostile ones do: on a loaded machine connecting takes a
             # while, and the window of its calls under the hostile load must not be spent on it.
             start = time.monotonic() + 1.0  # by then the hostile sessions are connected and busy
             stop = start + max(0.5, duration - 1.5)
-            async with anyio.create_task_group() as tasks:
-                tasks.start_soon(_normal, url, start, stop, result)
-                tasks.start_soon(_watch, url, server.pid, start, stop, result)
-                await _until(start)
-                cpu, started = _stat_cpu(server.pid, with_children=False), time.monotonic()
-            result.server_cpu = (_stat_cpu(server.pid, with_children=False) - cpu) / (time.monotonic() - started)
-            out, _ = await anyio.to_thread.run_sync(attacker.communicate)
+            async with anyio.create_task_group() as attack:
+                if attacker is None:
+                    attack.start_soon(_attack, url, hostile, duration, programs, outcomes)
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(_normal, url, start, stop, result)
+                    tasks.start_soon(_watch, url, server.pid, start, stop, result)
+                    await _until(start)
+                    cpu, started = _stat_cpu(server.pid, with_children=False), time.monotonic()
+                elapsed = time.monotonic() - started
+                result.server_cpu = (_stat_cpu(server.pid, with_children=False) - cpu) / elapsed
+            out = b""
+            if attacker is not None:
+                out, _ = await anyio.to_thread.run_sync(attacker.communicate)
         finally:
-            if attacker.poll() is None:
+            if attacker is not None and attacker.poll() is None:
                 attacker.kill()
                 attacker.wait()
-        result.hostile = dict(json.loads(out or b"{}"))
-        result.attacker_stderr = attacker_log.read_text(errors="replace")[-2000:]
+        if attacker is not None:
+            result.hostile = dict(json.loads(out or b"{}"))
+            result.attacker_stderr = attacker_log.read_text(errors="replace")[-2000:]
+        else:
+            result.hostile = dict(sorted(outcomes.items()))
         await _settle(server.pid, result, cpu_after=cpu_after)
         result.threads_after = thread_count(server.pid)
         health = httpx.get(url + "/healthz", timeout=30).json()
@@ -234,7 +256,7 @@ async def run_load(
 async def load(report: Report, quick: bool) -> None:
     hostile, duration = (2, 1.0) if quick else (12, 30.0)
     with tempfile.TemporaryDirectory() as directory:
-        result = await run_load(Path(directory), hostile=hostile, duration=duration)
+        result = await run_load(Path(directory), hostile=hostile, duration=duration, attacker_process=not quick)
     report.add(SECTION, "load.hostile_clients", hostile, "clients")
     report.add(SECTION, "load.hostile_calls", sum(result.hostile.values()), "calls")
     report.add(SECTION, "load.normal_calls", len(result.latencies), "calls")
@@ -255,7 +277,10 @@ async def load(report: Report, quick: bool) -> None:
     report.notes.append(f"hostile outcomes: {result.hostile}")
     clients, duration = (1, 1.0) if quick else (10, 20.0)
     with tempfile.TemporaryDirectory() as directory:
-        redos = await run_load(Path(directory), hostile=clients, duration=duration, programs="redos", cpu_after=False)
+        redos = await run_load(
+            Path(directory), hostile=clients, duration=duration, programs="redos", cpu_after=False,
+            attacker_process=not quick,
+        )  # fmt: skip
     report.add(SECTION, "load.redos_clients", clients, "clients")
     report.add(SECTION, "load.redos_calls", sum(redos.hostile.values()), "calls")
     report.add(SECTION, "load.redos_normal_p50_ms", round(statistics.median(redos.latencies) * 1000, 1), "ms")
@@ -288,14 +313,19 @@ async def _hostile_client(
         outcomes[f"{name}:{code}"] += 1
 
 
-async def _hostile(url: str, clients: int, duration: float, programs: str) -> None:
-    outcomes: Counter[str] = Counter()
+async def _attack(url: str, clients: int, duration: float, programs: str, outcomes: Counter[str]) -> None:
+    """`clients` hostile sessions sending `PROGRAMS[programs]` for `duration` s once all are connected."""
     async with AsyncExitStack() as stack:
         opened = [await stack.enter_async_context(mcp_client(url + "/mcp")) for _ in range(clients)]
         stop = time.monotonic() + duration  # from when every client is connected: a slow start shortens no load
         async with anyio.create_task_group() as tasks:
             for i, client in enumerate(opened):
                 tasks.start_soon(_hostile_client, client, PROGRAMS[programs], i, stop, outcomes)
+
+
+async def _hostile(url: str, clients: int, duration: float, programs: str) -> None:
+    outcomes: Counter[str] = Counter()
+    await _attack(url, clients, duration, programs, outcomes)
     print(json.dumps(dict(sorted(outcomes.items()))))
 
 
