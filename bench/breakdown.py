@@ -1,9 +1,10 @@
 """``python -m bench.breakdown``: where ``attp_execute(W1)``'s time goes, over stdio and in the server, in medians.
 
-Over stdio, three servers of the same SDK, sampled round-robin: the no-op tool (the ratio's
-denominator); ``attp_shape``, a tool with ``attp_execute``'s parameters and output schema that
+Over stdio, two servers of the same SDK, sampled round-robin: the no-op tool (the ratio's
+denominator) and ``attp_shape``, a tool with ``attp_execute``'s parameters and output schema that
 answers W1's canned result (what the SDK costs for the shape of our tool: argument and output
-validation on both sides, a larger reply); and ``attp serve`` running W1. In process: the runtime's
+validation on both sides, a larger reply), both on ``bench.noop_server --shape``; and ``attp serve``
+running W1. In process: the runtime's
 whole ``execute`` of W1 with the bench pack's tools inline and with them on tool threads, a trivial
 program (one worker round trip), and the server's CPU per W1 run. ``python -m bench`` has the
 evaluator's share and the pipe floor (``w1.evaluator_ms``, ``w1.pipe_ms``).
@@ -68,14 +69,14 @@ async def over_stdio(rounds: int) -> dict[str, float]:
         scratch = Path(directory)
         workspace = scratch / "workspace"
         workspace.mkdir()
-        servers = [
-            stdio(attp_args(workspace), scratch),
-            stdio(["-m", "bench.noop_server"], scratch),
-            stdio(["-m", "bench.noop_server", "--shape"], scratch),
-        ]
-        async with clients(servers) as (attp, noop, shape):
+        servers = [stdio(attp_args(workspace), scratch), stdio(["-m", "bench.noop_server", "--shape"], scratch)]
+        async with clients(servers) as (attp, baseline):  # one process serves both no-op and shape: one start less
             samples = await interleaved(
-                {"attp": lambda: attp_call(attp), "noop": lambda: noop_call(noop), "shape": lambda: _shape_call(shape)},
+                {
+                    "attp": lambda: attp_call(attp),
+                    "noop": lambda: noop_call(baseline),
+                    "shape": lambda: _shape_call(baseline),
+                },
                 rounds,
             )
     return {
