@@ -80,19 +80,20 @@ async def with_time(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[R
 
 
 @pytest.fixture(scope="module")
-async def with_time_over_http(tmp_path_factory: pytest.TempPathFactory, everything_url: str) -> AsyncIterator[Runtime]:
-    """`with_time`, but reaching the module's server-everything over Streamable HTTP."""
-    workspace = tmp_path_factory.mktemp("with-time-http") / "ws"
+async def over_http(tmp_path_factory: pytest.TempPathFactory, everything_url: str) -> AsyncIterator[Runtime]:
+    """A runtime reaching the module's server-everything over Streamable HTTP (mcp-server-time, a stdio server,
+    is `with_time`'s)."""
+    workspace = tmp_path_factory.mktemp("over-http") / "ws"
     workspace.mkdir()
-    async with gateway(workspace, {"everything": {"url": everything_url}, "time": time_stdio()}) as runtime:
+    async with gateway(workspace, {"everything": {"url": everything_url}}) as runtime:
         yield runtime
 
 
 @pytest.fixture(params=["stdio", "streamable-http"])
 def everything(request: pytest.FixtureRequest) -> Runtime:
-    """A module's runtime reaching server-everything (and mcp-server-time) over each transport server-everything
-    has, for the tests whose calls change nothing: the upstream servers and the worker pool are started once."""
-    name = "with_time" if request.param == "stdio" else "with_time_over_http"
+    """A module's runtime reaching server-everything over each transport server-everything has, for the tests
+    whose calls change nothing: the upstream servers and the worker pool are started once."""
+    name = "with_time" if request.param == "stdio" else "over_http"
     runtime: Runtime = request.getfixturevalue(name)
     return runtime
 
@@ -126,8 +127,21 @@ async def test_upstream_tools_appear_wherever_builtin_tools_do(with_time: Runtim
         "current time in a specific timezone\n"
     ) in catalog.description
     assert "def get_sum(a: float, b: float):" in catalog.attp_text()
-    found = await run(runtime, '__result__ = [help("get_sum"), tools("timezone"), help("everything")]')
-    one, matches, pack = found["result"]
+    convert = registry.resolve("convert_time")  # its output schema names a `$defs` entry twice
+    assert convert is not None and convert.pack == "time"
+    assert convert.signature_text() == (
+        "convert_time(source_timezone: str, time: str, target_timezone: str) -> {source: {timezone: str, datetime: "
+        "str, day_of_week: str, is_dst: bool}, target: {timezone: str, datetime: str, day_of_week: str, is_dst: bool}, "
+        "time_difference: str}"
+    )
+    found = await run(
+        runtime,
+        '__result__ = [help("get_sum"), tools("timezone"), help("everything"), '
+        'time.get_current_time(timezone="Europe/Oslo")["timezone"]]',
+    )
+    assert found["status"] == "ok", found["error"]
+    one, matches, pack, now = found["result"]
+    assert now == "Europe/Oslo"  # structured content comes back as data
     assert "Args:\n        a: First number\n        b: Second number" in one
     assert {m["name"] for m in matches} == {"get_current_time", "convert_time"}
     assert {m["pack"] for m in matches} == {"time"}
@@ -148,17 +162,17 @@ async def test_upstream_tools_appear_wherever_builtin_tools_do(with_time: Runtim
 def test_attp_tools_lists_upstream_tools(
     workspace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The signature of convert_time (mcp-server-time's nested output schema) is checked on `with_time`."""
     config = tmp_path / "claude_desktop_config.json"
-    config.write_text(json.dumps({"mcpServers": {"time": time_stdio()}}))
+    config.write_text(json.dumps({"mcpServers": {"weather": everything_stdio()}}))
     monkeypatch.chdir(tmp_path)
     code = main(["tools", "--format", "json", "--workspace", str(workspace), "--mcp-config", str(config)])
     assert code == 0
     listed = {t["name"]: t for t in json.loads(capsys.readouterr().out)}
-    assert listed["convert_time"]["pack"] == "time"
-    assert listed["convert_time"]["signature"] == (
-        "convert_time(source_timezone: str, time: str, target_timezone: str) -> {source: {timezone: str, datetime: "
-        "str, day_of_week: str, is_dst: bool}, target: {timezone: str, datetime: str, day_of_week: str, is_dst: bool}, "
-        "time_difference: str}"
+    assert listed["get_structured_content"]["pack"] == "weather"
+    assert listed["get_structured_content"]["signature"] == (
+        "get_structured_content(location: Literal['New York', 'Chicago', 'Los Angeles']) -> {temperature: float, "
+        "conditions: str, humidity: float}"
     )
 
 
@@ -171,9 +185,9 @@ async def test_results_come_back_as_data(everything: Runtime) -> None:
         """weather = get_structured_content(location="Chicago")
 image = get_tiny_image()
 env = get_env()
-now = time.get_current_time(timezone="Europe/Oslo")
 __result__ = {"weather": weather, "image": image, "env_is_dict": isinstance(env, dict),
-              "now": now["timezone"], "echo": echo(message="hi"), "links": get_resource_links(count=1)}""",
+              "by_pack": everything.echo(message="q"), "echo": echo(message="hi"),
+              "links": get_resource_links(count=1)}""",
     )
     assert done["status"] == "ok", done["error"]
     result = done["result"]
@@ -183,7 +197,7 @@ __result__ = {"weather": weather, "image": image, "env_is_dict": isinstance(env,
     assert "MCP logo" in after and isinstance(before, str)
     assert len(json.dumps(result["image"])) < 300  # described, never the base64 itself
     assert result["env_is_dict"] is True  # a text block holding JSON comes back parsed
-    assert result["now"] == "Europe/Oslo"
+    assert result["by_pack"] == "Echo: q"
     assert result["echo"] == "Echo: hi"
     assert result["links"][1]["type"] == "resource_link"
 
@@ -377,7 +391,7 @@ async def test_servers_that_cannot_start_do_not_stop_the_others(workspace: Path,
         "crashing": {"command": "python3", "args": ["-c", "import sys; sys.exit(3)"]},
         "nowhere": {"url": "http://127.0.0.1:9/mcp"},
         "unset": {"command": "python3", "env": {"TOKEN": "${ATTP_TEST_UNSET_VARIABLE}"}},
-        "time": time_stdio(),
+        "everything": everything_stdio(),
     }
     async with gateway(workspace, servers, mcp_startup_timeout_s=10) as runtime:
         down = runtime.registry.unavailable()
@@ -389,9 +403,8 @@ async def test_servers_that_cannot_start_do_not_stop_the_others(workspace: Path,
         done = await run(runtime, "__result__ = missing.do_things()")
         assert done["error"]["code"] == "UPSTREAM_UNAVAILABLE"
         assert "the MCP server 'missing' is unavailable" in done["error"]["message"]
-        works = await run(runtime, '__result__ = convert_time(source_timezone="UTC", time="12:00", '
-                          'target_timezone="Asia/Tokyo")["target"]["datetime"]')  # fmt: skip
-        assert works["status"] == "ok" and "T21:00:00+09:00" in works["result"]
+        works = await run(runtime, "__result__ = get_sum(a=2, b=3)")
+        assert works["status"] == "ok" and works["result"] == "The sum of 2 and 3 is 5.", works
         health = runtime.registry.packs["nowhere"].live
         assert health is not None and health.health()["status"] == "unavailable"
 
