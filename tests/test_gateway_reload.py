@@ -17,7 +17,7 @@ import mcp_types as types
 import pytest
 import tomli_w
 from harness import execute, serving_http
-from upstreams import everything_stdio, time_stdio
+from upstreams import everything_stdio, filesystem_stdio
 
 pytestmark = pytest.mark.anyio
 
@@ -26,8 +26,8 @@ everything.trigger_long_running_operation(duration=10, steps=5)
 __result__ = [started, everything.echo(message="after")]"""
 
 
-def write_toml(path: Path, time_server: dict[str, Any]) -> None:
-    path.write_text(tomli_w.dumps({"toolpacks": {"enabled": ["files"]}, "mcp_servers": {"time": time_server}}))
+def write_toml(path: Path, fs_server: dict[str, Any]) -> None:
+    path.write_text(tomli_w.dumps({"toolpacks": {"enabled": ["files"]}, "mcp_servers": {"fs": fs_server}}))
 
 
 def write_json(path: Path, servers: dict[str, Any]) -> None:
@@ -62,8 +62,10 @@ async def wait_until(check: Any, timeout: float = 20.0) -> None:
 async def test_edits_apply_while_serving(tmp_path: Path) -> None:
     workspace = tmp_path / "ws"
     workspace.mkdir()
+    other = tmp_path / "other"  # the root of the server-filesystem added during the run
+    other.mkdir()
     toml, claude = tmp_path / "attp.toml", tmp_path / "upstream.json"
-    write_toml(toml, time_stdio())
+    write_toml(toml, filesystem_stdio(workspace))
     write_json(claude, {"everything": everything_stdio()})
     log = tmp_path / "stderr.log"
     flags = ("--config", str(toml), "--mcp-config", str(claude), "--timeout-s", "40")
@@ -74,7 +76,7 @@ async def test_edits_apply_while_serving(tmp_path: Path) -> None:
         def upstream() -> dict[str, Any]:
             return dict(httpx.get(served.url + "/healthz").json()["upstream"])  # type: ignore[operator]
 
-        assert set(upstream()) == {"time", "everything"}
+        assert set(upstream()) == {"fs", "everything"}
         assert children(pid, "server-everything")
         heard = anyio.Event()
 
@@ -84,7 +86,7 @@ async def test_edits_apply_while_serving(tmp_path: Path) -> None:
 
         async with served.client(mode="legacy", message_handler=on_message) as legacy, served.client() as modern:
             before = (await modern.list_tools()).tools[0].description or ""
-            assert "trigger_long_running_operation" in before and "convert_time" in before
+            assert "trigger_long_running_operation" in before and "get_file_info" in before
             running: dict[str, Any] = {}
 
             async def slow() -> None:
@@ -93,42 +95,40 @@ async def test_edits_apply_while_serving(tmp_path: Path) -> None:
             async with anyio.create_task_group() as group:
                 group.start_soon(slow)
                 await anyio.sleep(1.0)  # the program is inside the 10 s operation
-                # Remove everything, add time2 (filtered), change time (an exclusion): all while it runs.
-                write_json(claude, {"time2": {**time_stdio(), "tools": ["get_current_time"]}})
-                write_toml(toml, {**time_stdio(), "exclude_tools": ["convert_time"]})
+                # Remove everything, add fs2 (filtered), change fs (an exclusion): all while it runs.
+                write_json(claude, {"fs2": {**filesystem_stdio(other), "tools": ["list_allowed_directories"]}})
+                write_toml(toml, {**filesystem_stdio(workspace), "exclude_tools": ["get_file_info"]})
                 with anyio.fail_after(20):
                     await heard.wait()
                 assert running == {}, "the program is still running"
-                assert set(upstream()) == {"time", "time2"}
+                assert set(upstream()) == {"fs", "fs2"}
                 assert children(pid, "server-everything"), "a server a running program uses is kept until it ends"
             assert running["status"] == "ok", running["error"]
             assert running["result"] == ["Echo: before", "Echo: after"]
 
             # tools/list carries a cache hint (ttlMs); a client that was not listening asks the server again.
             after = (await modern.list_tools(cache_mode="refresh")).tools[0].description or ""
-            assert "trigger_long_running_operation" not in after and "convert_time" not in after
-            assert "time2" in after
+            assert "trigger_long_running_operation" not in after and "get_file_info" not in after
+            assert "fs2" in after
             await wait_until(lambda: not children(pid, "server-everything"))
             gone = await execute(modern, '__result__ = everything.echo(message="x")')
             assert gone["error"]["code"] == "NAME_NOT_FOUND", gone
-            hidden = await execute(
-                modern, "__result__ = convert_time(source_timezone='UTC', time='12:00', target_timezone='UTC')"
-            )
+            hidden = await execute(modern, "__result__ = get_file_info(path='.')")
             assert hidden["error"]["code"] == "NAME_NOT_FOUND", hidden
-            now = await execute(
+            roots = await execute(
                 modern,
-                "__result__ = [time.get_current_time(timezone='UTC')['timezone'], time2.get_current_time(timezone='Asia/Tokyo')['timezone']]",
+                "__result__ = [fs.list_allowed_directories()['content'], fs2.list_allowed_directories()['content']]",
             )
-            assert now["result"] == ["UTC", "Asia/Tokyo"], now
+            assert roots["result"] == [f"Allowed directories:\n{workspace}", f"Allowed directories:\n{other}"], roots
 
             # A broken edit is logged and changes nothing.
-            claude.write_text('{"mcpServers": {"time2": ')
+            claude.write_text('{"mcpServers": {"fs2": ')
             write_toml(toml, {"command": "x", "url": "http://127.0.0.1:1/mcp"})
             deadline = time.monotonic() + 10
             while "configuration edit not applied" not in log.read_text() and time.monotonic() < deadline:
                 await anyio.sleep(0.1)
             assert "configuration edit not applied" in log.read_text()
-            assert set(upstream()) == {"time", "time2"}
-            still = await execute(modern, "__result__ = time2.get_current_time(timezone='UTC')['timezone']")
-            assert still["result"] == "UTC", still
+            assert set(upstream()) == {"fs", "fs2"}
+            still = await execute(modern, "__result__ = fs2.list_allowed_directories()['content']")
+            assert still["result"] == f"Allowed directories:\n{other}", still
             assert (await modern.list_tools(cache_mode="refresh")).tools[0].description == after
