@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import server_env
-from upstreams import everything_http, everything_stdio, time_stdio
+from upstreams import everything_http, everything_stdio
 
 
 def attp(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -51,8 +51,8 @@ def test_attp_tools_is_a_check(tmp_path: Path) -> None:
     config = servers(
         tmp_path,
         {
-            "time": time_stdio(),
-            "memory": {**time_stdio(), "exclude_tools": ["convert_time"]},
+            "everything": everything_stdio(),
+            "memory": {**everything_stdio(), "exclude_tools": ["get_env"]},
             "fetcher": {"command": failing[0], "args": failing[1:]},
             "uvxed": {"command": "uvx", "args": ["mcp-server-git"]},
         },
@@ -67,12 +67,12 @@ def test_attp_tools_is_a_check(tmp_path: Path) -> None:
     [uvxed] = [line for line in lines if line.startswith("attp: mcp server 'uvxed' FAILED")]
     assert "'uvx' was not found on the PATH attp-server was started with (/usr/bin:/bin)" in uvxed
     assert "install uv" in uvxed and "absolute path" in uvxed and "which uvx" in uvxed
-    assert "attp: mcp server 'time': 2 tools as time.NAME" in lines
+    assert "attp: mcp server 'everything': 13 tools as everything.NAME" in lines
     assert (
-        "attp: mcp server 'memory' (toolpack memory_mcp): 1 tools as memory_mcp.NAME, 1 hidden by its filters" in lines
+        "attp: mcp server 'memory' (toolpack memory_mcp): 12 tools as memory_mcp.NAME, 1 hidden by its filters" in lines
     )
     assert "is the toolpack 'memory_mcp'" in done.stderr  # the start-up warning
-    assert "def get_current_time" in done.stdout or "get_current_time(" in done.stdout
+    assert "def get_sum" in done.stdout or "get_sum(" in done.stdout
 
     model = attp("tools", "--as-model", "--mcp-config", str(config), cwd=tmp_path, env=env)
     assert model.returncode == 1
@@ -82,23 +82,23 @@ def test_attp_tools_is_a_check(tmp_path: Path) -> None:
 
 
 def test_a_server_named_like_a_built_in_pack(tmp_path: Path) -> None:
-    config = servers(tmp_path, {"memory": time_stdio()})
-    done = attp("exec", "--mcp-config", str(config), "--code", "memory.get_current_time(timezone='UTC')", cwd=tmp_path)
+    config = servers(tmp_path, {"memory": everything_stdio()})
+    done = attp("exec", "--mcp-config", str(config), "--code", "memory.get_sum(a=1, b=2)", cwd=tmp_path)
     assert done.returncode == 1
     error = json.loads(done.stdout)["error"]
     assert error["code"] == "NAME_NOT_FOUND"
     assert "the MCP server 'memory' is the toolpack memory_mcp" in error["message"]
-    assert error["suggested_value"] == "memory_mcp.get_current_time"
+    assert error["suggested_value"] == "memory_mcp.get_sum"
     assert "is the toolpack 'memory_mcp'" in done.stderr
     ok = attp(
         "exec",
         "--mcp-config",
         str(config),
         "--code",
-        "memory_mcp.get_current_time(timezone='UTC')['timezone']",
+        "memory_mcp.echo(message='hi')",
         cwd=tmp_path,
     )
-    assert json.loads(ok.stdout)["result"] == "UTC", ok.stdout
+    assert json.loads(ok.stdout)["result"] == "Echo: hi", ok.stdout
 
 
 def test_a_remote_server_is_said_to_reach_the_network(tmp_path: Path) -> None:
