@@ -14,7 +14,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client.parser import text_string_to_metric_families
-from upstreams import time_stdio
+from upstreams import everything_stdio
 
 from attp_server.run.runtime import ExecuteRequest, Runtime, open_runtime
 from attp_server.run.state import RunState
@@ -169,10 +169,10 @@ async def test_a_duration_recorded_after_the_reply_is_linked_to_its_own_runs_tra
 
 
 async def test_an_upstream_server_is_up_or_down(workspace: Path) -> None:
-    """`attp_upstream_up{server}`: 1 for mcp-server-time (a real third-party server), 0 for one that cannot start."""
-    servers = {"time": time_stdio(), "broken": {"command": "/nonexistent/mcp-server"}}
+    """`attp_upstream_up{server}`: 1 for server-everything (a real third-party server), 0 for one that cannot start."""
+    servers = {"everything": everything_stdio(), "broken": {"command": "/nonexistent/mcp-server"}}
     settings = make_settings(workspace, toolpacks=[], mcp_servers=servers, mcp_startup_timeout_s=5)
     async with open_runtime(settings) as runtime:
         text = runtime.metrics.exposition().decode()
-    assert 'attp_upstream_up{server="time"} 1.0' in text
+    assert 'attp_upstream_up{server="everything"} 1.0' in text
     assert 'attp_upstream_up{server="broken"} 0.0' in text

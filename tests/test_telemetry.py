@@ -23,7 +23,7 @@ from mcp import Client
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.trace import SpanKind, StatusCode
 from otel import recording
-from upstreams import TAP, tapped, time_stdio
+from upstreams import everything_stdio, tapped
 
 from attp_server.faces.app import create_server
 from attp_server.faces.http import SpansAfterReply
@@ -172,22 +172,20 @@ async def test_an_unknown_tool_name_is_not_a_span_name(workspace: Path) -> None:
 async def test_an_upstream_call_is_a_client_span_whose_context_reaches_the_upstream(
     workspace: Path, tmp_path: Path
 ) -> None:
-    """mcp-server-time (a real third-party server) behind the wire recorder: the `_meta.traceparent` of the
+    """server-everything (a real third-party server) behind the wire recorder: the `_meta.traceparent` of the
     ``tools/call`` it received names the gateway's CLIENT span, under the tool call's span."""
     log = tmp_path / "wire.jsonl"
-    server = time_stdio()
-    tapped_server = {"command": sys.executable, "args": [str(TAP), str(log), "--", server["command"], *server["args"]]}
-    settings = make_settings(workspace, toolpacks=[], mcp_servers={"time": tapped_server})
+    settings = make_settings(workspace, toolpacks=[], mcp_servers={"everything": everything_stdio(tap=log)})
     with recording() as exporter:
         async with open_runtime(settings) as runtime, Client(create_server(runtime)) as client:  # type: ignore[arg-type]
-            data = await execute(client, '__result__ = get_current_time(timezone="UTC")')
+            data = await execute(client, '__result__ = echo(message="traced")')
         spans = list(exporter.get_finished_spans())
-    assert data["status"] == "ok", data
-    tool_span = named(spans, "execute_tool time.get_current_time")
+    assert data["status"] == "ok" and data["result"] == "Echo: traced", data
+    tool_span = named(spans, "execute_tool everything.echo")
     upstream = children(spans, tool_span)
     assert [s.kind for s in upstream] == [SpanKind.CLIENT], [s.name for s in upstream]
     client_span = upstream[0]
-    assert client_span.name == "MCP send tools/call get_current_time"
+    assert client_span.name == "MCP send tools/call echo"
     calls = [m["msg"] for m in tapped(log) if m["dir"] == "in" and m["msg"].get("method") == "tools/call"]
     assert len(calls) == 1
     traceparent = calls[0]["params"]["_meta"]["traceparent"]
