@@ -15,24 +15,22 @@ import pytest
 import tomli_w
 from harness import Served, execute, server_env, serving_http
 from mcp.shared.exceptions import MCPError
-from upstreams import everything_stdio, time_stdio
+from upstreams import everything_stdio, filesystem_stdio
 
 from attp_server.mcp_config import McpServer, read_claude_config
 
 pytestmark = pytest.mark.anyio
 
-HIDDEN = ("get_env", "toggle_simulated_logging", "gzip_file_as_resource", "simulate_research_query", "get_current_time")
-SHOWN = ("echo", "get_sum", "convert_time")
+HIDDEN = ("get_env", "toggle_simulated_logging", "gzip_file_as_resource", "simulate_research_query", "get_file_info")
+SHOWN = ("echo", "get_sum", "list_directory")
 
 
 def write_configs(root: Path) -> tuple[Path, Path]:
-    """time in attp.toml (allow list), everything in Claude JSON (read_only plus an exclusion by its own name)."""
+    """server-filesystem in attp.toml (allow list), everything in Claude JSON (read_only plus an exclusion by its
+    own name)."""
     toml = root / "attp.toml"
-    toml.write_text(
-        tomli_w.dumps(
-            {"toolpacks": {"enabled": ["files"]}, "mcp_servers": {"time": {**time_stdio(), "tools": ["convert_*"]}}}
-        )
-    )
+    fs = {**filesystem_stdio(root), "tools": ["list_*"]}
+    toml.write_text(tomli_w.dumps({"toolpacks": {"enabled": ["files"]}, "mcp_servers": {"fs": fs}}))
     claude = root / "claude_desktop_config.json"
     claude.write_text(
         json.dumps(
@@ -46,8 +44,8 @@ GUESSES = [
     "get_env()",
     "everything.get_env()",
     "everything.toggle_simulated_logging()",
-    "time.get_current_time(timezone='UTC')",
-    "get_current_time(timezone='UTC')",
+    "fs.get_file_info(path='.')",
+    "get_file_info(path='.')",
 ]
 
 
@@ -67,8 +65,8 @@ async def test_filtered_tools_are_hidden_and_refused(filtered: Served, mode: str
     served = filtered
     assert served.url is not None
     upstream = httpx.get(served.url + "/healthz").json()["upstream"]
-    assert upstream["time"]["status"] == upstream["everything"]["status"] == "ok"
-    assert upstream["time"]["hidden"] == 1 and upstream["everything"]["hidden"] == 5
+    assert upstream["fs"]["status"] == upstream["everything"]["status"] == "ok"
+    assert upstream["fs"]["hidden"] == 11 and upstream["everything"]["hidden"] == 5
     async with served.client(mode=mode) as client:
         [tool] = (await client.list_tools()).tools
         description = tool.description or ""
@@ -78,8 +76,7 @@ async def test_filtered_tools_are_hidden_and_refused(filtered: Served, mode: str
             assert name not in description
         seen = await execute(
             client,
-            "__result__ = {'sum': get_sum(a=1, b=2), 'time': convert_time(source_timezone='UTC', "
-            "time='12:00', target_timezone='UTC')['target']['timezone']}",
+            "__result__ = {'sum': get_sum(a=1, b=2), 'roots': list_allowed_directories()['content']}",
         )
         assert seen["status"] == "ok", seen["error"]
         for guess in GUESSES:
@@ -89,10 +86,10 @@ async def test_filtered_tools_are_hidden_and_refused(filtered: Served, mode: str
         dynamic = await execute(client, "name = 'everything.' + 'get' + '_env'\n__result__ = parallel(name, [{}, {}])")
         assert dynamic["error"]["code"] == "NAME_NOT_FOUND", dynamic
         assert dynamic["calls"] == [] or all(not c["ok"] for c in dynamic["calls"])
-        helped = await execute(client, "help('get_env')\nprint(tools('env'))\nprint(tools('time'))")
+        helped = await execute(client, "help('get_env')\nprint(tools('env'))\nprint(tools('directory'))")
         assert helped["status"] == "ok", helped["error"]
-        assert "environment" not in helped["stdout"].lower() and "get_current_time" not in helped["stdout"]
-        assert "convert_time" in helped["stdout"]
+        assert "environment" not in helped["stdout"].lower() and "get_file_info" not in helped["stdout"]
+        assert "list_directory" in helped["stdout"]
         listing = await client.read_resource("attp://tools")
         text = "".join(getattr(c, "text", "") for c in listing.contents)
         assert "def echo" in text or "echo(" in text
@@ -100,7 +97,7 @@ async def test_filtered_tools_are_hidden_and_refused(filtered: Served, mode: str
         for uri in (
             "attp://tools/get_env",
             "attp://tools/everything.get_env/atdf",
-            "attp://tools/get_current_time",
+            "attp://tools/get_file_info",
         ):
             with pytest.raises(MCPError, match="no tool named"):
                 await client.read_resource(uri)
@@ -130,8 +127,8 @@ async def test_a_refusal_by_a_filter_leaves_one_audit_line(tmp_path: Path) -> No
             "everything.get_env",
             "everything.get_env",
             "everything.toggle_simulated_logging",
-            "time.get_current_time",
-            "time.get_current_time",
+            "fs.get_file_info",
+            "fs.get_file_info",
             "everything.get_env",
         )
     ]
@@ -147,7 +144,7 @@ def test_attp_tools_lists_only_what_the_filters_keep(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     names = {d["name"] for d in json.loads(done.stdout)}
-    assert {"echo", "get_sum", "convert_time"} <= names
+    assert {"echo", "get_sum", "list_directory"} <= names
     assert not names & set(HIDDEN)
 
 
