@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -50,19 +51,26 @@ GUESSES = [
 
 
 @pytest.fixture(scope="module")
-def filtered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    """attp serve in front of the filtered servers, once for both protocol eras (no test here changes its state)."""
+def filtered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Served, Path]]:
+    """attp serve in front of the filtered servers, once for the module (no test here changes its state), and its
+    audit log: a test reads the lines written since it started."""
     root = tmp_path_factory.mktemp("filtered")
     workspace = root / "ws"
     workspace.mkdir()
     toml, claude = write_configs(root)
-    with serving_http(workspace, "--config", str(toml), "--mcp-config", str(claude)) as served:
-        yield served
+    log = root / "audit.jsonl"
+    flags = ("--config", str(toml), "--mcp-config", str(claude))
+    with serving_http(workspace, *flags, env={"ATTP_AUDIT_LOG": str(log)}) as served:
+        yield served, log
+
+
+def audit_lines(log: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
 
 @pytest.mark.parametrize("mode", ["2026-07-28", "legacy"])
-async def test_filtered_tools_are_hidden_and_refused(filtered: Served, mode: str) -> None:
-    served = filtered
+async def test_filtered_tools_are_hidden_and_refused(filtered: tuple[Served, Path], mode: str) -> None:
+    served, _ = filtered
     assert served.url is not None
     upstream = httpx.get(served.url + "/healthz").json()["upstream"]
     assert upstream["fs"]["status"] == upstream["everything"]["status"] == "ok"
@@ -103,24 +111,21 @@ async def test_filtered_tools_are_hidden_and_refused(filtered: Served, mode: str
                 await client.read_resource(uri)
 
 
-async def test_a_refusal_by_a_filter_leaves_one_audit_line(tmp_path: Path) -> None:
+async def test_a_refusal_by_a_filter_leaves_one_audit_line(filtered: tuple[Served, Path]) -> None:
     """Each guess at a filtered tool, by any name (``parallel()`` with a name built at run time included), leaves
-    one ``filter_refused`` line naming ``pack.tool``; a name no server has leaves none."""
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    toml, claude = write_configs(tmp_path)
-    log = tmp_path / "audit.jsonl"
-    flags = ("--config", str(toml), "--mcp-config", str(claude))
-    with serving_http(workspace, *flags, env={"ATTP_AUDIT_LOG": str(log)}) as served:
-        async with served.client() as client:
-            for guess in GUESSES:
-                refused = await execute(client, f"__result__ = {guess}")
-                assert refused["error"]["code"] == "NAME_NOT_FOUND", (guess, refused)
-            dynamic = await execute(client, "__result__ = parallel('everything.' + 'get_env', [{}, {}])")
-            assert dynamic["error"]["code"] == "NAME_NOT_FOUND", dynamic
-            unknown = await execute(client, "__result__ = no_such_tool()")
-            assert unknown["error"]["code"] == "NAME_NOT_FOUND", unknown
-    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    one ``filter_refused`` line naming ``pack.tool``; a name no server has leaves none. A line is written before
+    the program hears its refusal, so the log is complete when the last call returns."""
+    served, log = filtered
+    start = len(audit_lines(log))
+    async with served.client() as client:
+        for guess in GUESSES:
+            refused = await execute(client, f"__result__ = {guess}")
+            assert refused["error"]["code"] == "NAME_NOT_FOUND", (guess, refused)
+        dynamic = await execute(client, "__result__ = parallel('everything.' + 'get_env', [{}, {}])")
+        assert dynamic["error"]["code"] == "NAME_NOT_FOUND", dynamic
+        unknown = await execute(client, "__result__ = no_such_tool()")
+        assert unknown["error"]["code"] == "NAME_NOT_FOUND", unknown
+    lines = audit_lines(log)[start:]
     assert [(line["event"], line["tool"], line["outcome"]) for line in lines] == [
         ("filter_refused", tool, "NAME_NOT_FOUND")
         for tool in (
