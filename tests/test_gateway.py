@@ -410,8 +410,17 @@ async def test_servers_that_cannot_start_do_not_stop_the_others(workspace: Path,
 
 
 def own_everything(others: set[int]) -> list[int]:
-    """The server-everything processes running now but not among `others` (the module's shared ones)."""
-    return [pid for pid in processes_running(str(EVERYTHING)) if pid not in others]
+    """The server-everything processes this test's runtime started: children of this process (other pytest workers
+    and other suites run their own, which a test must neither count nor kill) not among `others` (the module's
+    shared ones)."""
+    return [pid for pid in processes_running(str(EVERYTHING)) if pid not in others and parent(pid) == os.getpid()]
+
+
+def parent(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 async def test_a_killed_server_is_started_again_on_the_next_call(workspace: Path) -> None:
