@@ -19,6 +19,9 @@ import tomli_w
 from harness import execute, serving_http
 from upstreams import everything_stdio, filesystem_stdio
 
+from attp_server.run.live import ConfigWatch
+from attp_server.settings import Settings
+
 pytestmark = pytest.mark.anyio
 
 SLOW = """started = everything.echo(message="before")
@@ -132,3 +135,29 @@ async def test_edits_apply_while_serving(tmp_path: Path) -> None:
             still = await execute(modern, "__result__ = fs2.list_allowed_directories()['content']")
             assert still["result"] == f"Allowed directories:\n{other}", still
             assert (await modern.list_tools(cache_mode="refresh")).tools[0].description == after
+
+
+async def test_a_file_written_while_it_is_read_is_read_again(tmp_path: Path) -> None:
+    """The watcher in process: an edit landing while the settings are read (after the stamp that saw the first
+    edit) is not lost: the next look reads the file again and applies what it says now."""
+    upstream = tmp_path / "upstream.json"
+    write_json(upstream, {"a": everything_stdio()})
+    reads: list[list[str]] = []
+    applied: list[list[str]] = []
+
+    def load() -> Settings:
+        reads.append(sorted(json.loads(upstream.read_text())["mcpServers"]))
+        if reads[-1] == ["a", "b"]:  # the second edit lands just after this read
+            write_json(upstream, {"a": everything_stdio(), "b": everything_stdio(), "c": everything_stdio()})
+        return Settings(workspace=tmp_path, mcp_config=[upstream])
+
+    async def apply(settings: Settings) -> None:
+        applied.append(reads[-1])
+
+    watch = ConfigWatch(load, None, Settings(workspace=tmp_path, mcp_config=[upstream]), apply)
+    assert await watch.check() is False
+    write_json(upstream, {"a": everything_stdio(), "b": everything_stdio()})
+    assert await watch.check() is True
+    assert await watch.check() is True  # the edit made during the read
+    assert await watch.check() is False
+    assert applied == [["a", "b"], ["a", "b", "c"]]

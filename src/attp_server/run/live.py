@@ -101,8 +101,11 @@ class ConfigWatch:
         except Exception as exc:  # ConfigError names the file, the server and the problem; never a secret
             logger.warning("configuration edit not applied (the running servers stay as they are): %s", exc)
             return True
+        read = dict(zip(self.files, stamp, strict=True))
         self.files = self._watched(settings)
-        self._stamp = await anyio.to_thread.run_sync(_stamp, self.files)
+        # Each file keeps the stamp it had before the read: one written while it was read is read again at the
+        # next look. (A file watched from now on has none: it is read once more, harmlessly.)
+        self._stamp = tuple(read.get(path) for path in self.files)
         await self.apply(settings)
         return True
 
