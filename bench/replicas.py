@@ -20,18 +20,16 @@ import os
 import socket
 import sys
 import tempfile
-import time
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
 import anyio
-from mcp import Client
 
 from bench.report import Report
 from bench.store import postgres_server
 from bench.timing import median_ms
-from bench.transport import attp_call, mcp_client
+from bench.transport import hammer, mcp_client
 
 ROOT = Path(__file__).resolve().parents[1]
 SUPPORT = ROOT / "tests" / "support"
@@ -48,31 +46,11 @@ def _fixtures() -> object:
     return replicas
 
 
-async def _hammer(client: Client, stop: float, latencies: list[float], failures: list[str]) -> None:
-    while time.perf_counter() < stop:
-        started = time.perf_counter()
-        try:
-            await attp_call(client)
-        except RuntimeError as exc:
-            failures.append(str(exc))
-            continue
-        latencies.append(time.perf_counter() - started)
-
-
 async def _throughput(url: str, duration: float) -> tuple[float, float, int]:
     """(calls/s, median ms, failed calls) of CLIENTS clients for `duration` seconds, after a warm-up call each."""
     async with AsyncExitStack() as stack:
         opened = [await stack.enter_async_context(mcp_client(url)) for _ in range(CLIENTS)]
-        async with anyio.create_task_group() as warm:
-            for client in opened:
-                warm.start_soon(attp_call, client)
-        latencies: list[float] = []
-        failures: list[str] = []
-        started = time.perf_counter()
-        async with anyio.create_task_group() as tasks:
-            for client in opened:
-                tasks.start_soon(_hammer, client, started + duration, latencies, failures)
-        elapsed = time.perf_counter() - started
+        latencies, failures, elapsed = await hammer(opened, duration)
     return round(len(latencies) / elapsed, 1), median_ms(latencies) if latencies else 0.0, len(failures)
 
 

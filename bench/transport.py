@@ -193,21 +193,27 @@ async def _calls(client: Client, count: int, failures: list[str] | None = None) 
             failures.append(str(exc))
 
 
+async def hammer(opened: list[Client], duration: float, warm_calls: int = 1) -> tuple[list[float], list[str], float]:
+    """Each client of `opened` calls W1 `warm_calls` times (its session, and the pool grown to their number), then
+    all call it back to back for `duration` seconds: (latencies, the failed calls' errors, seconds elapsed)."""
+    async with anyio.create_task_group() as warm:
+        for client in opened:
+            warm.start_soon(_calls, client, warm_calls)
+    latencies: list[float] = []
+    failures: list[str] = []
+    started = time.perf_counter()
+    async with anyio.create_task_group() as tasks:
+        for client in opened:
+            tasks.start_soon(_hammer, client, started + duration, latencies, failures)
+    return latencies, failures, time.perf_counter() - started
+
+
 async def scale(report: Report, quick: bool, process: subprocess.Popen[bytes], url: str) -> None:
     """Throughput with 1, 4 and 16 clients, then RSS over `total_calls` calls, of the ``attp serve`` `process`."""
     duration, total_calls, warm_calls = (0.3, 20, 1) if quick else (5.0, 10_000, 2)
     for concurrency in (1, 4, 16):
         async with clients([url], concurrency) as opened:
-            async with anyio.create_task_group() as warm:  # each session, and the pool grown to `concurrency`
-                for client in opened:
-                    warm.start_soon(_calls, client, warm_calls)
-            latencies: list[float] = []
-            failures: list[str] = []
-            started = time.perf_counter()
-            async with anyio.create_task_group() as tasks:
-                for client in opened:
-                    tasks.start_soon(_hammer, client, started + duration, latencies, failures)
-            elapsed = time.perf_counter() - started
+            latencies, failures, elapsed = await hammer(opened, duration, warm_calls)
         if failures:
             report.notes.append(f"{len(failures)} W1 calls failed with {concurrency} clients: {failures[0][:300]}")
         top = concurrency == 16
