@@ -299,6 +299,7 @@ def ts_client_runs(node_clients: NodeClients, runs: list[TsRun]) -> dict[TsRun, 
     except (json.JSONDecodeError, KeyError):
         pytest.fail(f"ts_client.mjs exited {done.returncode} without its JSON summaries:\n{done.stdout}\n{done.stderr}")
     assert len(summaries) == len(runs), done.stdout
+    assert done.returncode == 0, f"ts_client.mjs crashed after its summaries ({done.returncode}):\n{done.stderr}"
     return {run: (summary.pop("exit_code"), dict(summary)) for run, summary in zip(runs, summaries, strict=True)}
 
 
@@ -473,6 +474,8 @@ def approval_runs(node_clients: NodeClients, approval_server: Served) -> dict[st
         )
     assert [run["answer"] for run in runs] == answers, done.stdout
     connect_failed = [any(r.get("error", "").startswith("connect:") for r in run["results"]) for run in runs]
+    # Its exit code says whether a connection failed; anything else is a crash after the summaries.
+    assert done.returncode == int(any(connect_failed)), f"ts_approval.mjs exited {done.returncode}:\n{done.stderr}"
     return {run["answer"]: (int(failed), run, done.stderr) for run, failed in zip(runs, connect_failed, strict=True)}
 
 

@@ -15,8 +15,8 @@
 //
 // runs each entry (keys as the options above, same defaults) as its own invocation would, one after another in
 // this one process (a Node start with the SDK costs more CPU than a run), and prints {"ok", "runs": [summary, ...]}:
-// each summary as that invocation prints it, plus the exit code it would have had as `exit_code`. Exit codes as
-// above, over all runs.
+// each summary as that invocation prints it, plus the exit code it would have had as `exit_code`. It exits 0 once
+// every run is summarised (anything else is a crash of this program), 2 on bad usage.
 
 import { readFileSync } from "node:fs";
 import { isDeepStrictEqual, parseArgs } from "node:util";
@@ -288,10 +288,11 @@ async function main() {
   if (batch) {
     for (const summary of summaries) summary.exit_code = summary.ok ? 0 : 1;
     process.stdout.write(`${JSON.stringify({ ok, runs: summaries }, null, 2)}\n`);
+    process.exitCode = 0; // each run's own exit code is in its summary
   } else {
     process.stdout.write(`${JSON.stringify(summaries[0], null, 2)}\n`);
+    process.exitCode = ok ? 0 : 1;
   }
-  process.exitCode = ok ? 0 : 1;
 }
 
 await main();
