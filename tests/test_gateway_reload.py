@@ -19,7 +19,7 @@ import tomli_w
 from harness import execute, serving_http
 from upstreams import everything_stdio, filesystem_stdio
 
-from attp_server.run.live import ConfigWatch
+from attp_server.run.live import ConfigWatch, config_stamp
 from attp_server.settings import Settings
 
 pytestmark = pytest.mark.anyio
@@ -161,3 +161,22 @@ async def test_a_file_written_while_it_is_read_is_read_again(tmp_path: Path) -> 
     assert await watch.check() is True  # the edit made during the read
     assert await watch.check() is False
     assert applied == [["a", "b"], ["a", "b", "c"]]
+
+
+async def test_an_edit_made_while_the_servers_start_is_applied_at_the_first_look(tmp_path: Path) -> None:
+    """The watcher in process, given the stamp from before the settings were read and the upstream servers
+    started (as `open_runtime` takes it): an edit made in between is applied at its first look."""
+    upstream = tmp_path / "upstream.json"
+    write_json(upstream, {"a": everything_stdio()})
+    settings = Settings(workspace=tmp_path, mcp_config=[upstream])
+    before = config_stamp(None, settings)
+    write_json(upstream, {"a": everything_stdio(), "b": everything_stdio()})  # while the servers start
+    applied: list[Settings] = []
+
+    async def apply(new: Settings) -> None:
+        applied.append(new)
+
+    watch = ConfigWatch(lambda: settings, None, settings, apply, before)
+    assert await watch.check() is True
+    assert applied == [settings]
+    assert await watch.check() is False

@@ -72,17 +72,16 @@ class ConfigWatch:
         config_file: Path | None,
         settings: Settings,
         apply: Callable[[Settings], Awaitable[None]],
+        stamp: Stamp | None = None,
     ) -> None:
+        """`stamp`: the files' `config_stamp` from before `settings` were read and served (default: now); an edit
+        made since, while the upstream servers started, is applied at the first look."""
         self.load = load
         self.config_file = config_file
         self.apply = apply
         self.period = settings.config_poll_s
-        self.files = self._watched(settings)
-        self._stamp = _stamp(self.files)
-
-    def _watched(self, settings: Settings) -> list[Path]:
-        files = [self.config_file] if self.config_file is not None else []
-        return [*files, *settings.mcp_config]
+        self.files = watched_files(config_file, settings)
+        self._stamp = stamp if stamp is not None else _stamp(self.files)
 
     async def run(self) -> None:
         """Poll until cancelled."""
@@ -102,12 +101,22 @@ class ConfigWatch:
             logger.warning("configuration edit not applied (the running servers stay as they are): %s", exc)
             return True
         read = dict(zip(self.files, stamp, strict=True))
-        self.files = self._watched(settings)
+        self.files = watched_files(self.config_file, settings)
         # Each file keeps the stamp it had before the read: one written while it was read is read again at the
         # next look. (A file watched from now on has none: it is read once more, harmlessly.)
         self._stamp = tuple(read.get(path) for path in self.files)
         await self.apply(settings)
         return True
+
+
+def watched_files(config_file: Path | None, settings: Settings) -> list[Path]:
+    """The files the configuration comes from: `config_file` (attp.toml, if any) and the ``mcp_config`` files."""
+    return [*([config_file] if config_file is not None else []), *settings.mcp_config]
+
+
+def config_stamp(config_file: Path | None, settings: Settings) -> Stamp:
+    """What `ConfigWatch` compares: the stamps of the configuration's files."""
+    return _stamp(watched_files(config_file, settings))
 
 
 def _stamp(files: Sequence[Path]) -> Stamp:

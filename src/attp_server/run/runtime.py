@@ -33,7 +33,7 @@ from attp_server.run.admission import Admission
 from attp_server.run.audit import AuditLog, handle_digest
 from attp_server.run.dispatch import Dispatcher
 from attp_server.run.intake import Prepared, prepare
-from attp_server.run.live import ConfigWatch, LivePacks
+from attp_server.run.live import ConfigWatch, LivePacks, config_stamp
 from attp_server.run.metrics import Gauges, Metrics, bounded_code
 from attp_server.run.outcome import NO_SESSION_HINT, add_solution, error_result, from_worker, joined, point_to_renamed
 from attp_server.run.rate_limits import RateLimits, known_principals, principal_of
@@ -565,6 +565,8 @@ async def open_runtime(
 
     With `reload` (reads the configuration again) and `config_poll_s` > 0, edits of `config_file` and the
     ``mcp_config`` files are applied while serving (`ConfigWatch`, `Runtime.reload`)."""
+    # Stamped before anything starts: an edit made while the upstream servers start is applied at the first look.
+    stamp = config_stamp(config_file, settings) if reload is not None else None
     registry = registry if registry is not None else build_registry(settings)
     runtime: Runtime | None = None
 
@@ -590,7 +592,7 @@ async def open_runtime(
         runtime.live = live
         await runtime.scopes.sweep_stale(store.handles.present)
         tasks.start_soon(_end_idle_sessions, runtime)
-        watch = ConfigWatch(reload, config_file, settings, runtime.reload) if reload is not None else None
+        watch = ConfigWatch(reload, config_file, settings, runtime.reload, stamp) if reload is not None else None
         if watch is not None and settings.config_poll_s > 0 and watch.files:  # nothing to watch: nothing can change
             runtime.watching = True
             tasks.start_soon(watch.run)
