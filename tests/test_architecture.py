@@ -90,8 +90,8 @@ def test_the_worker_side_imports_nothing_above_the_sandbox(path: Path) -> None:
 
 
 def test_every_part_says_what_it_owns() -> None:
-    for folder in [PACKAGE / p for p in ("faces", "run", "ops", "model", "sessions", "store", "sandbox", "toolpacks")] + [
-        PACKAGE / "sandbox" / p for p in ("compiler", "stdlib", "process", "starlark")
-    ]:
+    for folder in [
+        PACKAGE / p for p in ("faces", "run", "ops", "model", "sessions", "store", "sandbox", "toolpacks")
+    ] + [PACKAGE / "sandbox" / p for p in ("engines", "engines/python", "engines/starlark", "stdlib", "process")]:
         doc = ast.get_docstring(ast.parse((folder / "__init__.py").read_text(encoding="utf-8")))
         assert doc and len(doc) > 80, folder

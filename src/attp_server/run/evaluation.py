@@ -25,6 +25,7 @@ from attp_server.run.intake import Prepared
 from attp_server.run.outcome import from_worker, joined, point_to_renamed
 from attp_server.run.reload import Reconfiguration
 from attp_server.run.state import RunState
+from attp_server.sandbox.engines import ENGINES
 from attp_server.sandbox.process.pool import Job, WorkerPool
 from attp_server.sessions import kept_state
 from attp_server.settings import Settings
@@ -74,7 +75,12 @@ class Evaluation:
         back."""
         run.deadline = time.monotonic() + self.settings.timeout_s
         session = run.session
-        keeping = prepared.keep and prepared.engine == "python" and self.settings.session_state and session is not None
+        keeping = (
+            prepared.keep
+            and ENGINES[prepared.engine].keeps == "names"
+            and self.settings.session_state
+            and session is not None
+        )
         job = self.job(prepared, run, registry, keeping)
         done = await self._on_worker(job, run)
         result = from_worker(done, run, prepared.target, self.settings.max_output_bytes)
