@@ -130,13 +130,7 @@ class EvaluatorEngine:
         if tree is None or problem is not None:
             raise RuntimeError(f"{workload.name} does not pass the static check: {problem}")
         symbols = {**self.base, **TOOLS}
-        evaluator = Evaluator(
-            symbols,
-            deadline=time.monotonic() + 60,
-            max_steps=50_000_000,
-            output=OutputBuffer(65536),
-            modules=self.modules,
-        )
+        evaluator = Evaluator(symbols, deadline=time.monotonic() + 60, output=OutputBuffer(65536), modules=self.modules)
         evaluator.execute(tree)
         return evaluator.symtable["__result__"]
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import ast
 
-from attp_server.sandbox.engines.python.scopes import analyze
+from attp_server.sandbox.engines.python.evaluator import compile_program
 from attp_server.sandbox.process.checked import Checked, CheckedPrograms
 
 
 def checked(code: str) -> Checked:
     tree = ast.parse(code)
-    return Checked(tree, analyze(tree))
+    return Checked(tree, compile_program(ast.parse(code)))
 
 
 def test_a_program_is_found_only_with_the_same_check_inputs() -> None:

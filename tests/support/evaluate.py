@@ -42,9 +42,7 @@ def sandboxed(code: str, *, timeout_s: float = 10.0) -> Outcome:
         return Outcome(None, violations[0].code, "")
     output = OutputBuffer(1 << 20)
     symbols = {**SAFE_BUILTIN_FUNCTIONS, **SAFE_EXCEPTIONS, "ToolError": ToolError, **MODULES}
-    evaluator = Evaluator(
-        symbols, deadline=time.monotonic() + timeout_s, max_steps=50_000_000, output=output, modules=MODULES
-    )
+    evaluator = Evaluator(symbols, deadline=time.monotonic() + timeout_s, output=output, modules=MODULES)
     try:
         evaluator.execute(tree)
     except BaseException as exc:

@@ -532,6 +532,7 @@ def allow_attributes(
     _refuse_unsafe(cls, allowed, wrapped=wrappers or {})
     _refuse_unsafe(cls, on_class)
     ATTRIBUTES[cls] = allowed
+    _PLAIN_TYPES.clear()
     if wrappers:
         _WRAPPERS[cls] = dict(wrappers)
     if on_class:
@@ -585,12 +586,22 @@ def get_attribute(obj: Any, name: str) -> Any:
 
 
 def plain_attribute(cls: type, name: str) -> bool:
-    """True when `get_attribute` of `name` on any instance of `cls` is exactly ``getattr(obj, name)``.
-
-    The evaluator remembers such answers per class and call site instead of asking again.
-    """
+    """True when `get_attribute` of `name` on any instance of `cls` is exactly ``getattr(obj, name)``."""
     allowed = ATTRIBUTES.get(cls)
     return allowed is not None and name in allowed and name not in _WRAPPERS.get(cls, {})
+
+
+_PLAIN_TYPES: dict[str, frozenset[type]] = {}
+"""Attribute name -> `plain_types` (filled as names are asked for; emptied when the allowlist grows)."""
+
+
+def plain_types(name: str) -> frozenset[type]:
+    """The types on whose instances `get_attribute` of `name` is exactly ``getattr(obj, name)`` (`plain_attribute`):
+    a program's ``obj.name`` on a value of one of these is read natively, with no call of the policy."""
+    found = _PLAIN_TYPES.get(name)
+    if found is None:
+        found = _PLAIN_TYPES[name] = frozenset(cls for cls in list(ATTRIBUTES) if plain_attribute(cls, name))
+    return found
 
 
 def _missing_member(space: Namespace, name: str) -> str:

@@ -50,7 +50,7 @@ _COMPILE_ADVICE = {
     "'continue' not properly in loop": "Use continue only inside a for or while loop.",
 }
 
-_TOO_DEEP: Problem = {
+TOO_DEEP: Problem = {
     "code": "SYNTAX_ERROR",
     "message": "the program is nested too deeply to parse",
     "solution": "Simplify the program: fewer nested lambdas, brackets and expressions.",
@@ -152,7 +152,7 @@ def check(
     except SyntaxError as exc:
         return None, _syntax_error(code, exc)
     except (RecursionError, MemoryError):
-        return None, Problem(**_TOO_DEEP)
+        return None, Problem(**TOO_DEEP)
     except ValueError as exc:  # e.g. source with NUL bytes
         return None, {"code": "SYNTAX_ERROR", "message": f"the program cannot be parsed: {exc}"}
     try:
@@ -164,7 +164,7 @@ def check(
     except SyntaxError as exc:
         return tree, _syntax_error(code, exc)
     except (RecursionError, MemoryError):
-        return tree, Problem(**_TOO_DEEP)
+        return tree, Problem(**TOO_DEEP)
     if violations:
         first = violations[0]
         return tree, _located(

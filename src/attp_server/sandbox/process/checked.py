@@ -1,10 +1,10 @@
-"""The worker's recently checked programs: a program sent again skips its parse, static check and scope analysis.
+"""The worker's recently checked programs: a program sent again skips its parse, static check, rewrite and compile.
 
-Agents resend programs (a retry, a poll, the same step of a loop), and for a short program those three
-passes are most of a worker's own time (for five lines with five tool calls, about half). What is
-kept is only what follows from the text: the parsed tree and the scopes resolved from it, never a
-value, a symbol table or a compiled closure, so no run can see what an earlier run computed. Nothing
-is kept for a program that failed the check (the next run checks it again and says why again).
+Agents resend programs (a retry, a poll, the same step of a loop), and for a short program those passes are
+most of a worker's own time. What is kept is only what follows from the text: the parsed tree and the
+program compiled from it (its code object, the places its errors are reported, the guards it reads), never a
+value, a symbol table or a function, so no run can see what an earlier run computed. Nothing is kept for a
+program that failed the check (the next run checks it again and says why again).
 
 Entries are valid for one set of check inputs (the enabled tools, packs and modules: the owner clears
 the cache when those change); the key holds the rest (the text, ``allow_imports``, a digest of the kept
@@ -19,8 +19,10 @@ import ast
 from collections import OrderedDict
 from collections.abc import Hashable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from attp_server.sandbox.engines.python.scopes import Scope
+if TYPE_CHECKING:
+    from attp_server.sandbox.engines.python.evaluator import Program
 
 try:  # CPython's own digest: hashlib would load OpenSSL into every worker (about 4 MB each)
     from _blake2 import blake2b
@@ -39,10 +41,11 @@ MAX_TOTAL_CHARS = 32_000
 
 @dataclass(frozen=True)
 class Checked:
-    """A program that passed the static check: its tree and the scopes `sandbox.engines.python.scopes` resolved."""
+    """A program that passed the static check: its tree (as the program wrote it, for what a session keeps of its
+    functions) and the engine's compiled program (`sandbox.engines.python.evaluator.Program`)."""
 
     tree: ast.Module
-    scopes: dict[ast.AST, Scope]
+    program: Program
 
 
 def names_key(names: frozenset[str]) -> bytes:

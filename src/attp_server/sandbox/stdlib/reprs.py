@@ -24,6 +24,9 @@ import types
 from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
+PROGRAM_FILE = "<program>"
+"""The file name of every code object compiled from a program's text (by `engines.python.evaluator`)."""
+
 _SUSPECT = re.compile(r"0x[0-9a-fA-F]{5,}|attp_server\.")
 """What an address or an internal name looks like in a repr (a false alarm only costs the slow path)."""
 
@@ -210,7 +213,11 @@ def _opaque(obj: Any) -> str:
     if isinstance(obj, types.MethodType):
         return f"<bound method {_type_name(type(obj.__self__))}.{obj.__func__.__name__}>"
     if isinstance(obj, types.FunctionType):
+        if obj.__code__.co_filename == PROGRAM_FILE:  # a def or lambda of the program's own
+            return f"<sandbox function {obj.__name__}>"
         return f"<function {obj.__name__.lstrip('_') or 'function'}>"
+    if isinstance(obj, types.GeneratorType):
+        return f"<generator object {obj.__name__}>"
     wrapped = getattr(obj, "__wrapped__", None) if type(obj).__name__ == "_lru_cache_wrapper" else None
     if wrapped is not None:
         return f"<functools.lru_cache of {_render(wrapped, set(), 1)}>"

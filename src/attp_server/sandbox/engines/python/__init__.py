@@ -1,9 +1,10 @@
-"""The ``python`` engine: a program's AST compiled once into Python closures, run under the sandbox's rules.
+"""The ``python`` engine: a checked program rewritten with guards, compiled by CPython, run under the sandbox's rules.
 
-Owns: scopes, expressions, statements, control flow, calls, functions and definitions, and the
-`evaluator.Evaluator` that ties them together (it replaced asteval's tree walk; nothing of asteval runs here).
-`table` lists every node a program may hold and the function that compiles it, in one place; `engine` is the
-worker's side of the engine (the static check, kept names, one run).
+Owns: `transform` (the rewrite of a checked tree), `guards` (what the rewritten code calls where the policy needs a
+look at a value: attributes, text, size-checked operators, exceptions, imports), `table` (every node a program may
+hold and what the rewrite makes of it, in one place), `evaluator` (a program compiled once, run under the deadline,
+the recursion limit and the output cap), and `engine`, the worker's side of the engine (the static check, kept
+names, one run). Nothing of asteval's evaluation runs here.
 Runs in the worker. May import: the rest of `attp_server.sandbox` only. Must never import anything
 above `sandbox`.
 """

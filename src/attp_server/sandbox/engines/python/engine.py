@@ -1,41 +1,32 @@
-"""The ``python`` engine's worker side: the static check, the session's kept names, the evaluator, what is kept.
+"""The ``python`` engine's worker side: the static check, the session's kept names, the compiled program, one run.
 
 `Python` is built once per worker (the curated modules, the checked-program cache); `Python.start` makes one
-`PythonRun` per program: the program is checked (or found checked in the cache), the session's kept values and
-functions are restored, the evaluator runs it, and what it leaves is collected for the session (`keep`).
+`PythonRun` per program: the program is checked and compiled (or found so in the cache), the session's kept values
+and functions are restored, the evaluator runs it, and what it leaves is collected for the session (`keep`).
 """
 
 from __future__ import annotations
 
 import ast
+import copy
 import dataclasses
 import functools
 import os
 import random
-import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from attp_server.sandbox.engines import Answer
-from attp_server.sandbox.engines.python.evaluator import Evaluator
-from attp_server.sandbox.engines.python.scopes import analyze
+from attp_server.sandbox.engines.python.evaluator import Evaluator, Program, TooDeep, compile_program
 from attp_server.sandbox.policy import scan
 from attp_server.sandbox.process import keep
 from attp_server.sandbox.process.checked import Checked, CheckedPrograms, names_key
 from attp_server.sandbox.process.tools import OutputBuffer, ToolBridge, ToolError, tool_symbols
-from attp_server.sandbox.static_check import CHECK_BUDGET_S, KnownNames, check, known_names
+from attp_server.sandbox.static_check import CHECK_BUDGET_S, TOO_DEEP, KnownNames, check, known_names
 from attp_server.sandbox.stdlib.modules import build_namespaces, run_namespaces
 from attp_server.sandbox.stdlib.namespaces import MODULE_NAMES, SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS, Namespace
 from attp_server.sandbox.stdlib.reprs import name_modules
-
-MAX_STEPS = 50_000_000
-"""Evaluation steps (AST nodes) one run may take; the wall clock usually ends a runaway first."""
-
-RECURSION_LIMIT = 6000
-"""Python frames a run may nest: about 1,000 levels of a program's own recursion, as CPython allows (each
-level of the program is a few frames of the evaluator). Measured safe for the C stack with recursion
-through C callbacks (sorted keys, map, re.sub) up to 10,000; past about 14,000 the process would crash."""
 
 
 class CheckRefused(Exception):
@@ -115,6 +106,7 @@ class PythonRun:
         symbols.update(tool_symbols(job, self.tools, reserved=symbols))
         state = job.get("state")
         restored = self.restored = keep.restore(state, symbols) if isinstance(state, dict) else None
+        definitions = restored.definitions if restored is not None else []
         names = engine.known_names(job)
         inputs = (allow_imports, names_key(names.kept))
         checked = engine.checked.get(code, inputs)
@@ -124,37 +116,29 @@ class PythonRun:
         else:
             parsed, problem = checked.tree, None
         self.check_s = time.monotonic() - self.received  # the trace's static-check span
-        if problem is None and restored is not None and restored.definitions:
+        if problem is None and definitions:
             # Kept functions are defined again ahead of the program: checked like it.
-            refused = scan(
-                ast.Module(body=restored.definitions, type_ignores=[]), modules=modules, allow_imports=allow_imports
-            )
+            refused = scan(ast.Module(body=definitions, type_ignores=[]), modules=modules, allow_imports=allow_imports)
             if refused:
                 problem = {"code": refused[0].code, "message": refused[0].message}
         if problem is not None:
             raise CheckRefused(dict(problem))
         assert parsed is not None  # a program that does not parse is a problem
-        tree, scopes = parsed, checked.scopes if checked is not None else None
-        if restored is not None and restored.definitions:  # a new tree: `parsed` may be kept
-            tree, scopes = ast.Module(body=[*restored.definitions, *parsed.body], type_ignores=[]), None
-        if scopes is None:
-            scopes = analyze(tree)
-            if tree is parsed:
-                engine.checked.put(code, inputs, Checked(parsed, scopes))
-        self.tree = tree
+        if checked is None:
+            program = _compiled(ast.parse(code))  # a tree of its own: `parsed` stays as written, for `keep`
+            engine.checked.put(code, inputs, Checked(parsed, program))
+        else:
+            program = checked.program
+        before = _compiled(ast.Module(body=copy.deepcopy(definitions), type_ignores=[])) if definitions else None
+        self.tree = ast.Module(body=[*definitions, *parsed.body], type_ignores=[]) if definitions else parsed
         evaluator = self.evaluator = Evaluator(
-            symbols,
-            deadline=self.deadline,
-            max_steps=MAX_STEPS,
-            output=self.output,
-            modules=modules,
-            allow_imports=allow_imports,
+            symbols, deadline=self.deadline, output=self.output, modules=modules, allow_imports=allow_imports
         )
         self.tools.pauses.listen(functools.partial(_extend_deadline, evaluator))
         self.base = dict(evaluator.symtable)
         if restored is not None:
             evaluator.symtable.update(restored.values)
-        last = _deep(functools.partial(evaluator.execute, scopes=scopes), self.tree)
+        last = evaluator.execute(program, before)
         hint = _import_hint(evaluator.imported) if evaluator.imported else None
         return Answer(evaluator.symtable, last, hint)
 
@@ -179,15 +163,11 @@ class PythonRun:
         return collected.as_message()
 
 
-def _deep(run: Callable[[ast.Module], Any], tree: ast.Module) -> Any:
-    """`run(tree)` with room for a program's recursion (`RECURSION_LIMIT`); the static check before it keeps
-    CPython's default, so its compile refuses absurd nesting as it always did."""
-    default = sys.getrecursionlimit()
-    sys.setrecursionlimit(RECURSION_LIMIT)
+def _compiled(tree: ast.Module) -> Program:
     try:
-        return run(tree)
-    finally:
-        sys.setrecursionlimit(default)
+        return compile_program(tree)
+    except TooDeep:
+        raise CheckRefused(dict(TOO_DEEP)) from None
 
 
 def _import_hint(modules: list[str]) -> str:

@@ -1,240 +1,153 @@
-"""The evaluator that runs a program: lexical scopes, allowlisted attributes, size checks, limits.
+"""The evaluator: a checked program rewritten with guards (`transform`), compiled by CPython, run under the limits.
 
-It began as a subclass of asteval's ``Interpreter`` and replaced that tree walk piece by piece; no part of
-asteval's evaluation is left (asteval's published list of unsafe attribute names checks the allowlist:
-`attp_server.sandbox.policy`). What it does differently from stock asteval, each for a reason:
+`compile_program` makes a `Program` once per program text (the worker keeps it: `process.checked`); an
+`Evaluator` runs one or two of them (the session's kept ``def``s first, then the program) in one symbol table:
 
-* Scopes are CPython's (`attp_server.sandbox.engines.python.scopes`): closures capture their defining scope in cells,
-  ``nonlocal``/``global`` work, comprehensions have their own scope. Stock asteval copies the whole
-  symbol table into every call (dynamic scope: ``make_adder(5)(1)`` fails), at a cost per symbol.
-* Each node is compiled once into a Python closure specialised for its shape (`expressions`,
-  `arithmetic`, `calls`, `displays`, `statements`, `control`, `definitions`, `imports`) instead of being
-  dispatched on its class every time it runs: call-heavy programs run some ten times faster. Nothing
-  is compiled to CPython bytecode; every operation still goes through the policy below.
-* Errors are real Python exceptions, so ``try/except`` matches by class, including ``except ToolError``.
-* The deadline is a timer signal (`alarm`) and loops spend a step budget; both end the run with a
-  `BaseException` subclass (`attp_server.sandbox.limits.Abort`) that no ``except`` can catch.
-* ``obj.name`` goes through `policy.get_attribute`; attribute assignment and deletion are refused.
-* Operators that build big values (``*``, ``**``, ``<<``, ``+``, ``%``) and format specs are size-checked.
-* ``print`` writes to a capped in-memory buffer, never to a file descriptor.
-* ``import m`` binds the run's curated namespace ``m``; imports of anything else end the run.
+* the run's globals are the symbol table the engine built (builtins the program may name, tools, modules, kept
+  values); its ``__builtins__`` hold only the guards (``__attp_...``: `guards.builtins`), so a name the program
+  did not define is a NameError, never one of CPython's builtins;
+* the deadline is a timer signal (`process.alarm`) that raises `Timeout`, which no ``except`` catches and no
+  ``finally`` outlives (`guards.catch`); with no timer (another thread), only the pool's kill ends a runaway;
+* a program recurses about as deep as CPython lets a script (`PROGRAM_LEVELS`), measured from where it starts;
+* an error leaves stamped with the line and column of the innermost statement (or lambda expression) of the
+  program where it happened (``attp_line``, read by the worker), and a `MemoryError` leaves as `SizeLimitError`;
+* ``print`` writes to the run's capped buffer; ``import m`` binds the run's curated namespace ``m``.
 """
 
 from __future__ import annotations
 
 import ast
-import operator
-import time
-from collections.abc import Callable, Mapping
+import itertools
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from types import CodeType, FrameType, TracebackType
 from typing import Any
 
-from attp_server.sandbox.engines.python.expressions import Context, compile_expr
-from attp_server.sandbox.engines.python.functions import locate
-from attp_server.sandbox.engines.python.scopes import Scope, analyze
-from attp_server.sandbox.engines.python.statements import compile_stmt
-from attp_server.sandbox.engines.python.table import COMPILERS
-from attp_server.sandbox.limits import (
-    MAX_FORMAT_WIDTH,
-    MAX_INT_BITS,
-    MAX_SEQUENCE_LEN,
-    Forbidden,
-    SizeLimitError,
-    Timeout,
-)
+from attp_server.sandbox.engines.python.guards import Imports, builtins, name
+from attp_server.sandbox.engines.python.table import REWRITES
+from attp_server.sandbox.engines.python.transform import Span, Transformer
+from attp_server.sandbox.limits import Forbidden, SizeLimitError
 from attp_server.sandbox.process import alarm
 from attp_server.sandbox.process.tools import OutputBuffer
-from attp_server.sandbox.stdlib.namespaces import check_power
-from attp_server.sandbox.stdlib.reprs import plain, safe_str, shown
+from attp_server.sandbox.stdlib.reprs import PROGRAM_FILE, safe_str
 
-CHECK_EVERY = 64
-"""Steps (loop iterations and calls) between two deadline checks: some tens of microseconds of evaluation."""
+PROGRAM_LEVELS = 1_000
+"""Calls a program may nest, as CPython allows a script; guards and the sandbox's own frames get a little more."""
 
+SPARE_FRAMES = 200
+"""Frames above `PROGRAM_LEVELS` for what a program's deepest call may still run (a guard, a repr, a tool stub)."""
 
-def _check_percent_format(template: str | bytes | bytearray) -> None:
-    """Refuse %-format widths that would build a huge string, parsing specs the way Python does."""
-    text = template if isinstance(template, str) else bytes(template).decode("latin-1")
-    size, i = len(text), 0
-    while (i := text.find("%", i)) >= 0:
-        i += 1
-        if i < size and text[i] == "(":  # a mapping key: balanced parentheses, as Python parses it
-            depth, i = 1, i + 1
-            while i < size and depth:
-                depth += {"(": 1, ")": -1}.get(text[i], 0)
-                i += 1
-        while i < size and text[i] in "#0- +":
-            i += 1
-        for part in ("width", "precision"):
-            if part == "precision":
-                if i >= size or text[i] != ".":
-                    break
-                i += 1
-            if i < size and text[i] == "*":
-                raise Forbidden("'*' widths in %-formatting are not available; write the width as a number")
-            j = i
-            while j < size and text[j].isdigit():
-                j += 1
-            if j - i > 6 or (j > i and int(text[i:j]) > MAX_FORMAT_WIDTH):
-                raise SizeLimitError(f"%-format {part} {text[i:j]} exceeds {MAX_FORMAT_WIDTH:,}")
-            i = j
-        i += 1  # the conversion character (or the second % of %%)
+REWRITE_FRAMES = 20_000
+"""The recursion limit while a tree is rewritten (Python frames only: the rewrite nests as deep as the program)."""
 
 
-def _check_len(size: int, what: str) -> None:
-    if size > MAX_SEQUENCE_LEN:
-        raise SizeLimitError(f"{what} would build {size:,} items; the limit is {MAX_SEQUENCE_LEN:,}")
+class TooDeep(Exception):
+    """The program nests deeper than the rewrite or CPython's compiler can follow."""
 
 
-_SEQUENCES = (str, bytes, bytearray, list, tuple)
-_NUMBERS = frozenset({int, float})
+@dataclass(frozen=True)
+class Program:
+    """A checked program compiled: its code, where its errors are reported, and the builtins its runs start from."""
+
+    code: CodeType
+    spans: tuple[Span, ...]
+    builtins: Mapping[str, Any]
 
 
-def _check_int(value: Any, what: str) -> Any:
-    """`value`, unless it is an integer over `MAX_INT_BITS` (``x + x`` of the largest ones, a loop of them)."""
-    if isinstance(value, int) and value.bit_length() > MAX_INT_BITS:
-        raise SizeLimitError(f"{what} would build an integer over {MAX_INT_BITS:,} bits")
-    return value
+def compile_program(tree: ast.Module) -> Program:
+    """Rewrite `tree` (changing it) and compile it; `TooDeep` for a tree deeper than the compiler follows."""
+    transformer = Transformer(REWRITES)
+    default = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(default, REWRITE_FRAMES))
+    try:
+        rewritten = ast.fix_missing_locations(transformer.module(tree))
+    except RecursionError:
+        raise TooDeep from None
+    finally:
+        sys.setrecursionlimit(default)
+    try:  # at the default limit, as the static check compiled the program
+        code = compile(rewritten, PROGRAM_FILE, "exec", dont_inherit=True, optimize=0)
+    except (RecursionError, MemoryError):
+        raise TooDeep from None
+    return Program(_plain_names(code), tuple(transformer.spans), builtins(transformer.attributes))
 
 
-def _add(a: Any, b: Any) -> Any:
-    kinds: tuple[type, type] = (a.__class__, b.__class__)
-    if kinds[0] in _NUMBERS and kinds[1] in _NUMBERS:  # the common case first
-        return _check_int(a + b, "'+'")
-    if isinstance(a, _SEQUENCES) and isinstance(b, _SEQUENCES):
-        _check_len(len(a) + len(b), "'+'")
-    return _check_int(a + b, "'+'")
-
-
-def _sub(a: Any, b: Any) -> Any:
-    return _check_int(a - b, "'-'")
-
-
-def _mul(a: Any, b: Any) -> Any:
-    if a.__class__ is int and b.__class__ is int:  # the common case first
-        if a.bit_length() + b.bit_length() > MAX_INT_BITS:
-            raise SizeLimitError(f"'*' would build an integer over {MAX_INT_BITS:,} bits")
-        return a * b
-    if a.__class__ is float or b.__class__ is float:  # a float product is a float (or an error), never big
-        return a * b
-    if isinstance(b, _SEQUENCES) and isinstance(a, int):
-        a, b = b, a
-    if isinstance(a, _SEQUENCES) and isinstance(b, int):
-        _check_len(len(a) * b, "'*'")
-    elif isinstance(a, int) and isinstance(b, int) and a.bit_length() + b.bit_length() > MAX_INT_BITS:
-        raise SizeLimitError(f"'*' would build an integer over {MAX_INT_BITS:,} bits")
-    return a * b
-
-
-def _pow(a: Any, b: Any) -> Any:
-    if isinstance(a, int) and isinstance(b, int):
-        check_power(a, b)
-    return a**b
-
-
-def _lshift(a: Any, b: Any) -> Any:
-    if isinstance(a, int) and isinstance(b, int) and a and a.bit_length() + b > MAX_INT_BITS:
-        raise SizeLimitError(f"'<<' would build an integer over {MAX_INT_BITS:,} bits")
-    return a << b
-
-
-def _mod(a: Any, b: Any) -> Any:
-    if isinstance(a, str | bytes | bytearray):
-        _check_percent_format(a)
-    if isinstance(a, str):  # `%s` / `%r` of an object: its safe text, never an address
-        if b.__class__ is tuple:
-            if not plain(b):
-                b = tuple(shown(item) for item in b)
-        elif b.__class__ is dict:
-            b = {key: shown(value) for key, value in b.items()}
-        else:
-            b = shown(b)
-    return a % b
-
-
-BINARY_OPERATORS: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
-    ast.Add: _add,
-    ast.Sub: _sub,
-    ast.Mult: _mul,
-    ast.Div: operator.truediv,
-    ast.FloorDiv: operator.floordiv,
-    ast.Mod: _mod,
-    ast.Pow: _pow,
-    ast.LShift: _lshift,
-    ast.RShift: operator.rshift,
-    ast.BitOr: operator.or_,
-    ast.BitXor: operator.xor,
-    ast.BitAnd: operator.and_,
-    ast.MatMult: operator.matmul,
-}
+def _plain_names(code: CodeType) -> CodeType:
+    """`code` with every function's qualified name its plain name (``inner()`` missing an argument, not
+    ``outer.<locals>.inner()``: what the model was always told)."""
+    consts = tuple(_plain_names(c) if isinstance(c, CodeType) else c for c in code.co_consts)
+    return code.replace(co_qualname=code.co_name, co_consts=consts)
 
 
 class Evaluator:
-    """One run of one program. Build a new one per run: symbols do not survive between runs.
+    """One run: the symbol table `symbols` (the program's globals), the deadline, the output, the imports.
 
-    Each node is compiled once into a closure (`attp_server.sandbox.engines.python.expressions`, `statements`,
-    `definitions`) after the program's scopes are resolved (`attp_server.sandbox.engines.python.scopes`); `execute`
-    runs the module's statements one by one.
+    Build a new one per run: symbols do not survive between runs.
     """
-
-    binary_operators = BINARY_OPERATORS
-    """The size-checked operators every compiled ``+``, ``*``, ``%``, ... falls back to."""
 
     def __init__(
         self,
         symbols: dict[str, Any],
         *,
         deadline: float,
-        max_steps: int,
         output: OutputBuffer,
         modules: Mapping[str, Any] | None = None,
         allow_imports: bool = True,
     ) -> None:
         self.output = output
         self.deadline = deadline
-        self.max_steps = max_steps
-        self.steps = 0
-        self.left = CHECK_EVERY
-        self.tick_calls = not alarm.available()
-        """Whether calls spend steps too: only when the deadline cannot be a timer signal (`alarm`)."""
-        self.handling: list[BaseException] = []
+        """When the run ends (`time.monotonic()`); a tool call's pause for a person moves it later."""
         self.symtable = symbols
-        self.modules: dict[str, Any] = dict(modules or {})
-        """The modules ``import`` may name: the curated namespaces this run has, by name."""
-        self.allow_imports = allow_imports
-        self.imported: list[str] = []
-        """Modules the program imported (the result's hint says imports are unnecessary)."""
+        self.imports = Imports(dict(modules or {}), allow_imports, symbols)
+        self.last: tuple[Any, int] | None = None
         symbols["print"] = _Print(self._printer)
         symbols["__name__"] = "__main__"  # `if __name__ == "__main__":` runs its block, as in a script
 
-    # ------------------------------------------------------------ running
+    @property
+    def imported(self) -> list[str]:
+        """Modules the program imported (the result's hint says imports are unnecessary)."""
+        return self.imports.imported
 
-    def execute(self, tree: ast.Module, scopes: dict[ast.AST, Scope] | None = None) -> tuple[Any, int] | None:
-        """Run the program; return the value of its last top-level expression that is not None, and its line.
-
-        `scopes` is ``analyze(tree)`` when the caller has it already (a program checked before: `checked`).
-        """
-        if scopes is None:
-            scopes = analyze(tree)
-        context = Context(COMPILERS, self, scopes[tree], scopes)
+    def execute(self, program: ast.Module | Program, before: Program | None = None) -> tuple[Any, int] | None:
+        """Run `before` (the session's kept definitions), then `program` (compiled now if it is a tree); return
+        the value of the program's last top-level expression that is not None, and its line."""
+        if isinstance(program, ast.Module):
+            program = compile_program(program)
+        programs = [p for p in (before, program) if p is not None]
+        table: dict[str, Any] = {}
+        for each in programs:
+            table.update(each.builtins)
+        imports = self.imports
+        table.update(
+            {
+                name("import"): imports.module,
+                name("import_from"): imports.member,
+                name("import_star"): imports.everything,
+                name("last"): self._last,
+            }
+        )
         symbols = self.symtable
-        last: tuple[Any, int] | None = None
-        with alarm.armed(self):
-            for statement in tree.body:
-                if statement.__class__ is ast.Expr:
-                    value = _compiled(context, statement.value, compile_expr)(symbols)
-                    if value is not None:
-                        last = (value, statement.lineno)
-                else:
-                    _compiled(context, statement, compile_stmt)(symbols)
-        return last
+        symbols["__builtins__"] = table
+        with alarm.armed(self), _deep():
+            try:
+                for each in programs:
+                    exec(each.code, symbols)  # noqa: S102 - the checked program, rewritten with its guards
+            except BaseException as exc:
+                where = _locate(exc, [span for each in programs for span in each.spans])
+                if isinstance(exc, MemoryError):
+                    line = where[0] if where else "?"
+                    error = SizeLimitError(f"the program ran out of memory at line {line}")
+                    _stamp(error, where)
+                    raise error from None
+                raise
+        return self.last
 
-    def spend(self) -> None:
-        """Called when the step budget's countdown runs out: count the steps, check the deadline and the limit."""
-        self.steps += CHECK_EVERY + 1
-        self.left = CHECK_EVERY
-        if time.monotonic() > self.deadline:
-            raise Timeout("the program ran past its time limit")
-        if self.steps > self.max_steps:
-            raise Timeout(f"the program ran more than {self.max_steps:,} steps (loop iterations and calls)")
+    def _last(self, value: Any, line: int) -> Any:
+        if value is not None:
+            self.last = (value, line)
+        return value
 
     def _printer(self, *values: Any, sep: str | None = " ", end: str | None = "\n", **options: Any) -> None:
         if options.get("file") is not None:
@@ -246,18 +159,69 @@ class Evaluator:
         self.output.write(sep.join([safe_str(v) for v in values]) + end)
 
 
-def _compiled(
-    context: Context, node: Any, compiler: Callable[[Context, Any], Callable[[Any], Any]]
-) -> Callable[[Any], Any]:
-    """Compile one top-level node, its compile-time refusals stamped with its line like run-time errors."""
+@contextmanager
+def _deep() -> Iterator[None]:
+    """Room for `PROGRAM_LEVELS` of the program's calls above the frames running it now."""
+    default = sys.getrecursionlimit()
+    depth = 0
+    frame: FrameType | None = sys._getframe()
+    while frame is not None:
+        depth += 1
+        frame = frame.f_back
+    sys.setrecursionlimit(depth + PROGRAM_LEVELS + SPARE_FRAMES)
     try:
-        return compiler(context, node)
-    except BaseException as exc:
-        locate(exc, node)
-        raise
+        yield
+    finally:
+        sys.setrecursionlimit(default)
 
 
-_MISSING = object()
+def _locate(exc: BaseException, spans: list[Span]) -> tuple[int, int | None] | None:
+    """Stamp `exc` with where it happened in the program (unless it carries a place already); return that place."""
+    where: tuple[int, int | None] | None = getattr(exc, "attp_line", None)
+    if where is None:
+        where = _innermost(exc.__traceback__, spans)
+        _stamp(exc, where)
+    if isinstance(exc, NameError) and getattr(exc, "name", None) is None:  # CPython names only undefined globals
+        text = str(exc)
+        start = text.find("'")
+        if start >= 0 and text.find("'", start + 1) > start:
+            with suppress(AttributeError):
+                exc.name = text[start + 1 : text.find("'", start + 1)]
+    return where
+
+
+def _stamp(exc: BaseException, where: tuple[int, int | None] | None) -> None:
+    if where is not None:
+        with suppress(AttributeError):
+            exc.attp_line = where  # type: ignore[attr-defined]
+
+
+def _innermost(tb: TracebackType | None, spans: list[Span]) -> tuple[int, int | None] | None:
+    """The statement (or lambda expression) of the program's innermost frame in `tb` that was running."""
+    found: TracebackType | None = None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == PROGRAM_FILE:
+            found = tb
+        tb = tb.tb_next
+    if found is None:
+        return None
+    line, column = found.tb_lineno, None
+    position = next(itertools.islice(found.tb_frame.f_code.co_positions(), found.tb_lasti // 2, None), None)
+    if position is not None and position[0] is not None and position[2] is not None:
+        line, column = position[0], position[2]
+    best: Span | None = None
+    for span in spans:  # in the order they were met: a node's own spans come after its parent's
+        if _inside(line, column, span) and (best is None or _inside(span[0], span[1], best)):
+            best = span
+    if best is None:
+        return (found.tb_lineno, None)
+    return (best[4], best[5])
+
+
+def _inside(line: int, column: int | None, span: Span) -> bool:
+    if column is None:
+        return span[0] <= line <= span[2]
+    return (span[0], span[1]) <= (line, column) <= (span[2], span[3])
 
 
 class _Print:
