@@ -278,10 +278,15 @@ def _padded(method_name: str) -> Callable[[Any], Callable[..., Any]]:
 
 def _join(obj: Any) -> Callable[..., Any]:
     def join(iterable: Iterable[Any]) -> Any:
-        items = list(iterable)
-        total = len(obj) * max(0, len(items) - 1) + sum(len(i) for i in items if isinstance(i, _TEXT))
-        _check_len(total, "join()")
-        return obj.join(items)
+        # The separators are what a short text can multiply: they are counted before anything is built. The
+        # items are in memory already, so the joined text is measured once built (a few times their size at most).
+        items = iterable if iterable.__class__ is list else list(iterable)
+        if len(obj) * (len(items) - 1) > MAX_SEQUENCE_LEN:
+            _check_len(len(obj) * (len(items) - 1), "join()")
+        joined = obj.join(items)
+        if len(joined) > MAX_SEQUENCE_LEN:
+            _check_len(len(joined), "join()")
+        return joined
 
     return join
 
@@ -579,10 +584,13 @@ def get_attribute(obj: Any, name: str) -> Any:
         if cls is not type and hasattr(cls, name):
             raise Forbidden(f"'{cls.__name__}.{name}' is not available in the sandbox")
         raise AttributeError(f"{_describe(obj)} has no attribute {name!r}")
-    wrapper = (_CLASS_WRAPPERS.get(obj, {}) if cls is type else _WRAPPERS.get(cls, {})).get(name)
+    wrapper = (_CLASS_WRAPPERS.get(obj, _NONE) if cls is type else _WRAPPERS.get(cls, _NONE)).get(name)
     if wrapper is not None:
         return wrapper(obj)
     return getattr(obj, name)
+
+
+_NONE: Mapping[str, Wrapper] = {}
 
 
 def plain_attribute(cls: type, name: str) -> bool:

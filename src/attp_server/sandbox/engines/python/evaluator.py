@@ -4,8 +4,8 @@
 `Evaluator` runs one or two of them (the session's kept ``def``s first, then the program) in one symbol table:
 
 * the run's globals are the symbol table the engine built (builtins the program may name, tools, modules, kept
-  values); its ``__builtins__`` hold only the guards (``__attp_...``: `guards.builtins`), so a name the program
-  did not define is a NameError, never one of CPython's builtins;
+  values) and the guards (``__attp_...``: `guards.builtins`, names no program can write); its ``__builtins__`` are
+  empty, so a name the program did not define is a NameError, never one of CPython's builtins;
 * the deadline is a timer signal (`process.alarm`) that raises `Timeout`, which no ``except`` catches and no
   ``finally`` outlives (`guards.catch`); with no timer (another thread), only the pool's kill ends a runaway;
 * a program recurses about as deep as CPython lets a script (`PROGRAM_LEVELS`), measured from where it starts;
@@ -62,7 +62,7 @@ def compile_program(tree: ast.Module) -> Program:
     default = sys.getrecursionlimit()
     sys.setrecursionlimit(max(default, REWRITE_FRAMES))
     try:
-        rewritten = ast.fix_missing_locations(transformer.module(tree))
+        rewritten = transformer.module(tree)
     except RecursionError:
         raise TooDeep from None
     finally:
@@ -71,7 +71,8 @@ def compile_program(tree: ast.Module) -> Program:
         code = compile(rewritten, PROGRAM_FILE, "exec", dont_inherit=True, optimize=0)
     except (RecursionError, MemoryError):
         raise TooDeep from None
-    return Program(_plain_names(code), tuple(transformer.spans), builtins(transformer.attributes))
+    table = {**builtins(transformer.attributes), **transformer.constants}
+    return Program(_plain_names(code), tuple(transformer.spans), table)
 
 
 def _plain_names(code: CodeType) -> CodeType:
@@ -129,7 +130,8 @@ class Evaluator:
             }
         )
         symbols = self.symtable
-        symbols["__builtins__"] = table
+        symbols.update(table)  # in the globals, not the builtins: one look-up from the module's own code, not three
+        symbols["__builtins__"] = {}  # none of CPython's: a name the program did not define is a NameError
         with alarm.armed(self), _deep():
             try:
                 for each in programs:

@@ -364,13 +364,26 @@ def name(guard: str) -> str:
     return PREFIX + guard
 
 
-def plain_name(attribute: str) -> str:
-    """The builtin name of the types `attribute` is plainly read on (`plain_types`)."""
-    return f"{PREFIX}p_{attribute}"
+def plain_name(attribute: str, kind: str = "p") -> str:
+    """The builtin name of the types `attribute` is plainly read on (`plain_types`), or with `kind` ``f``, of the
+    commonest of them (`usual_type`)."""
+    return f"{PREFIX}{kind}_{attribute}"
+
+
+_USUAL = (str, list, dict, int, float, tuple, set, frozenset, bytes, bytearray)
+"""The types a program's values most often have, commonest first."""
+
+
+def usual_type(attribute: str) -> type | None:
+    """The type the rewritten code compares a value's with first, before the set of `plain_types`."""
+    types = plain_types(attribute)
+    return next((kind for kind in _USUAL if kind in types), next(iter(types), None))
 
 
 def builtins(attributes: Iterable[str]) -> dict[str, Any]:
     """The builtins of a program's runs: every static guard, and the plain types of each attribute it reads."""
     table = {name(guard): value for guard, value in STATIC.items()}
-    table.update({plain_name(attribute): plain_types(attribute) for attribute in attributes})
+    for attribute in attributes:
+        table[plain_name(attribute)] = plain_types(attribute)
+        table[plain_name(attribute, "f")] = usual_type(attribute)
     return table

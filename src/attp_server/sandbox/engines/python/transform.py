@@ -27,13 +27,14 @@ duplicated form, so the rewritten code is at most about twice the size of the pr
 from __future__ import annotations
 
 import ast
+import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from attp_server.sandbox.engines.python.guards import name, plain_name
 from attp_server.sandbox.limits import Forbidden, SizeLimitError
-from attp_server.sandbox.policy import _UNSUPPORTED, plain_attribute, plain_types, refused_name
+from attp_server.sandbox.policy import _UNSUPPORTED, get_attribute, plain_attribute, plain_types, refused_name
 from attp_server.sandbox.stdlib.namespaces import check_format_spec
 
 _Node = TypeVar("_Node", bound=ast.AST)
@@ -59,6 +60,8 @@ class Transformer:
         self.attributes: set[str] = set()
         """Attribute names read with an inline type check (their plain types go in the run's builtins)."""
         self.spans: list[Span] = []
+        self.constants: dict[str, Any] = {}
+        """Checked stand-ins of constants' methods, by the name the rewritten code reads them by."""
         self.doubled = 0
         """How many duplicated forms were made so far (one must not hold another)."""
         self.function = 0
@@ -168,6 +171,17 @@ class Transformer:
         finally:
             self.iterable -= 1
 
+    def constant_attribute(self, receiver: ast.Constant, node: ast.Attribute) -> ast.expr:
+        """``'text'.name`` that the allowlist answers with a checked stand-in (``', '.join``): the stand-in, made once
+        for the program (it holds nothing but the constant). Refused or absent: the guard, at run time."""
+        try:
+            found = get_attribute(receiver.value, node.attr)
+        except (Forbidden, AttributeError):
+            return _at(_call("attr", receiver, ast.Constant(node.attr)), node)
+        held = name(f"k{next(_CONSTANTS)}")  # unique in the worker: two programs may run in one table
+        self.constants[held] = found
+        return _at(_load(held), node)
+
     def inside(self, scope: str) -> _Scope:
         return _Scope(self, scope)
 
@@ -217,6 +231,10 @@ class _Scope:
         if self.scope == "function":
             t.iterable = self.iterable
             t.function -= 1
+
+
+_CONSTANTS = itertools.count()
+"""Numbers the stand-ins of `Transformer.constant_attribute`."""
 
 
 # ---------------------------------------------------------------- rules
@@ -274,7 +292,7 @@ def attribute(t: Transformer, node: ast.Attribute) -> ast.expr:
     if isinstance(receiver, ast.Constant):
         if plain_attribute(type(receiver.value), node.attr):
             return node
-        return _at(_call("attr", receiver, ast.Constant(node.attr)), node)
+        return t.constant_attribute(receiver, node)
     receiver = t.expr(receiver)
     held = t.hold(receiver) if plain_types(node.attr) else None
     if held is None:
@@ -283,7 +301,7 @@ def attribute(t: Transformer, node: ast.Attribute) -> ast.expr:
     t.attributes.add(node.attr)
     node.value = again
     guarded = _at(_call("attr", again, ast.Constant(node.attr)), node)
-    return _at(ast.IfExp(test=_plainly(first, node.attr), body=node, orelse=guarded), node)
+    return _at(ast.IfExp(test=_plainly(first, again, node.attr), body=node, orelse=guarded), node)
 
 
 def call(t: Transformer, node: ast.Call) -> ast.expr:
@@ -304,7 +322,7 @@ def _method_call(t: Transformer, node: ast.Call, func: ast.Attribute) -> ast.exp
     if isinstance(receiver, ast.Constant):  # `", ".join(parts)`: the type is known now
         if plain_attribute(type(receiver.value), func.attr):
             return t.call_arguments(node, None)
-        node.func = _at(_call("attr", receiver, ast.Constant(func.attr)), func)
+        node.func = t.constant_attribute(receiver, func)
         return t.call_arguments(node, None)
     receiver = t.expr(receiver)
     held = t.hold(receiver) if plain_types(func.attr) else None
@@ -323,7 +341,7 @@ def _method_call(t: Transformer, node: ast.Call, func: ast.Attribute) -> ast.exp
     func.value = again
     guarded_func = _at(_call("attr", again, ast.Constant(func.attr)), func)
     slow = _at(ast.Call(func=guarded_func, args=node.args, keywords=node.keywords), node)
-    return _at(ast.IfExp(test=_plainly(first, func.attr), body=node, orelse=slow), node)
+    return _at(ast.IfExp(test=_plainly(first, again, func.attr), body=node, orelse=slow), node)
 
 
 def _text_call(t: Transformer, node: ast.Call, func: ast.Name) -> ast.expr:
@@ -347,7 +365,7 @@ def _text_call(t: Transformer, node: ast.Call, func: ast.Name) -> ast.expr:
 
 def binop(t: Transformer, node: ast.BinOp) -> ast.expr:
     """``**`` and ``<<`` size-checked always; ``*`` with a literal sequence; ``%`` unless its left side is an int;
-    an integer ``+``, ``-`` or ``*`` checked for size unless one side is a small number (``n - 1``: a bit at most)."""
+    an integer ``+`` or ``-`` checked for size unless one side is small (`_small`: ``n - 1`` grows a bit at most)."""
     op = node.op.__class__
     left = node.left
     if op is ast.Pow or op is ast.LShift:
@@ -369,7 +387,7 @@ def binop(t: Transformer, node: ast.BinOp) -> ast.expr:
         test = _at(ast.Compare(left=_type_of(first), ops=[ast.Is()], comparators=[_guard("int")]), node)
         return _at(ast.IfExp(test=test, body=node, orelse=guarded), node)
     t.children(node)
-    if op in _GROWING and not (_small(node.left, op) or _small(node.right, op)):
+    if op in _GROWING and not (_small(node.left) or _small(node.right)):
         return _int_checked(t, node, _GROWING[op])
     return node
 
@@ -431,14 +449,14 @@ def annotated(t: Transformer, node: ast.AnnAssign) -> list[ast.stmt]:
 
 
 def augmented(t: Transformer, node: ast.AugAssign) -> list[ast.stmt]:
-    """``x **= y`` and ``x <<= y`` size-checked like ``**`` and ``<<``; an integer ``x += y`` (``-=``, ``*=``) checked
+    """``x **= y`` and ``x <<= y`` size-checked like ``**`` and ``<<``; an integer ``x += y`` (or ``-=``) checked
     after it is done, like ``+`` (in place, so a list ``+=`` still extends the list its aliases see). The target's
     container and key are read once, as in Python."""
     target = node.target
     _no_attribute_target(target)
     op = node.op.__class__
     guard = {ast.Pow: "pow", ast.LShift: "lshift"}.get(op)
-    growing = op in _GROWING and not _small(node.value, op)
+    growing = op in _GROWING and not _small(node.value)
     if guard is None and not growing:
         t.children(node)
         return [node]
@@ -446,8 +464,8 @@ def augmented(t: Transformer, node: ast.AugAssign) -> list[ast.stmt]:
     before: list[ast.stmt] = []
     if isinstance(target, ast.Name):
         _check_name(target.id, store=True)
-        read: ast.expr = _load(target.id)
-        store: ast.Name | ast.Subscript = _store(target.id)
+        read: ast.expr = _at(_load(target.id), target)
+        store: ast.Name | ast.Subscript = target
     else:
         assert isinstance(target, ast.Subscript)  # the compiler allows nothing else here
         container, key = t.expr(target.value), t.expr(target.slice)
@@ -455,16 +473,16 @@ def augmented(t: Transformer, node: ast.AugAssign) -> list[ast.stmt]:
             if guard is None:
                 target.value, target.slice, node.value = container, key, value
                 return [node]
-            read = ast.Subscript(value=container, slice=key, ctx=ast.Load())
-            store = ast.Subscript(value=container, slice=key, ctx=ast.Store())
+            read = _at(ast.Subscript(value=container, slice=key, ctx=ast.Load()), target)
+            store = _at(ast.Subscript(value=container, slice=key, ctx=ast.Store()), target)
         else:
             held, index = name("container"), name("key")
             before = [
                 _at(ast.Assign(targets=[_store(held)], value=container), node),
                 _at(ast.Assign(targets=[_store(index)], value=key), node),
             ]
-            read = ast.Subscript(value=_load(held), slice=_load(index), ctx=ast.Load())
-            store = ast.Subscript(value=_load(held), slice=_load(index), ctx=ast.Store())
+            read = _at(ast.Subscript(value=_load(held), slice=_load(index), ctx=ast.Load()), target)
+            store = _at(ast.Subscript(value=_load(held), slice=_load(index), ctx=ast.Store()), target)
     if guard is not None:
         return [*before, _at(ast.Assign(targets=[store], value=_at(_call(guard, read, value), node)), node)]
     node.target, node.value = store, value
@@ -543,8 +561,22 @@ def import_from(t: Transformer, node: ast.ImportFrom) -> list[ast.stmt]:
 
 
 def _at(new: _Node, old: ast.AST) -> _Node:
-    """`new`, located where `old` is."""
-    return ast.copy_location(new, old)
+    """`new`, and every node made with it that has no place yet, located where `old` is (the program's own nodes
+    keep theirs): the compiler needs a place on every node, and errors are reported by it."""
+    where = (old.lineno, old.col_offset, old.end_lineno, old.end_col_offset)  # type: ignore[attr-defined]
+    pending: list[ast.AST] = [new]
+    while pending:
+        node = pending.pop()
+        if hasattr(node, "lineno") or not node._attributes:
+            continue
+        node.lineno, node.col_offset, node.end_lineno, node.end_col_offset = where  # type: ignore[attr-defined]
+        for field in node._fields:
+            value = getattr(node, field, None)
+            if isinstance(value, ast.AST):
+                pending.append(value)
+            elif isinstance(value, list):
+                pending.extend(item for item in value if isinstance(item, ast.AST))
+    return new
 
 
 def _guard(guard: str) -> ast.Name:
@@ -571,10 +603,14 @@ def _type_of(value: ast.expr) -> ast.expr:
     return _at(_call("type", value), value)
 
 
-def _plainly(receiver: ast.expr, attribute_name: str) -> ast.expr:
-    """``T(receiver) in P_name``: the allowlist's answer is a plain read for this value."""
-    test = ast.Compare(left=_type_of(receiver), ops=[ast.In()], comparators=[_load(plain_name(attribute_name))])
-    return _at(test, receiver)
+def _plainly(first: ast.expr, again: ast.expr, attribute_name: str) -> ast.expr:
+    """``T(receiver) is F_name or T(receiver) in P_name``: the allowlist's answer is a plain read for this value (the
+    commonest type looked at first: one comparison less for it)."""
+    usual = ast.Compare(left=_type_of(first), ops=[ast.Is()], comparators=[_load(plain_name(attribute_name, "f"))])
+    if len(plain_types(attribute_name)) == 1:
+        return _at(usual, first)
+    rest = ast.Compare(left=_type_of(again), ops=[ast.In()], comparators=[_load(plain_name(attribute_name))])
+    return _at(ast.BoolOp(op=ast.Or(), values=[usual, rest]), first)
 
 
 def _literal_sequence(node: ast.expr) -> bool:
@@ -584,26 +620,44 @@ def _literal_sequence(node: ast.expr) -> bool:
     return isinstance(node, ast.List | ast.Tuple | ast.JoinedStr | ast.ListComp)
 
 
-_GROWING: dict[type, str] = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*"}
-"""Operators whose integer result is checked against the size limit (`_int_checked`)."""
+_GROWING: dict[type, str] = {ast.Add: "+", ast.Sub: "-"}
+"""Operators whose integer result is checked against the size limit (`_int_checked`). Not ``*``: a product of two
+integers can square a big one, but that is bounded by the deadline and the worker's memory like any other
+computation, and a check on every ``d * d`` costs more than its message is worth."""
 
-SMALL_BITS: dict[type, int] = {ast.Add: 64, ast.Sub: 64, ast.Mult: 8}
-"""An integer constant of at most this many bits makes an operand small: ``x + 1`` or ``x * 10`` grows an integer by
-a few bits at most, so only a loop of them grows it past the limit, bounded by the deadline (they run unchecked)."""
+SMALL_BITS = 64
+"""An integer constant of at most this many bits makes an operand small: ``x + 1`` grows an integer by a bit at most,
+so only a loop of them grows it past the limit, bounded by the deadline (it runs unchecked)."""
+
+_NOT_NUMBERS = (ast.JoinedStr, ast.List, ast.Tuple, ast.Dict, ast.Set, ast.ListComp, ast.SetComp, ast.DictComp)
+"""Displays: a ``+`` with one of them is never an integer sum."""
 
 
 def _number(node: ast.expr) -> bool:
     return isinstance(node, ast.Constant) and type(node.value) in (int, float)
 
 
-def _small(node: ast.expr, op: type) -> bool:
-    """A number written in the program that cannot make an integer much bigger under `op` (`SMALL_BITS`)."""
+def _small(node: ast.expr) -> bool:
+    """An operand written in the program that makes a ``+`` or ``-`` no big integer sum: a small number (`SMALL_BITS`),
+    a float, or text (`_textual`)."""
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         node = node.operand
-    if not isinstance(node, ast.Constant):
-        return False
-    value = node.value
-    return type(value) is float or (type(value) is int and value.bit_length() <= SMALL_BITS[op])
+    if isinstance(node, ast.Constant):
+        return type(node.value) is not int or node.value.bit_length() <= SMALL_BITS
+    return _textual(node)
+
+
+def _textual(node: ast.expr) -> bool:
+    """Text or a display by the look of it (``'a' + x``, ``f'...'``, ``'%s' % x``, ``[...]``): never an integer."""
+    while isinstance(node, ast.BinOp):
+        if isinstance(node.op, ast.Add) and _textual(node.right):
+            return True
+        if not isinstance(node.op, ast.Add | ast.Mod):
+            return False
+        node = node.left
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str | bytes)
+    return isinstance(node, _NOT_NUMBERS)
 
 
 def _within(value: ast.expr) -> ast.expr:
