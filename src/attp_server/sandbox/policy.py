@@ -20,17 +20,34 @@ import json as _json
 import re as _re
 import statistics as _statistics
 import string as _string
+import sys
 import weakref
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from asteval.astutils import UNSAFE_ATTRS, UNSAFE_ATTRS_DTYPES
-
 from attp_server.sandbox.advice import attribute_advice, name_advice
 from attp_server.sandbox.limits import MAX_INT_BITS, MAX_SEQUENCE_LEN, Forbidden, SizeLimitError
 from attp_server.sandbox.stdlib.namespaces import MODULE_NAMES, Namespace, check_format_spec, check_substitution
 from attp_server.sandbox.stdlib.reprs import safe_ascii, safe_format, safe_repr, safe_str
+
+
+def _asteval_lists() -> tuple[Collection[str], Mapping[type, Collection[str]]]:
+    """asteval's lists of unsafe names, read with numpy hidden: asteval imports numpy when it is installed (a
+    benchmark's dependency may install it), and numpy's BLAS starts a thread in the worker, which would then be
+    refused its Landlock layer (a layer binds one thread). No value of numpy is reachable in the sandbox."""
+    hidden = "numpy" not in sys.modules
+    if hidden:
+        sys.modules["numpy"] = None  # type: ignore[assignment]  # `import numpy` raises ImportError meanwhile
+    try:
+        from asteval.astutils import UNSAFE_ATTRS, UNSAFE_ATTRS_DTYPES
+    finally:
+        if hidden:
+            del sys.modules["numpy"]
+    return UNSAFE_ATTRS, UNSAFE_ATTRS_DTYPES
+
+
+UNSAFE_ATTRS, UNSAFE_ATTRS_DTYPES = _asteval_lists()
 
 FORBIDDEN_NAMES = frozenset(
     {

@@ -221,10 +221,8 @@ def aborting() -> bool:
 
 
 def catch(classes: Any) -> Any:
-    """What an ``except`` clause matches: nothing while the run is ending, else its classes (all of them
-    exceptions; a bare ``except:`` is ``except Exception:``)."""
-    if aborting():
-        return ()
+    """What an ``except`` clause matches (asked only when the run is not ending: `aborting`): its classes, all of
+    them exceptions; a bare ``except:`` is ``except Exception:``."""
     if classes is None:
         return Exception
     for cls in classes if isinstance(classes, tuple) else (classes,):
@@ -350,6 +348,7 @@ STATIC: dict[str, Any] = {
     "low": -INT_BOUND,
     "high": INT_BOUND,
     "catch": catch,
+    "nothing": (),
     "aborting": aborting,
     "raise": raised,
     "cause": cause,

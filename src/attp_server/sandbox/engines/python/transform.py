@@ -16,7 +16,8 @@ read on, ``attr`` the allowlist):
 * ``n % d`` -> ``n % d if T(n) is int else mod(n, d)``; ``x ** y`` -> ``pow(x, y)``; ``'-' * n`` -> ``mul('-', n)``;
 * ``str(x)`` -> ``str(x) if T(x) in scalars else str_guard(str, x)``; ``f'{x}'`` -> ``f'{x if T(x) in scalars else
   shown(x)}'``;
-* ``except E:`` -> ``except catch(E):``; a ``finally:`` block starts with ``if aborting(): raise``;
+* ``except E:`` -> ``except nothing if aborting() else catch(E):``; a ``finally:`` block starts with
+  ``if aborting(): raise``;
 * ``import m`` -> ``m = import('m')``; a top-level expression statement records its value (the answer when
   ``__result__`` is not set).
 
@@ -505,7 +506,9 @@ def try_(t: Transformer, node: ast.Try) -> list[ast.stmt]:
         if handler.name:
             _check_name(handler.name, store=True)
         classes = t.expr(handler.type) if handler.type is not None else ast.Constant(None)
-        handler.type = _at(_call("catch", classes), handler)
+        # `nothing if aborting() else catch(classes)`: the clause's own expression is not even evaluated then
+        caught = ast.IfExp(test=_call("aborting"), body=_guard("nothing"), orelse=_call("catch", classes))
+        handler.type = _at(caught, handler)
         handler.body = t.block(handler.body)
     node.orelse = t.block(node.orelse)
     if node.finalbody:
