@@ -31,6 +31,7 @@ from attp_server.errors import ErrorCode, ErrorInfo, suggest
 from attp_server.faces.elicitation import Relay, Rounds, ask_over_connection, can_elicit
 from attp_server.faces.http import tenant_of
 from attp_server.faces.signals import on_stop_signal
+from attp_server.faces.signin import signed_in
 from attp_server.model.atdf import atdf_descriptor
 from attp_server.model.catalog import LANGUAGES, tool_text
 from attp_server.model.results import ExecutionResult, render, structured
@@ -287,16 +288,20 @@ def caller_from(context: ServerRequestContext[Any, Any] | None) -> Caller:
     modern = context.protocol_version in MODERN_PROTOCOL_VERSIONS
     if headers is None:
         return Caller(label="stdio") if modern else Caller(session=STDIO_SESSION, label="stdio")
-    tenant = tenant_of(getattr(request, "scope", {}))
+    scope = getattr(request, "scope", {})
+    person = signed_in(scope)
+    who: dict[str, Any] = {"tenant": tenant_of(scope)}
+    if person is not None:
+        who = {"person": person.principal, "groups": person.groups, "credential": person.token}
     if modern:
         client = getattr(request, "client", None)
-        return Caller(tenant=tenant, label=f"{client.host}:{client.port}" if client is not None else "-")
+        return Caller(**who, label=f"{client.host}:{client.port}" if client is not None else "-")
     if session := headers.get("mcp-session-id"):
-        return Caller(session=f"http:{session}", tenant=tenant, label=str(session)[:8])
+        return Caller(session=f"http:{session}", **who, label=str(session)[:8])
     if session := getattr(request, "query_params", {}).get("session_id"):
-        return Caller(session=f"sse:{session}", tenant=tenant, label=str(session)[:8])
+        return Caller(session=f"sse:{session}", **who, label=str(session)[:8])
     client = getattr(request, "client", None)
-    return Caller(tenant=tenant, label=f"{client.host}:{client.port}" if client is not None else "-")
+    return Caller(**who, label=f"{client.host}:{client.port}" if client is not None else "-")
 
 
 def _add_tool_resources(server: MCPServer, runtime: Runtime) -> None:
