@@ -19,7 +19,8 @@ from pathlib import Path
 
 import anyio
 
-from attp_server.run.runtime import ExecuteRequest, Runtime, open_runtime
+from attp_server.run.runtime import ExecuteRequest, Runtime
+from attp_server.run.startup import open_runtime
 from attp_server.settings import Settings
 from attp_server.toolpack import ToolRegistry
 from bench.timing import interleaved, median_ms, ratio

@@ -19,7 +19,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from attp_server.run.runtime import Runtime, open_runtime
+from attp_server.run.runtime import Runtime
+from attp_server.run.startup import open_runtime
 from attp_server.settings import Settings
 from attp_server.toolpack import ToolRegistry
 from bench.engines import Engine, EvaluatorEngine, ExecEngine, RuntimeEngine, checked, close, optional_engines

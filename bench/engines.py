@@ -113,7 +113,7 @@ class EvaluatorEngine:
     name = "evaluator"
 
     def __init__(self) -> None:
-        from attp_server.sandbox.compiler.evaluator import ToolError
+        from attp_server.sandbox.process.tools import ToolError
         from attp_server.sandbox.static_check import known_names
         from attp_server.sandbox.stdlib.namespaces import SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS, static_namespaces
 
@@ -122,7 +122,8 @@ class EvaluatorEngine:
         self.known = known_names(tuple(TOOLS), ())
 
     async def run(self, workload: Workload) -> Any:
-        from attp_server.sandbox.compiler.evaluator import Evaluator, OutputBuffer
+        from attp_server.sandbox.engines.python.evaluator import Evaluator
+        from attp_server.sandbox.process.tools import OutputBuffer
         from attp_server.sandbox.static_check import check
 
         tree, problem = check(workload.code, self.known)

@@ -38,7 +38,8 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from attp_server.model.results import render
-from attp_server.run.runtime import ExecuteRequest, open_runtime
+from attp_server.run.runtime import ExecuteRequest
+from attp_server.run.startup import open_runtime
 from attp_server.settings import Settings
 from bench.report import Report
 from bench.result_text import token_counter

@@ -28,7 +28,8 @@ import anyio
 import tomli_w
 
 from attp_server.model.results import ExecutionResult, lean_view, render
-from attp_server.run.runtime import ExecuteRequest, open_runtime
+from attp_server.run.runtime import ExecuteRequest
+from attp_server.run.startup import open_runtime
 from attp_server.settings import Settings
 
 OUTPUT = Path(__file__).parent / "result_text.json"

@@ -20,7 +20,8 @@ from contextlib import AsyncExitStack, ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-from attp_server.run.runtime import CallContext, ExecuteRequest, Runtime, open_runtime
+from attp_server.run.runtime import CallContext, ExecuteRequest, Runtime
+from attp_server.run.startup import open_runtime
 from attp_server.sessions.registry import Caller
 from attp_server.settings import Settings
 from attp_server.toolpack import ToolRegistry

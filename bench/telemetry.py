@@ -17,7 +17,8 @@ from mcp import Client
 from opentelemetry.metrics import NoOpMeterProvider
 from opentelemetry.trace import NoOpTracerProvider
 
-from attp_server.run.runtime import ExecuteRequest, Runtime, open_runtime
+from attp_server.run.runtime import ExecuteRequest, Runtime
+from attp_server.run.startup import open_runtime
 from attp_server.settings import Settings
 from attp_server.toolpack import ToolRegistry
 from bench.report import Report
@@ -44,7 +45,7 @@ def _server_args(mode: str, workspace: Path, port: int) -> list[str]:
 def _call(runtime: Runtime) -> Call:
     async def call() -> None:
         result = await runtime.execute(ExecuteRequest(code=W1))
-        runtime.record_after_reply()  # the run's spans, made after the reply: counted here, in the server's share
+        runtime.deferred.record_now()  # the run's spans, made after the reply: counted here, in the server's share
         if result.status != "ok":
             raise RuntimeError(f"W1 failed in the telemetry bench: {result.error}")
 

@@ -16,7 +16,7 @@ from mcp.server.mcpserver import MCPServer
 from attp_server.faces.app import create_server
 from attp_server.model.catalog import DESCRIPTION_BUDGET
 from attp_server.model.results import ExecutionResult
-from attp_server.run.runtime import open_runtime
+from attp_server.run.startup import open_runtime
 from attp_server.settings import Settings
 
 pytestmark = pytest.mark.anyio
@@ -144,7 +144,7 @@ async def test_the_tool_annotations_follow_the_marks_of_the_enabled_tools(tmp_pa
 
 
 def test_built_in_tools_carry_marks(tmp_path: Path) -> None:
-    from attp_server.run.runtime import build_registry
+    from attp_server.run.startup import build_registry
 
     registry = build_registry(
         Settings(workspace=tmp_path / "ws", db_path=tmp_path / "m.db", toolpacks=["files", "memory", "shell"])

@@ -1,6 +1,6 @@
 """asteval's part in the sandbox: its published lists of unsafe attribute names check the allowlist.
 
-The evaluator is the project's own (`attp_server.sandbox.compiler`); what asteval still does is give a
+The evaluator is the project's own (`attp_server.sandbox.engines.python`); what asteval still does is give a
 second, independently kept opinion on which attribute names must never be reachable. These tests hold
 that to account: the lists are read from the installed asteval, every name on them is refused on real
 values through the real path, and the allowlist cannot be widened to one of them.
@@ -15,7 +15,7 @@ import pytest
 from asteval.astutils import UNSAFE_ATTRS, UNSAFE_ATTRS_DTYPES
 
 from attp_server.sandbox import policy
-from attp_server.sandbox.compiler import evaluator
+from attp_server.sandbox.engines.python import evaluator
 from attp_server.sandbox.limits import Forbidden
 from attp_server.sandbox.policy import ATTRIBUTES, CLASS_ATTRIBUTES, allow_attributes, get_attribute, unsafe_by_asteval
 from tests.support.evaluate import sandboxed

@@ -15,8 +15,9 @@ import pytest
 from harness import SERVE_FLAGS, Served, execute, make_settings, serving_http
 from mcp_types import ElicitResult
 
-from attp_server.run.audit import canonical_json
-from attp_server.run.runtime import CallContext, ExecuteRequest, Runtime, open_runtime
+from attp_server.ops.audit import canonical_json
+from attp_server.run.runtime import CallContext, ExecuteRequest, Runtime
+from attp_server.run.startup import open_runtime
 from attp_server.sessions.approvals import Answer, Question
 from attp_server.sessions.registry import Caller
 

@@ -21,7 +21,8 @@ import pytest
 from harness import Served, serving_http
 from mcp import Client
 
-from attp_server.run.runtime import ExecuteRequest, open_runtime
+from attp_server.run.runtime import ExecuteRequest
+from attp_server.run.startup import open_runtime
 from attp_server.sandbox.process.pool import LONG_RUN_NICE
 from attp_server.settings import Settings
 from attp_server.toolpack import Toolpack, ToolpackLoadError, ToolRegistry

@@ -16,7 +16,7 @@ from attp_server.model.catalog import (
     shorten,
     type_text,
 )
-from attp_server.run.runtime import build_registry
+from attp_server.run.startup import build_registry
 from attp_server.settings import Settings
 from attp_server.toolpack import Tool, ToolMarks, Toolpack, ToolpackLoadError, ToolRegistry, make_tool
 

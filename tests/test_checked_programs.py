@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ast
 
-from attp_server.sandbox.compiler.scopes import analyze
+from attp_server.sandbox.engines.python.scopes import analyze
 from attp_server.sandbox.process.checked import Checked, CheckedPrograms
 
 

@@ -41,7 +41,8 @@ import pytest
 
 from attp_server.errors import ErrorInfo
 from attp_server.model.catalog import Catalog
-from attp_server.run.runtime import ExecuteRequest, Runtime, build_registry
+from attp_server.run.runtime import ExecuteRequest, Runtime
+from attp_server.run.startup import build_registry
 from attp_server.sandbox.process.pool import WorkerPool
 from attp_server.settings import Settings
 from attp_server.toolpack import Tool

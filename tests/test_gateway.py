@@ -36,7 +36,8 @@ from upstreams import (
 from attp_server.faces.cli import main
 from attp_server.model.atdf import atdf_descriptor
 from attp_server.model.catalog import tool_text
-from attp_server.run.runtime import CallContext, ExecuteRequest, Runtime, open_runtime
+from attp_server.run.runtime import CallContext, ExecuteRequest, Runtime
+from attp_server.run.startup import open_runtime
 
 pytestmark = [pytest.mark.anyio, pytest.mark.process]
 

@@ -19,7 +19,7 @@ import tomli_w
 from harness import execute, serving_http
 from upstreams import everything_stdio, filesystem_stdio
 
-from attp_server.run.live import ConfigWatch, config_stamp
+from attp_server.ops.live import ConfigWatch, config_stamp
 from attp_server.settings import Settings
 
 pytestmark = pytest.mark.anyio

@@ -16,7 +16,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client.parser import text_string_to_metric_families
 from upstreams import everything_stdio
 
-from attp_server.run.runtime import ExecuteRequest, Runtime, open_runtime
+from attp_server.run.runtime import ExecuteRequest, Runtime
+from attp_server.run.startup import open_runtime
 from attp_server.run.state import RunState
 
 pytestmark = pytest.mark.anyio
@@ -153,7 +154,7 @@ async def test_a_duration_recorded_after_the_reply_is_linked_to_its_own_runs_tra
                 traces.append(span.get_span_context().trace_id)
                 await runtime.execute(ExecuteRequest(code="__result__ = add(1, 2)"))
         with tracer.start_as_current_span("C"):  # both runs' records at once, in a third trace's context
-            runtime.record_after_reply()
+            runtime.deferred.record_now()
     data = reader.get_metrics_data()
     assert data is not None
     linked = {

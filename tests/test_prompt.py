@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from attp_server.model.catalog import Catalog
-from attp_server.run.runtime import build_registry
+from attp_server.run.startup import build_registry
 from attp_server.settings import Settings
 
 

@@ -6,6 +6,7 @@ once the engine is wired into `ExecuteRequest`; everything after that is the pro
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import sys
 import time
@@ -22,9 +23,10 @@ from attp_server.faces.cli import main as cli_main
 from attp_server.run.outcome import from_worker
 from attp_server.run.runtime import ExecuteRequest, Runtime
 from attp_server.run.state import RunState
+from attp_server.sandbox.engines import ENGINES
+from attp_server.sandbox.engines.starlark import engine as starlark_engine
+from attp_server.sandbox.engines.starlark.source import MAX_NESTING, rewrite_fstrings
 from attp_server.sandbox.process.pool import LONG_RUN_S, Job
-from attp_server.sandbox.starlark import engine as starlark_engine
-from attp_server.sandbox.starlark.source import MAX_NESTING, rewrite_fstrings
 from attp_server.settings import Settings
 
 pytestmark = pytest.mark.anyio
@@ -480,7 +482,8 @@ async def test_starlark_setting_changes_the_default_and_the_texts(workspace: Pat
 
 
 async def test_without_the_extra_starlark_is_a_clear_error(runtime: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(starlark_engine, "available", lambda: False)
+    uninstalled = dataclasses.replace(ENGINES["starlark"], package="starlark_is_not_installed_here")
+    monkeypatch.setitem(ENGINES, "starlark", uninstalled)  # type: ignore[index]  # the table, as a dict
     result = await runtime.execute(ExecuteRequest(code="__result__ = 1", engine="starlark"))
     assert result.error is not None
     assert (result.error.code, result.error.parameter_name) == ("INVALID_ARGUMENT", "engine")

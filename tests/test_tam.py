@@ -19,7 +19,8 @@ from pydantic import BaseModel
 from attp_server.errors import ErrorInfo
 from attp_server.run.checks import check_program
 from attp_server.run.envelope import EnvelopeError
-from attp_server.run.runtime import ExecuteRequest, Runtime, open_runtime
+from attp_server.run.runtime import ExecuteRequest, Runtime
+from attp_server.run.startup import open_runtime
 from attp_server.run.tam import (
     END_MARKER,
     START_MARKER,

@@ -27,7 +27,9 @@ from upstreams import everything_stdio, tapped
 
 from attp_server.faces.app import create_server
 from attp_server.faces.http import SpansAfterReply
-from attp_server.run.runtime import AFTER_SENT_S, ExecuteRequest, Runtime, open_runtime
+from attp_server.ops.after_reply import AFTER_SENT_S
+from attp_server.run.runtime import ExecuteRequest, Runtime
+from attp_server.run.startup import open_runtime
 from attp_server.run.state import RunState
 
 pytestmark = pytest.mark.anyio
@@ -133,14 +135,14 @@ async def test_a_sent_http_response_brings_the_waiting_spans_forward_and_a_strea
     async with running(workspace) as runtime:
         wrapped = SpansAfterReply(app, runtime)
         loop_time = anyio.current_time
-        runtime.after_reply(lambda: made.append("spans"))
-        timer = runtime._after_reply_timer
+        runtime.deferred.add(lambda: made.append("spans"))
+        timer = runtime.deferred.timer
         assert timer is not None and timer.when() - loop_time() > AFTER_SENT_S  # the later timer alone
         await wrapped({"type": "http"}, None, send)
-        forward = runtime._after_reply_timer
+        forward = runtime.deferred.timer
         assert forward is not None and forward.when() - loop_time() <= AFTER_SENT_S
         await wrapped({"type": "http"}, None, send)  # another response: the time stays
-        assert runtime._after_reply_timer is forward and made == []
+        assert runtime.deferred.timer is forward and made == []
         with anyio.fail_after(5):
             while not made:
                 await anyio.sleep(0.001)

@@ -10,10 +10,10 @@ import pytest
 from harness import run_code, running
 
 from attp_server.errors import ErrorInfo
-from attp_server.sandbox.compiler.evaluator import ToolError
 from attp_server.sandbox.policy import EXCEPTION_ATTRIBUTES
 from attp_server.sandbox.process import protocol
 from attp_server.sandbox.process.pool import Job
+from attp_server.sandbox.process.tools import ToolError
 
 pytestmark = pytest.mark.anyio
 

@@ -46,7 +46,7 @@ from pydantic_settings.sources.utils import parse_env_vars
 from attp_server.access_config import AccessRule
 from attp_server.errors import ConfigError, suggest
 from attp_server.mcp_config import McpServer, merge_servers
-from attp_server.sandbox.starlark import engine as starlark_engine
+from attp_server.sandbox.engines import ENGINES
 from attp_server.sandbox.stdlib.namespaces import MODULE_NAMES
 
 ENV_PREFIX = "ATTP_"
@@ -355,8 +355,9 @@ class Settings(BaseSettings):
     @field_validator("engine")
     @classmethod
     def _engine_is_installed(cls, engine: str) -> str:
-        if engine == "starlark" and not starlark_engine.available():
-            raise ValueError(starlark_engine.missing_extra_message())
+        missing = ENGINES[engine].missing()
+        if missing is not None:
+            raise ValueError(missing)
         return engine
 
     @model_validator(mode="after")

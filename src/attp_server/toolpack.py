@@ -53,7 +53,7 @@ from anyio.abc import TaskStatus
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from attp_server.errors import AttpError, ErrorCode, ErrorInfo, short_repr, suggest
-from attp_server.sandbox.starlark.engine import PRELUDE_NAMES, STARLARK_BUILTINS
+from attp_server.sandbox.engines.starlark.engine import PRELUDE_NAMES, STARLARK_BUILTINS
 from attp_server.sandbox.stdlib.namespaces import MODULE_NAMES, SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS
 
 logger = logging.getLogger(__name__)

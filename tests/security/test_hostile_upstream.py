@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from harness import make_settings
 
-from attp_server.run.runtime import ExecuteRequest, Runtime, open_runtime
+from attp_server.run.runtime import ExecuteRequest, Runtime
+from attp_server.run.startup import open_runtime
 
 pytestmark = [pytest.mark.anyio, pytest.mark.process]
 

@@ -24,7 +24,8 @@ from redteam_cases import CASES, CONTROLS, Case
 from redteam_modules import MODULE_CASES, MODULE_CONTROLS
 from redteam_pack import CREDENTIAL
 
-from attp_server.run.runtime import ExecuteRequest, Runtime, open_runtime
+from attp_server.run.runtime import ExecuteRequest, Runtime
+from attp_server.run.startup import open_runtime
 
 pytestmark = pytest.mark.anyio
 

@@ -18,8 +18,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from attp_server.sandbox.compiler.evaluator import Evaluator, OutputBuffer, ToolError
+from attp_server.sandbox.engines.python.evaluator import Evaluator
 from attp_server.sandbox.policy import scan
+from attp_server.sandbox.process.tools import OutputBuffer, ToolError
 from attp_server.sandbox.stdlib.namespaces import SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS, static_namespaces
 
 MODULES = static_namespaces()

@@ -26,7 +26,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 
 from attp_server.faces.app import create_server
-from attp_server.run.runtime import ExecuteRequest, Runtime, open_runtime
+from attp_server.run.runtime import ExecuteRequest, Runtime
+from attp_server.run.startup import open_runtime
 from attp_server.settings import Settings
 from attp_server.toolpack import ToolCall, reset_current_call, set_current_call
 

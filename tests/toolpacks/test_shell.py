@@ -14,7 +14,7 @@ import pytest
 from harness import run_code, running
 from pydantic import ValidationError
 
-from attp_server.run.runtime import open_runtime
+from attp_server.run.startup import open_runtime
 from attp_server.settings import Settings
 from attp_server.toolpack import ToolError, ToolpackContext, ToolRegistry, load_toolpack
 from attp_server.toolpacks.shell import DEFAULT_DENY_PATTERNS, ShellOptions, toolpack

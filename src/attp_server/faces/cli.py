@@ -31,7 +31,8 @@ from attp_server.model.catalog import LANGUAGES, Catalog, tool_text
 from attp_server.model.results import ExecutionResult, render
 from attp_server.run.checks import check_program, check_starlark
 from attp_server.run.envelope import Declined, EnvelopeError, looks_like_envelope, parse_envelope
-from attp_server.run.runtime import ExecuteRequest, Runtime, build_registry, open_registry, open_runtime
+from attp_server.run.runtime import ExecuteRequest, Runtime
+from attp_server.run.startup import build_registry, open_registry, open_runtime
 from attp_server.run.tam import TamError, looks_like_tam, translate_tam
 from attp_server.settings import DEFAULT_CONFIG_FILE, Settings, load_settings
 from attp_server.toolpack import ToolRegistry

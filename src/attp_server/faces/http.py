@@ -35,7 +35,7 @@ from attp_server import __version__
 from attp_server.errors import AttpError
 from attp_server.faces.signals import on_stop_signal
 from attp_server.faces.signin import SignIn, Verifier, metadata_routes
-from attp_server.run.metrics import CONTENT_TYPE
+from attp_server.ops.metrics import CONTENT_TYPE
 from attp_server.run.runtime import Runtime
 from attp_server.settings import DEFAULT_TENANT, Settings, is_loopback
 
@@ -198,7 +198,7 @@ def http_app(server: MCPServer, runtime: Runtime) -> ASGIApp:
 
 class SpansAfterReply:
     """ASGI middleware: once a response's last byte is sent, the runs' spans waiting for their replies are made a
-    moment later (`Runtime.reply_sent`): after the reply, so that no client waits for them, and before the next
+    moment later (`AfterReply.reply_sent`): after the reply, so that no client waits for them, and before the next
     request, so that they do not slow it either (without this, they wait for a later timer)."""
 
     def __init__(self, app: ASGIApp, runtime: Runtime) -> None:
@@ -213,7 +213,7 @@ class SpansAfterReply:
         async def sending(message: Message) -> None:
             await send(message)
             if message["type"] == "http.response.body" and not message.get("more_body", False):
-                self.runtime.reply_sent()
+                self.runtime.deferred.reply_sent()
 
         await self.app(scope, receive, sending)
 

@@ -21,7 +21,7 @@ def _fields(record: logging.LogRecord) -> dict[str, Any]:
 
 
 class TextFormatter(logging.Formatter):
-    """``... INFO attp_server.run.runtime: attp_execute call=3f2a status=ok error=- tool_calls=2 ms=14.2``."""
+    """``... INFO attp_server.ops.call_log: attp_execute call=3f2a status=ok error=- tool_calls=2 ms=14.2``."""
 
     def __init__(self) -> None:
         super().__init__(TEXT_FORMAT)

@@ -23,12 +23,13 @@ from collections.abc import Callable
 from typing import Any
 
 from attp_server.model.prompt import REFUSED_PYTHON, CodeFacts, system_prompt
-from attp_server.sandbox.starlark.engine import LANGUAGE_NOTES
+from attp_server.sandbox.engines import ENGINES
+from attp_server.sandbox.engines.starlark.engine import LANGUAGE_NOTES
 from attp_server.sandbox.stdlib.modules import public_names
 from attp_server.settings import Settings
 from attp_server.toolpack import Tool, ToolRegistry, shape_fields
 
-LANGUAGES = {"python": "Python", "starlark": "Starlark"}
+LANGUAGES = {name: engine.language for name, engine in ENGINES.items()}
 """The name of each engine's language, as the model and the user read it."""
 
 DESCRIPTION_BUDGET = 8000

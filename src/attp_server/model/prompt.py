@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from attp_server.sandbox.starlark.engine import LANGUAGE_NOTES
+from attp_server.sandbox.engines.starlark.engine import LANGUAGE_NOTES
 
 Language = Literal["en", "zh"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from attp_server import pyast
 from attp_server.errors import ErrorInfo
-from attp_server.sandbox.starlark import engine as starlark_engine
+from attp_server.sandbox.engines.starlark import engine as starlark_engine
 from attp_server.sandbox.static_check import SOLUTIONS, KnownNames, check, source_line
 
 __all__ = ["KnownNames", "check_program", "check_starlark"]

@@ -24,14 +24,15 @@ import pydantic_core
 from attp_server.errors import ErrorCode, ErrorInfo, short_repr
 from attp_server.model.catalog import Catalog
 from attp_server.model.results import CallRecord
-from attp_server.run.audit import AuditLog
-from attp_server.run.metrics import UNKNOWN_TOOL, Gauges, Metrics, bounded_code
-from attp_server.run.rate_limits import RateLimits, known_principals
+from attp_server.ops.audit import AuditLog
+from attp_server.ops.metrics import UNKNOWN_TOOL, Gauges, Metrics, bounded_code
+from attp_server.ops.rate_limits import RateLimits, known_principals
+from attp_server.ops.tracing import Tracing, failed, now_ns
 from attp_server.run.state import RunState
 from attp_server.run.tool_executor import NoThread, ToolExecutor
-from attp_server.run.tracing import Tracing, failed, now_ns
 from attp_server.sandbox.process.protocol import ErrorReport, ToolReply, capped
-from attp_server.sandbox.static_check import META_TOOLS, PARALLEL
+from attp_server.sandbox.process.tools import META_TOOLS
+from attp_server.sandbox.static_check import PARALLEL
 from attp_server.sessions.approvals import Approvals
 from attp_server.settings import Settings
 from attp_server.toolpack import Tool, ToolCall, ToolError, ToolRegistry, reset_current_call, set_current_call

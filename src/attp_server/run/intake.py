@@ -18,7 +18,7 @@ from attp_server.run.envelope import Declined, EnvelopeError, Program, parse_env
 from attp_server.run.outcome import error_result
 from attp_server.run.request import Engine, ExecuteRequest
 from attp_server.run.tam import TamError, TamProgram, looks_like_tam, translate_tam
-from attp_server.sandbox.starlark import engine as starlark_engine
+from attp_server.sandbox.engines import ENGINES
 from attp_server.settings import Settings
 from attp_server.toolpack import ToolRegistry
 
@@ -90,22 +90,22 @@ async def prepare(request: ExecuteRequest, settings: Settings, registry: ToolReg
                 solution="Split the work into several calls, or keep large data in files and read it with tools.",
             ),
         )
-    engine = request.engine or settings.engine
-    if engine == "starlark":
-        if not starlark_engine.available():
-            return error_result(
-                target,
-                ErrorInfo(
-                    code=ErrorCode.INVALID_ARGUMENT,
-                    message=starlark_engine.missing_extra_message(),
-                    parameter_name="engine",
-                    received="starlark",
-                    expected="python, or starlark once the extra is installed",
-                    suggested_value="python",
-                    solution=f"Write the program in Python (engine='python'), or have the operator run "
-                    f"{starlark_engine.INSTALL}.",
-                ),
-            )
+    engine = ENGINES[request.engine or settings.engine]
+    missing = engine.missing()
+    if missing is not None:
+        return error_result(
+            target,
+            ErrorInfo(
+                code=ErrorCode.INVALID_ARGUMENT,
+                message=missing,
+                parameter_name="engine",
+                received=engine.name,
+                expected=f"python, or {engine.name} once the extra is installed",
+                suggested_value="python",
+                solution=f"Write the program in Python (engine='python'), or have the operator run {engine.install}.",
+            ),
+        )
+    if engine.name == "starlark":
         # No static check: the Python one does not apply, and Starlark is parsed only inside the worker
         # (a pathological program must never reach starlark-rust in the server process).
         return Prepared(program.code, target, "starlark")

@@ -14,8 +14,10 @@ from pydantic import ValidationError
 
 from attp_server.errors import ErrorCode, ErrorInfo, short_repr
 from attp_server.model.results import ExecutionResult, Status
+from attp_server.run.request import ExecuteRequest
 from attp_server.run.state import RunState
 from attp_server.sandbox.process.protocol import capped
+from attp_server.sessions.registry import Session
 
 logger = logging.getLogger(__name__)
 
@@ -106,3 +108,14 @@ def point_to_renamed(error: ErrorInfo | None, renamed: dict[str, str], namespace
         error.suggested_value = f"{target}.{member}"
     else:
         error.message += f" ({served})"
+
+
+def with_session(result: ExecutionResult, session: Session, request: ExecuteRequest) -> None:
+    """The session's part of a call's result: the handle to pass back, and what the model should know of it."""
+    result.session = session.returned
+    if session.notice is not None and not request.reset:
+        result.hint = joined(session.notice, result.hint)
+    fresh = request.session is None and session.handle is not None
+    if fresh and result.error is not None and result.error.code == ErrorCode.NAME_NOT_FOUND:
+        # The name may be one an earlier call kept, in the session whose handle was not passed back.
+        result.hint = joined(result.hint, NO_SESSION_HINT)

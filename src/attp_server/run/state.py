@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from opentelemetry.trace import Span
 
 from attp_server.model.results import CallRecord
+from attp_server.ops.after_reply import record_all
 from attp_server.run.request import Progress
 from attp_server.sandbox.process.pool import run_clock
 from attp_server.sessions.approvals import Ask
@@ -79,12 +80,3 @@ class RunState:
         if self.deadline is None or clock is None:
             return self.deadline
         return self.deadline + clock.paused_total
-
-
-def record_all(later: list[Callable[[], None]]) -> None:
-    """Record and empty `later`, in the order it came (a span before its children's). A record is the
-    telemetry's own (`tracing`, `metrics`), which never raises."""
-    records = later.copy()
-    later.clear()
-    for record in records:
-        record()

@@ -2,8 +2,9 @@
 
 `policy` (what a program may write and touch) and `static_check` (what is refused before anything
 runs) are the boundary in one glance; `limits`, `advice` and `suggestions` are shared by every part.
-The parts: `compiler/` (the evaluator), `stdlib/` (the curated modules), `process/` (the worker, its
-lockdown and the server-side pool), `starlark/` (the other engine).
+The parts: `engines/` (the table of engines, and one folder each: `python/` the evaluator, `starlark/`),
+`stdlib/` (the curated modules), `process/` (the worker, its lockdown, the tools as a program sees them, and the
+server-side pool).
 
 Everything here except `process.pool` runs inside worker processes and imports nothing from the rest
 of `attp_server` (tests/test_architecture.py enforces it), so a worker starts without pydantic or the

@@ -24,6 +24,7 @@ from typing import Any, cast
 
 from attp_server.sandbox.policy import bound_names, nodes, scan
 from attp_server.sandbox.process.protocol import ErrorReport
+from attp_server.sandbox.process.tools import META_TOOLS
 from attp_server.sandbox.stdlib.modules import public_names
 from attp_server.sandbox.stdlib.namespaces import MODULE_NAMES, SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS
 from attp_server.sandbox.suggestions import closest
@@ -84,9 +85,6 @@ class KnownNames:
     def all(self) -> set[str]:
         return set(self.everything)
 
-
-META_TOOLS = ("help", "tools")
-"""What every program may call besides the tools: the catalog's own lookups."""
 
 PARALLEL = "parallel"
 """The sandbox built-in that runs one tool over many argument dicts at once."""

@@ -20,7 +20,7 @@ from collections import OrderedDict
 from collections.abc import Hashable
 from dataclasses import dataclass
 
-from attp_server.sandbox.compiler.scopes import Scope
+from attp_server.sandbox.engines.python.scopes import Scope
 
 try:  # CPython's own digest: hashlib would load OpenSSL into every worker (about 4 MB each)
     from _blake2 import blake2b
@@ -39,7 +39,7 @@ MAX_TOTAL_CHARS = 32_000
 
 @dataclass(frozen=True)
 class Checked:
-    """A program that passed the static check: its tree and the scopes `sandbox.compiler.scopes` resolved."""
+    """A program that passed the static check: its tree and the scopes `sandbox.engines.python.scopes` resolved."""
 
     tree: ast.Module
     scopes: dict[ast.AST, Scope]

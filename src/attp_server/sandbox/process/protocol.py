@@ -73,7 +73,7 @@ class ReadyMessage(TypedDict):
 class _Run(TypedDict):
     op: Literal["run"]
     engine: str
-    """One of `ENGINES`."""
+    """One of `attp_server.sandbox.engines.ENGINES` (absent means ``python``)."""
     code: str
     tools: list[str]
     """Qualified tool names, ``pack.tool``."""
@@ -166,9 +166,6 @@ class OutputMessage(TypedDict):
 
 
 Message = ReadyMessage | RunMessage | CallMessage | ReplyMessage | DoneMessage | ProbeMessage | OutputMessage
-
-ENGINES = ("python", "starlark")
-"""The languages a ``run`` may name in ``engine`` (absent means ``python``)."""
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 """Longest line either side accepts (a tool argument may carry a whole file)."""

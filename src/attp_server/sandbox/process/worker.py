@@ -10,284 +10,50 @@ Imports nothing from the rest of ``server`` (only ``attp_server.sandbox``).
 
 from __future__ import annotations
 
-import ast
 import contextlib
-import dataclasses
-import functools
 import gc
 import io
 import json
 import os
-import random
 import re
 import sys
 import time
-from collections.abc import Callable, Mapping
-from typing import IO, Any, cast
+from collections.abc import Mapping
+from typing import Any, cast
 
-from attp_server.sandbox.compiler.evaluator import Evaluator, OutputBuffer, ToolError
-from attp_server.sandbox.compiler.scopes import analyze
-from attp_server.sandbox.limits import Abort, Pauses, SizeLimitError, Timeout, ToolCallLimit
-from attp_server.sandbox.policy import RESULT_NAME, scan
-from attp_server.sandbox.process import alarm, keep, lockdown
-from attp_server.sandbox.process.checked import Checked, CheckedPrograms, names_key
+from attp_server.sandbox.engines import ENGINE_NAMES, ENGINES, EngineRun, EngineRunner
+from attp_server.sandbox.engines.python.engine import CheckRefused
+from attp_server.sandbox.engines.starlark.source import EngineUnavailable
+from attp_server.sandbox.limits import Abort, SizeLimitError, Timeout
+from attp_server.sandbox.policy import RESULT_NAME
+from attp_server.sandbox.process import keep, lockdown
+from attp_server.sandbox.process.channel import Channel
 from attp_server.sandbox.process.jsonify import NotJSON, to_json
 from attp_server.sandbox.process.protocol import (
-    ENGINES,
-    MAX_MESSAGE_BYTES,
     TOOL_ERROR_FIELDS,
     DoneMessage,
     ErrorReport,
-    Message,
     OutputMessage,
     ProbeMessage,
     RunMessage,
-    decode,
-    encode,
     text_of,
 )
-from attp_server.sandbox.starlark.engine import EngineUnavailable, StarlarkEngine, missing_extra_message
-from attp_server.sandbox.starlark.engine import available as starlark_available
-from attp_server.sandbox.static_check import CHECK_BUDGET_S, META_TOOLS, KnownNames, check, known_names
-from attp_server.sandbox.stdlib.modules import build_namespaces, run_namespaces
-from attp_server.sandbox.stdlib.namespaces import MODULE_NAMES, SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS, Namespace
-from attp_server.sandbox.stdlib.reprs import name_modules
+from attp_server.sandbox.process.tools import OutputBuffer, ServerGone, ToolBridge, ToolError
 from attp_server.sandbox.suggestions import closest
-
-MAX_STEPS = 50_000_000
-"""Evaluation steps (AST nodes) one run may take; the wall clock usually ends a runaway first."""
-
-RECURSION_LIMIT = 6000
-"""Python frames a run may nest: about 1,000 levels of a program's own recursion, as CPython allows (each
-level of the program is a few frames of the evaluator). Measured safe for the C stack with recursion
-through C callbacks (sorted keys, map, re.sub) up to 10,000; past about 14,000 the process would crash."""
 
 MAX_RUNS_PER_WORKER = 1000
 """A worker retires after this many runs, so slow leaks in C extensions cannot accumulate."""
 
 
-class Channel:
-    """The protocol pipes, moved off fds 0 and 1 so that nothing else can write to them."""
-
-    def __init__(self, reader: IO[bytes], writer: IO[bytes]) -> None:
-        self.reader = reader
-        self.writer = writer
-
-    @classmethod
-    def claim_stdio(cls) -> Channel:
-        reader = os.fdopen(os.dup(0), "rb")
-        writer = os.fdopen(os.dup(1), "wb")
-        null = os.open(os.devnull, os.O_RDWR)
-        os.dup2(null, 0)
-        os.dup2(null, 1)
-        os.close(null)
-        return cls(reader, writer)
-
-    def send(self, message: Message) -> None:
-        self.writer.write(encode(message))
-        self.writer.flush()
-
-    def send_done(self, done: DoneMessage) -> None:
-        """Send a run's report; if it cannot be encoded, send a plain error instead of dying."""
-        try:
-            data = encode(done)
-        except (TypeError, ValueError, UnicodeError, RecursionError):
-            failed: DoneMessage = {
-                "op": "done",
-                "status": "error",
-                "error": {"code": "RUNTIME_ERROR", "message": "the run's report could not be encoded"},
-                "stdout": "",
-                "truncated": False,
-                "retire": True,
-            }
-            data = encode(failed)
-        self.writer.write(data)
-        self.writer.flush()
-
-    def receive(self) -> dict[str, Any] | None:
-        line = self.reader.readline(MAX_MESSAGE_BYTES)
-        return decode(line) if line else None
-
-
-class ToolStub:
-    """What a tool is inside the sandbox: a name that, when called, asks the server to run the tool."""
-
-    __slots__ = ("_invoke", "name")
-
-    def __init__(self, name: str, invoke: Callable[[str, tuple[Any, ...], dict[str, Any]], Any]) -> None:
-        self.name = name
-        self._invoke = invoke
-
-    def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
-        return self._invoke(self.name, args, kwargs)
-
-    def __repr__(self) -> str:
-        return f"<tool {self.name}>"
-
-
-class ServerGone(Abort):
-    """The server closed the pipe mid-run; the worker exits."""
-
-
-class ToolBridge:
-    """Sends tool calls to the server, counts them, and turns replies into values or `ToolError`s."""
-
-    def __init__(self, channel: Channel, max_calls: int) -> None:
-        self.channel = channel
-        self.max_calls = max_calls
-        self.count = 0
-        self.pauses = Pauses()
-
-    def __call__(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        self.count += 1  # help() and tools() count too: every call crosses to the server
-        if self.count > self.max_calls:
-            raise ToolCallLimit(f"the program made more than {self.max_calls} tool calls; batch work into fewer calls")
-        try:
-            payload_args = [to_json(a, f"{name}() argument {i + 1}") for i, a in enumerate(args)]
-            payload_kwargs = {k: to_json(v, f"{name}() argument {k!r}") for k, v in kwargs.items()}
-        except NotJSON as exc:
-            raise ToolError.from_reply(
-                {"code": "INVALID_ARGUMENT", "message": f"{exc}. Tools take JSON data.", "tool_name": name}
-            ) from None
-        try:
-            frame = encode({"op": "call", "tool": name, "args": payload_args, "kwargs": payload_kwargs})
-        except (UnicodeError, ValueError, RecursionError):
-            raise ToolError.from_reply(
-                {
-                    "code": "INVALID_ARGUMENT",
-                    "message": f"{name}() got text that is not valid Unicode (a lone surrogate?)",
-                    "tool_name": name,
-                }
-            ) from None
-        alarm.hold()  # the deadline waits for the reply: the pipe is never left mid-message
-        try:
-            self.channel.writer.write(frame)
-            self.channel.writer.flush()
-            reply = self.channel.receive()
-            paused = reply.get("paused_s") if reply is not None else None
-            if isinstance(paused, int | float) and 0 < paused < float("inf"):
-                self.pauses.paused(float(paused))  # the server waited for a person: that time is not the program's
-        finally:
-            alarm.release()  # after any pause moved the deadline: only a deadline still passed ends the run
-        if reply is None:
-            raise ServerGone("the server closed the connection")
-        if reply.get("ok"):
-            return reply.get("value")
-        error = reply.get("error") or {}
-        if error.get("code") == "TOOL_CALL_LIMIT":
-            raise ToolCallLimit(str(error.get("message", "tool call limit reached")))
-        raise ToolError.from_reply(error)
-
-
-class Parallel:
-    """``parallel(tool, items, return_errors=False)``: one tool over many keyword-argument dicts, run at once
-    by the server. Results come back in the order of `items`; every item counts as one tool call."""
-
-    __slots__ = ("_bridge",)
-
-    def __init__(self, bridge: ToolBridge) -> None:
-        self._bridge = bridge
-
-    def __repr__(self) -> str:
-        return "<built-in function parallel>"
-
-    def __call__(self, tool: Any, items: Any, return_errors: bool = False) -> list[Any]:
-        name = tool.name if isinstance(tool, ToolStub) else tool if isinstance(tool, str) else None
-        if name is None or name in (*META_TOOLS, "parallel"):
-            raise _usage(f"parallel() runs a tool such as read_file or pack.tool, not {_kind(tool)}", "tool")
-        if not isinstance(items, list | tuple):
-            raise _usage(f"parallel() takes a list of keyword-argument dicts as items, not {_kind(items)}", "items")
-        for index, item in enumerate(items):
-            if not isinstance(item, dict):
-                raise _usage(f"parallel() items[{index}] is {_kind(item)}; each item is a dict of keyword arguments, "
-                             f'e.g. {{"path": "a.txt"}}', "items")  # fmt: skip
-        if not items:
-            return []
-        bridge = self._bridge
-        bridge.count += len(items) - 1  # the bridge counts the one crossing below as the last of them
-        replies = bridge("parallel", (name, list(items)), {})
-        results: list[Any] = []
-        first: ToolError | None = None
-        for reply in replies if isinstance(replies, list) else []:
-            if isinstance(reply, dict) and reply.get("ok"):
-                results.append(reply.get("value"))
-                continue
-            error = ToolError.from_reply(dict(reply.get("error") or {}) if isinstance(reply, dict) else {})
-            if error.code == "TOOL_CALL_LIMIT":
-                raise ToolCallLimit(error.message)
-            first = first or error
-            results.append(error)
-        if first is not None and not return_errors:
-            raise first
-        return results
-
-
-def _usage(message: str, parameter: str) -> ToolError:
-    return ToolError.from_reply(
-        {
-            "code": "INVALID_ARGUMENT",
-            "message": message,
-            "tool_name": "parallel",
-            "parameter_name": parameter,
-            "solution": 'Call it as parallel(read_file, [{"path": "a.txt"}, {"path": "b.txt"}]).',
-        }
-    )
-
-
-def _kind(value: object) -> str:
-    return "None" if value is None else f"a {type(value).__name__}"
-
-
 class Runner:
-    """Evaluates `run` messages. Built once per worker; every run gets fresh symbols and a fresh evaluator."""
+    """Runs `run` messages on their engines. Built once per worker, before its lockdown (each installed engine is
+    built then, while what it loads can still be found on disk); every run gets fresh symbols."""
 
     def __init__(self, channel: Channel) -> None:
         self.channel = channel
-        self.namespaces = build_namespaces()  # before lockdown: some load pieces of the standard library
-        name_modules(self.namespaces)  # `repr(json.loads)` is <function json.loads>
-        self.base_symbols: dict[str, Any] = {**SAFE_BUILTIN_FUNCTIONS, **SAFE_EXCEPTIONS, "ToolError": ToolError}
-        # Built before lockdown, while the extra can still be found on disk.
-        self.starlark = StarlarkEngine() if starlark_available() else None
-        self._known: tuple[Any, KnownNames] | None = None
-        self.checked = CheckedPrograms()
-        """Programs that passed the check with the current `_known` names (cleared when those change)."""
-
-    def known_names(self, job: RunMessage) -> KnownNames:
-        """The names the static check accepts: the same tools and packs in every run (built once), and the
-        names the session kept from its earlier calls."""
-        key = (
-            tuple(job.get("tools", [])),
-            tuple((p, tuple(n)) for p, n in job.get("namespaces", {}).items()),
-            tuple((p, str(why)) for p, why in job.get("unavailable", {}).items()),
-            tuple(job.get("modules", MODULE_NAMES)),
-        )
-        if self._known is None or self._known[0] != key:
-            enabled = run_namespaces(self.namespaces, key[3], random.Random(0))
-            modules = {name: frozenset(space.members) for name, space in enabled.items()}
-            self._known = (key, known_names(*key[:3], modules=modules))
-            self.checked.clear()
-        state = job.get("state")
-        if not isinstance(state, dict):
-            return self._known[1]
-        kept = [name for part in ("values", "functions") if isinstance(state.get(part), dict) for name in state[part]]
-        return dataclasses.replace(self._known[1], kept=frozenset(map(str, kept)))
-
-    def modules(self, job: RunMessage) -> dict[str, Namespace]:
-        """The curated modules this run may use: the job's list (every module when it names none)."""
-        return run_namespaces(self.namespaces, job.get("modules", MODULE_NAMES), random.Random(os.urandom(16)))
-
-    def symbols(self, job: RunMessage, bridge: ToolBridge, modules: dict[str, Namespace]) -> dict[str, Any]:
-        symbols = dict(self.base_symbols)
-        symbols.update(modules)
-        stubs = {name: ToolStub(name, bridge) for name in [*job.get("tools", []), *META_TOOLS]}
-        # A tool never takes a builtin's, an exception class's or a module's name (the server reserves them;
-        # this holds even if a job says otherwise): `len`, `ValueError`, `json` stay the sandbox's own.
-        symbols.update({name: stub for name, stub in stubs.items() if name not in symbols})
-        for pack, names in job.get("namespaces", {}).items():
-            # Always the qualified name: a bare name may belong to another pack's tool.
-            symbols[pack] = Namespace(pack, {name: ToolStub(f"{pack}.{name}", bridge) for name in names})
-        symbols["parallel"] = Parallel(bridge)
-        return symbols
+        self.engines: dict[str, EngineRunner] = {
+            name: engine.load()() for name, engine in ENGINES.items() if engine.missing() is None
+        }
 
     def run(self, job: RunMessage) -> DoneMessage:
         limits = job["limits"]
@@ -295,77 +61,28 @@ class Runner:
         lockdown.set_cpu_budget(float(limits["timeout_s"]))
         output = OutputBuffer(int(limits["max_output_bytes"]), bool(limits.get("capture_print", True)))
         bridge = ToolBridge(self.channel, int(limits["max_tool_calls"]))
-        received = time.monotonic()
-        deadline = received + float(limits["timeout_s"])
+        deadline = time.monotonic() + float(limits["timeout_s"])
         done: DoneMessage = {"op": "done", "status": "ok", "result": None, "hint": None, "error": None}
         retire = stopped = False
-        evaluator: Evaluator | None = None
-        base: dict[str, Any] = {}
-        tree = ast.Module(body=[], type_ignores=[])
-        restored: keep.Restored | None = None
-        known: list[str] = []
-        engine = job.get("engine", "python")
+        name = job.get("engine", "python")
+        runner = self.engines.get(name)
+        run: EngineRun | None = None
         try:
-            if engine == "starlark":
-                if self.starlark is None:
-                    raise EngineUnavailable(missing_extra_message())
-                known = self.starlark.known_names(job)
-                found, last_value = self.starlark.run(code, job, bridge, output, deadline, pauses=bridge.pauses)
-                self._result(done, found, last_value, int(limits["max_result_bytes"]), printed=output.size > 0)
-            elif engine == "python":
-                allow_imports = bool(job.get("allow_imports", True))
-                modules = self.modules(job)
-                symbols = self.symbols(job, bridge, modules)
-                restored = keep.restore(job["state"], symbols) if isinstance(job.get("state"), dict) else None
-                names = self.known_names(job)
-                inputs = (allow_imports, names_key(names.kept))
-                checked = self.checked.get(code, inputs)
-                if checked is None:
-                    budget = min(CHECK_BUDGET_S, max(0.0, deadline - time.monotonic()))
-                    parsed, problem = check(code, names, budget_s=budget, allow_imports=allow_imports)
-                else:
-                    parsed, problem = checked.tree, None
-                done["check_s"] = time.monotonic() - received  # the trace's static-check span
-                if problem is None and restored is not None and restored.definitions:
-                    # Kept functions are defined again ahead of the program: checked like it.
-                    refused = scan(
-                        ast.Module(body=restored.definitions, type_ignores=[]),
-                        modules=modules,
-                        allow_imports=allow_imports,
-                    )
-                    if refused:
-                        problem = _error(refused[0].code, refused[0].message, code, (None, None))
-                if problem is not None:
-                    _fail(done, problem)
-                else:
-                    assert parsed is not None  # a program that does not parse is a problem
-                    tree, scopes = parsed, checked.scopes if checked is not None else None
-                    if restored is not None and restored.definitions:  # a new tree: `parsed` may be kept
-                        tree, scopes = ast.Module(body=[*restored.definitions, *parsed.body], type_ignores=[]), None
-                    if scopes is None:
-                        scopes = analyze(tree)
-                        if tree is parsed:
-                            self.checked.put(code, inputs, Checked(parsed, scopes))
-                    evaluator = Evaluator(
-                        symbols,
-                        deadline=deadline,
-                        max_steps=MAX_STEPS,
-                        output=output,
-                        modules=modules,
-                        allow_imports=allow_imports,
-                    )
-                    bridge.pauses.listen(functools.partial(_extend_deadline, evaluator))
-                    base = dict(evaluator.symtable)
-                    if restored is not None:
-                        evaluator.symtable.update(restored.values)
-                    last = _deep(functools.partial(evaluator.execute, scopes=scopes), tree)
-                    self._result(
-                        done, evaluator.symtable, last, int(limits["max_result_bytes"]), printed=output.size > 0
-                    )
-                    if done["status"] == "ok" and evaluator.imported:
-                        done["hint"] = _joined(done.get("hint"), _import_hint(evaluator.imported))
-            else:
-                raise EngineUnavailable(f"unknown engine {engine!r}; the engines are {', '.join(ENGINES)}")
+            if runner is None:
+                engine = ENGINES.get(name)
+                why = engine.missing() if engine is not None else None
+                raise EngineUnavailable(why or f"unknown engine {name!r}; the engines are {', '.join(ENGINE_NAMES)}")
+            run = runner.start(job, bridge, output, deadline)
+            try:
+                answer = run.execute()
+            finally:
+                if run.check_s is not None:
+                    done["check_s"] = run.check_s
+            self._result(done, answer.symbols, answer.last, int(limits["max_result_bytes"]), printed=output.size > 0)
+            if done["status"] == "ok" and answer.hint:
+                done["hint"] = _joined(done.get("hint"), answer.hint)
+        except CheckRefused as refused:
+            _fail(done, cast(ErrorReport, refused.error))
         except SyntaxError as exc:
             _fail(done, _error("SYNTAX_ERROR", str(exc.msg), code, (exc.lineno, exc.offset)))
         except ServerGone:
@@ -375,16 +92,15 @@ class Runner:
             retire = isinstance(exc, Timeout | SizeLimitError) or bool(getattr(exc, "retire", False))
             _fail(done, _error(exc.code, text_of(exc), code, _where(exc)))
         except UnboundLocalError as exc:
-            name = getattr(exc, "name", None) or "name"
+            local = getattr(exc, "name", None) or "name"
             message = (
                 f"UnboundLocalError: {text_of(exc)}. A name assigned anywhere in a function is local to it: "
-                f"to update a module-level {name} write `global {name}` in the function first (`nonlocal {name}` "
+                f"to update a module-level {local} write `global {local}` in the function first (`nonlocal {local}` "
                 "for an enclosing function's)"
             )
             _fail(done, _error("RUNTIME_ERROR", message, code, _where(exc)))
         except NameError as exc:
-            known = list(evaluator.symtable) if evaluator is not None else known
-            _fail(done, _name_error(exc, known, code))
+            _fail(done, _name_error(exc, run.names() if run is not None else [], code))
         except ToolError as exc:
             line, column = _where(exc)
             if exc.from_server:
@@ -406,10 +122,7 @@ class Runner:
             _fail(done, _error("RUNTIME_ERROR", message, code, _where(exc)))
         if job.get("keep"):
             # None: the state stays as it was (the program did not run, was stopped midway, or left it unchanged).
-            kept = None
-            if evaluator is not None and not stopped:
-                kept = _kept(evaluator.symtable, base, tree, limits, restored, given=job.get("state"))
-            done["state"] = kept
+            done["state"] = run.kept() if run is not None and not stopped else None
         done["stdout"] = output.text()
         done["truncated"] = output.truncated
         done["retire"] = retire
@@ -460,51 +173,8 @@ def _fail(done: DoneMessage, error: ErrorReport) -> None:
     done["error"] = error
 
 
-def _deep(run: Callable[[ast.Module], Any], tree: ast.Module) -> Any:
-    """`run(tree)` with room for a program's recursion (`RECURSION_LIMIT`); the static check before it keeps
-    CPython's default, so its compile refuses absurd nesting as it always did."""
-    default = sys.getrecursionlimit()
-    sys.setrecursionlimit(RECURSION_LIMIT)
-    try:
-        return run(tree)
-    finally:
-        sys.setrecursionlimit(default)
-
-
-def _import_hint(modules: list[str]) -> str:
-    names = ", ".join(modules)
-    return f"imports are unnecessary here: {names} {'is' if len(modules) == 1 else 'are'} already available by name"
-
-
 def _joined(first: str | None, second: str) -> str:
     return second if not first else f"{first}; {second}"
-
-
-def _extend_deadline(evaluator: Evaluator, seconds: float) -> None:
-    evaluator.deadline += seconds
-
-
-def _kept(
-    symbols: Mapping[str, Any],
-    base: Mapping[str, Any],
-    tree: ast.Module,
-    limits: Mapping[str, Any],
-    restored: keep.Restored | None,
-    *,
-    given: object,
-) -> dict[str, Any] | None:
-    """The session state the run leaves, as the server's ``done`` message carries it: None when it is exactly the
-    state the run was `given` (the server then keeps what it has, with nothing to check or write)."""
-    try:
-        collected = keep.collect(symbols, base, tree, max_bytes=int(limits.get("max_state_bytes", 0)))
-    except (MemoryError, RecursionError):
-        return None
-    if restored is not None:
-        for name, reason in restored.dropped.items():
-            collected.dropped.setdefault(name, reason)
-    if keep.unchanged(collected, given):
-        return None
-    return collected.as_message()
 
 
 def _where(exc: BaseException) -> tuple[int | None, int | None]:

@@ -23,7 +23,7 @@ import operator as _operator
 from collections.abc import Callable, Iterable, Iterator, Sized
 from typing import Any
 
-from attp_server.sandbox.compiler.evaluator import BINARY_OPERATORS
+from attp_server.sandbox.engines.python.evaluator import BINARY_OPERATORS
 from attp_server.sandbox.limits import MAX_SEQUENCE_LEN, Forbidden, SizeLimitError, check_size
 from attp_server.sandbox.policy import allow_attributes, get_attribute
 from attp_server.sandbox.stdlib.namespaces import Namespace

@@ -9,7 +9,7 @@ allocates nothing and calls one closure per branch. Elsewhere statements answer 
 Loops spend one step of the evaluator's budget per iteration (`Evaluator.spend`); an ``if``/``while``
 test of the shape ``name <op> constant`` or ``name <op> name`` is computed inline, without a call.
 
-Its compilers are listed in `attp_server.sandbox.compiler.table`.
+Its compilers are listed in `attp_server.sandbox.engines.python.table`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
-from attp_server.sandbox.compiler.expressions import (
+from attp_server.sandbox.engines.python.expressions import (
     FRAME_CONST,
     FRAME_FRAME,
     NESTED,
@@ -32,8 +32,8 @@ from attp_server.sandbox.compiler.expressions import (
     operand,
     store_name,
 )
-from attp_server.sandbox.compiler.functions import Frame, locate, out_of_memory
-from attp_server.sandbox.compiler.statements import BREAK, CONTINUE, Stmt, block, is_local
+from attp_server.sandbox.engines.python.functions import Frame, locate, out_of_memory
+from attp_server.sandbox.engines.python.statements import BREAK, CONTINUE, Stmt, block, is_local
 
 
 def function_body(ctx: Context, statements: list[ast.stmt]) -> Callable[[Frame], Any]:

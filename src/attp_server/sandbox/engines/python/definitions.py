@@ -1,11 +1,11 @@
 """The nested scopes, compiled: ``def``, ``lambda``, comprehensions and generator expressions.
 
-Each is a scope of its own (`attp_server.sandbox.compiler.scopes`): a new frame per call or per comprehension,
+Each is a scope of its own (`attp_server.sandbox.engines.python.scopes`): a new frame per call or per comprehension,
 holding the scope's locals, fresh cells for the locals inner functions capture, and the enclosing
 scope's cells for the names it captures. A function's code is compiled once per definition node; a
 ``def`` run in a loop makes a new `Function` each time, with that moment's defaults and cells.
 
-Its compilers are listed in `attp_server.sandbox.compiler.table`.
+Its compilers are listed in `attp_server.sandbox.engines.python.table`.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ import ast
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from attp_server.sandbox.compiler.control import function_body
-from attp_server.sandbox.compiler.expressions import Context, Eval, assigner, compile_expr, store_name
-from attp_server.sandbox.compiler.functions import Cell, Code, Frame, Function, Generator, locate, out_of_memory
-from attp_server.sandbox.compiler.scopes import LOCAL
-from attp_server.sandbox.compiler.statements import Stmt
+from attp_server.sandbox.engines.python.control import function_body
+from attp_server.sandbox.engines.python.expressions import Context, Eval, assigner, compile_expr, store_name
+from attp_server.sandbox.engines.python.functions import Cell, Code, Frame, Function, Generator, locate, out_of_memory
+from attp_server.sandbox.engines.python.scopes import LOCAL
+from attp_server.sandbox.engines.python.statements import Stmt
 from attp_server.sandbox.limits import Forbidden
 
 

@@ -6,7 +6,7 @@ never a real module). ``import m`` binds the same namespace the program already 
 is accepted. Everything else (another module, a dotted or relative import, any import when the
 ``allow_imports`` setting is off) ends the run with IMPORT_FORBIDDEN, naming what is available.
 
-Its compilers are listed in `attp_server.sandbox.compiler.table`.
+Its compilers are listed in `attp_server.sandbox.engines.python.table`.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import ast
 import difflib
 from typing import Any
 
-from attp_server.sandbox.compiler.expressions import Context, store_name
-from attp_server.sandbox.compiler.functions import Frame
-from attp_server.sandbox.compiler.statements import Stmt, located
+from attp_server.sandbox.engines.python.expressions import Context, store_name
+from attp_server.sandbox.engines.python.functions import Frame
+from attp_server.sandbox.engines.python.statements import Stmt, located
 from attp_server.sandbox.limits import ImportForbidden
 
 

@@ -4,7 +4,7 @@ It began as a subclass of asteval's ``Interpreter`` and replaced that tree walk 
 asteval's evaluation is left (asteval's published list of unsafe attribute names checks the allowlist:
 `attp_server.sandbox.policy`). What it does differently from stock asteval, each for a reason:
 
-* Scopes are CPython's (`attp_server.sandbox.compiler.scopes`): closures capture their defining scope in cells,
+* Scopes are CPython's (`attp_server.sandbox.engines.python.scopes`): closures capture their defining scope in cells,
   ``nonlocal``/``global`` work, comprehensions have their own scope. Stock asteval copies the whole
   symbol table into every call (dynamic scope: ``make_adder(5)(1)`` fails), at a cost per symbol.
 * Each node is compiled once into a Python closure specialised for its shape (`expressions`,
@@ -28,11 +28,11 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from attp_server.sandbox.compiler.expressions import Context, compile_expr
-from attp_server.sandbox.compiler.functions import locate
-from attp_server.sandbox.compiler.scopes import Scope, analyze
-from attp_server.sandbox.compiler.statements import compile_stmt
-from attp_server.sandbox.compiler.table import COMPILERS
+from attp_server.sandbox.engines.python.expressions import Context, compile_expr
+from attp_server.sandbox.engines.python.functions import locate
+from attp_server.sandbox.engines.python.scopes import Scope, analyze
+from attp_server.sandbox.engines.python.statements import compile_stmt
+from attp_server.sandbox.engines.python.table import COMPILERS
 from attp_server.sandbox.limits import (
     MAX_FORMAT_WIDTH,
     MAX_INT_BITS,
@@ -41,78 +41,13 @@ from attp_server.sandbox.limits import (
     SizeLimitError,
     Timeout,
 )
-from attp_server.sandbox.policy import register_exception
 from attp_server.sandbox.process import alarm
-from attp_server.sandbox.process.protocol import TOOL_ERROR_FIELDS
+from attp_server.sandbox.process.tools import OutputBuffer
 from attp_server.sandbox.stdlib.namespaces import check_power
 from attp_server.sandbox.stdlib.reprs import plain, safe_str, shown
 
 CHECK_EVERY = 64
 """Steps (loop iterations and calls) between two deadline checks: some tens of microseconds of evaluation."""
-
-
-class ToolError(Exception):
-    """A tool call failed. Catch it with ``except ToolError as e`` and read ``e.code`` / ``e.message``.
-
-    Every field of a tool's error report (`TOOL_ERROR_FIELDS`) is an attribute: ``e.received``, ``e.expected``,
-    ``e.suggested_value``, ... (None when the tool did not say)."""
-
-    from_server = False
-    """True only for errors built from a server reply; a program may raise its own, which are not tool errors."""
-
-    code: str
-    message: str
-    tool_name: str | None
-    parameter_name: str | None
-    received: str | None
-    expected: str | None
-    suggested_value: str | None
-    solution: str | None
-
-    def __init__(self, info: object = None) -> None:
-        details: dict[str, Any] = dict(info) if isinstance(info, dict) else {"message": "" if info is None else info}
-        super().__init__(details.get("message", ""))
-        self.info = details
-        for name in TOOL_ERROR_FIELDS:
-            setattr(self, name, details.get(name))
-        self.code = str(details.get("code", "TOOL_ERROR"))
-        self.message = str(details.get("message", ""))
-
-    @classmethod
-    def from_reply(cls, info: dict[str, Any]) -> ToolError:
-        error = cls(info)
-        error.from_server = True
-        return error
-
-
-register_exception(ToolError, TOOL_ERROR_FIELDS)
-
-
-class OutputBuffer:
-    """Captured ``print`` output, cut at `limit` bytes and marked truncated rather than silently cut."""
-
-    def __init__(self, limit: int, enabled: bool = True) -> None:
-        self.limit = limit
-        self.enabled = enabled
-        self.parts: list[str] = []
-        self.size = 0
-        self.truncated = False
-
-    def write(self, text: str) -> None:
-        if not self.enabled or self.truncated:
-            return
-        data = text.encode("utf-8", "replace")
-        room = self.limit - self.size
-        if len(data) > room:
-            self.parts.append(data[:room].decode("utf-8", "ignore"))
-            self.size = self.limit
-            self.truncated = True
-            return
-        self.parts.append(data.decode("utf-8"))  # re-decoded: lone surrogates become '?', never a broken report
-        self.size += len(data)
-
-    def text(self) -> str:
-        return "".join(self.parts)
 
 
 def _check_percent_format(template: str | bytes | bytearray) -> None:
@@ -235,8 +170,8 @@ BINARY_OPERATORS: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
 class Evaluator:
     """One run of one program. Build a new one per run: symbols do not survive between runs.
 
-    Each node is compiled once into a closure (`attp_server.sandbox.compiler.expressions`, `statements`,
-    `definitions`) after the program's scopes are resolved (`attp_server.sandbox.compiler.scopes`); `execute`
+    Each node is compiled once into a closure (`attp_server.sandbox.engines.python.expressions`, `statements`,
+    `definitions`) after the program's scopes are resolved (`attp_server.sandbox.engines.python.scopes`); `execute`
     runs the module's statements one by one.
     """
 

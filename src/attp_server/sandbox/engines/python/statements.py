@@ -1,7 +1,7 @@
 """Statements compiled once into Python closures: ``compile_stmt(ctx, node)(frame) -> signal``.
 
 A statement's closure returns None to go on, `BREAK` or `CONTINUE` for a loop to act on, or a 1-tuple
-holding a ``return`` value (control flow and function bodies: `attp_server.sandbox.compiler.control`).
+holding a ``return`` value (control flow and function bodies: `attp_server.sandbox.engines.python.control`).
 
 Errors are stamped with the line of the innermost statement that raised them, and a `MemoryError`
 becomes the uncatchable `SizeLimitError`. Assignments compute ``name <op> constant`` shapes inline; an
@@ -16,7 +16,7 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
-from attp_server.sandbox.compiler.expressions import (
+from attp_server.sandbox.engines.python.expressions import (
     CLOSURE,
     CONST,
     FRAME_CONST,
@@ -30,8 +30,8 @@ from attp_server.sandbox.compiler.expressions import (
     store_name,
     unbound_free,
 )
-from attp_server.sandbox.compiler.functions import Frame, locate, out_of_memory
-from attp_server.sandbox.compiler.scopes import CELL, LOCAL
+from attp_server.sandbox.engines.python.functions import Frame, locate, out_of_memory
+from attp_server.sandbox.engines.python.scopes import CELL, LOCAL
 from attp_server.sandbox.limits import INT_BOUND, MAX_SEQUENCE_LEN, Forbidden, SizeLimitError
 
 Stmt = Callable[[Frame], Any]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from attp_server.sandbox.compiler import (
+from attp_server.sandbox.engines.python import (
     arithmetic,
     calls,
     control,
@@ -24,8 +24,8 @@ from attp_server.sandbox.compiler import (
     imports,
     statements,
 )
-from attp_server.sandbox.compiler.expressions import Context, Eval
-from attp_server.sandbox.compiler.statements import Stmt
+from attp_server.sandbox.engines.python.expressions import Context, Eval
+from attp_server.sandbox.engines.python.statements import Stmt
 
 
 @dataclass(frozen=True)

@@ -169,7 +169,7 @@ class Metrics:
 
     def run_done(self, status: str, error_code: str | None, seconds: float) -> Callable[[], None]:
         """Count a run at once (a scrape after its reply sees it); returns its OpenTelemetry record, to make after
-        the reply (`Runtime.after_reply`: an SDK's histogram costs tens of microseconds a record)."""
+        the reply (`AfterReply`: an SDK's histogram costs tens of microseconds a record)."""
         try:
             code = bounded_code(error_code)
             series = self._run_series.get((status, code))

@@ -9,7 +9,7 @@ A method call asks the attribute policy once per class: when the answer is a pla
 value type (``list.append``, ``str.split``), later calls on that class call the unbound method
 directly, with the same result as the bound one.
 
-Its compilers are listed in `attp_server.sandbox.compiler.table`.
+Its compilers are listed in `attp_server.sandbox.engines.python.table`.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterable
 from types import MethodDescriptorType
 from typing import Any
 
-from attp_server.sandbox.compiler.displays import elements
-from attp_server.sandbox.compiler.expressions import (
+from attp_server.sandbox.engines.python.displays import elements
+from attp_server.sandbox.engines.python.expressions import (
     FRAME,
     FRAME_CONST,
     FRAME_FRAME,
@@ -32,8 +32,8 @@ from attp_server.sandbox.compiler.expressions import (
     inline_or_closure,
     operand,
 )
-from attp_server.sandbox.compiler.functions import Frame, Function, locate, out_of_memory
-from attp_server.sandbox.compiler.scopes import GLOBAL
+from attp_server.sandbox.engines.python.functions import Frame, Function, locate, out_of_memory
+from attp_server.sandbox.engines.python.scopes import GLOBAL
 from attp_server.sandbox.limits import Forbidden
 from attp_server.sandbox.policy import get_attribute, plain_attribute
 from attp_server.sandbox.stdlib.reprs import safe_str

@@ -7,7 +7,7 @@ compiled to CPython bytecode: these closures are the evaluator's own code, and e
 goes through the sandbox's policy (attribute allowlist, size-checked operators, format-spec checks).
 
 The frame argument is the dict of the current call (the run's symbol table at module level); names
-are resolved by `attp_server.sandbox.compiler.scopes` before compiling.
+are resolved by `attp_server.sandbox.engines.python.scopes` before compiling.
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ import operator
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from attp_server.sandbox.compiler.functions import Frame
-from attp_server.sandbox.compiler.scopes import CELL, GLOBAL, LOCAL, Scope
+from attp_server.sandbox.engines.python.functions import Frame
+from attp_server.sandbox.engines.python.scopes import CELL, GLOBAL, LOCAL, Scope
 from attp_server.sandbox.limits import Forbidden
 from attp_server.sandbox.policy import RESULT_NAME
 
 if TYPE_CHECKING:
-    from attp_server.sandbox.compiler.table import Compilers
+    from attp_server.sandbox.engines.python.table import Compilers
 
 Eval = Callable[[Frame], Any]
 Store = Callable[[Frame, Any], None]

@@ -10,7 +10,7 @@ request's ``_meta``. No span holds an argument value, a program's text or a resu
 
 Without an SDK every call here is the API's no-op. With one, a span costs tens of microseconds and a run has
 several, so they stay off the paths the worker and the client wait on: a step is timed (two clock reads) and
-its span made with those times after the run's reply (`RunState.spans`, `Runtime.after_reply`); only a span
+its span made with those times after the run's reply (`RunState.spans`, `AfterReply`); only a span
 something runs under that traces itself (an upstream call) is made as it starts (with the spans above it),
 and made current.
 """

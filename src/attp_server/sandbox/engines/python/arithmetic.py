@@ -6,7 +6,7 @@ closure that reads its operands itself when they are constants (``n - 1``) or na
 (``+``, ``*``, ``%``, ``**``, ``<<``) take a fast path only for small integers, where no size check is
 needed, and otherwise call the evaluator's size-checked operator; the others are plain C operators.
 
-Its compilers are listed in `attp_server.sandbox.compiler.table`.
+Its compilers are listed in `attp_server.sandbox.engines.python.table`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
-from attp_server.sandbox.compiler.expressions import (
+from attp_server.sandbox.engines.python.expressions import (
     INLINE_OPERATORS,
     SMALL,
     Context,
@@ -25,7 +25,7 @@ from attp_server.sandbox.compiler.expressions import (
     operand,
     reader,
 )
-from attp_server.sandbox.compiler.functions import Frame
+from attp_server.sandbox.engines.python.functions import Frame
 from attp_server.sandbox.limits import INT_BOUND, MAX_SEQUENCE_LEN
 
 Operation = Callable[[Any, Any], Any]

@@ -5,7 +5,7 @@ for a class is a plain ``getattr`` (no wrapper), the call site remembers the cla
 new one. Items read their container and key inline when they are names or constants. F-strings check
 their format specs and their total size, as ``str.format`` does.
 
-Its compilers are listed in `attp_server.sandbox.compiler.table`.
+Its compilers are listed in `attp_server.sandbox.engines.python.table`.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import ast
 from collections.abc import Callable
 from typing import Any
 
-from attp_server.sandbox.compiler.expressions import Context, Eval, compile_expr, operand, reader
-from attp_server.sandbox.compiler.functions import Frame
+from attp_server.sandbox.engines.python.expressions import Context, Eval, compile_expr, operand, reader
+from attp_server.sandbox.engines.python.functions import Frame
 from attp_server.sandbox.limits import MAX_SEQUENCE_LEN, Forbidden, SizeLimitError
 from attp_server.sandbox.policy import get_attribute, plain_attribute
 from attp_server.sandbox.stdlib.namespaces import check_format_spec

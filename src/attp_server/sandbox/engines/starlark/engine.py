@@ -30,9 +30,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from attp_server.sandbox.limits import Abort, Pauses, SizeLimitError, Timeout
-from attp_server.sandbox.process.jsonify import to_json
-from attp_server.sandbox.starlark.source import (
+from attp_server.sandbox.engines import Answer
+from attp_server.sandbox.engines.starlark.source import (
     INSTALL,
     MISSING_NAMES,
     EngineUnavailable,
@@ -44,6 +43,8 @@ from attp_server.sandbox.starlark.source import (
     message,
     missing_extra_message,
 )
+from attp_server.sandbox.limits import Abort, Pauses, SizeLimitError, Timeout
+from attp_server.sandbox.process.jsonify import to_json
 from attp_server.sandbox.stdlib.namespaces import SAFE_BUILTIN_FUNCTIONS, static_namespaces
 
 if TYPE_CHECKING:
@@ -183,6 +184,9 @@ class StarlarkEngine:
         self.math_constants = {name: v for name, v in curated["math"].members.items() if isinstance(v, float)}
         self._prelude: tuple[str, starlark.AstModule] | None = None
 
+    def start(self, job: Mapping[str, Any], tools: Any, output: Any, deadline: float) -> StarlarkRun:
+        return StarlarkRun(self, job, tools, output, deadline)
+
     def known_names(self, job: Mapping[str, Any]) -> list[str]:
         """Every name a program can use without defining it (for 'did you mean' suggestions)."""
         return [*job.get("tools", []), "help", "tools", *job.get("namespaces", {}), *PRELUDE_NAMES, *STARLARK_BUILTINS]
@@ -311,6 +315,30 @@ class StarlarkEngine:
         if self._prelude is None or self._prelude[0] != text:  # the same text for every run of a server
             self._prelude = (text, self.starlark.parse(PRELUDE_FILE, text, self.dialect))
         return self._prelude[1]
+
+
+class StarlarkRun:
+    """One program on starlark-pyo3 (`StarlarkEngine.run`); it keeps nothing between calls."""
+
+    check_s: float | None = None
+
+    def __init__(
+        self, engine: StarlarkEngine, job: Mapping[str, Any], tools: Any, output: Any, deadline: float
+    ) -> None:
+        self.engine, self.job, self.tools, self.output, self.deadline = engine, job, tools, output, deadline
+
+    def execute(self) -> Answer:
+        pauses = getattr(self.tools, "pauses", None)
+        found, last = self.engine.run(
+            str(self.job["code"]), self.job, self.tools, self.output, self.deadline, pauses=pauses
+        )
+        return Answer(found, last)
+
+    def names(self) -> list[str]:
+        return self.engine.known_names(self.job)
+
+    def kept(self) -> dict[str, Any] | None:
+        return None
 
 
 def _identifier(name: str) -> bool:

@@ -1,0 +1,170 @@
+"""What starts with the server and stops with it: the registry of enabled toolpacks, the upstream servers' tasks,
+the store, the worker pool, the configuration watch and the sweeps, around one `Runtime`.
+
+`open_runtime` is what `attp serve` and `attp exec` run inside; `open_registry` is the registry alone with its live
+packs started (``attp tools``, ``attp prompt``, ``attp check``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+
+from attp_server.model.docstrings import docstring_warnings
+from attp_server.ops.live import ConfigWatch, LivePacks, config_stamp
+from attp_server.run.runtime import Runtime
+from attp_server.sandbox.process.pool import WorkerPool
+from attp_server.settings import Settings
+from attp_server.store import open_store
+from attp_server.toolpack import ToolpackLoadError, ToolRegistry, load_factory, load_toolpack
+
+__all__ = ["build_registry", "live_tools", "open_registry", "open_runtime", "postgres_url"]
+
+logger = logging.getLogger(__name__)
+
+
+def postgres_url(settings: Settings) -> str | None:
+    """`database_url` when it names a PostgreSQL server (packs such as memory keep their state there), else None."""
+    url = settings.database_url.get_secret_value() if settings.database_url is not None else None
+    return url if url is not None and url.startswith(("postgresql://", "postgres://")) else None
+
+
+def build_registry(settings: Settings) -> ToolRegistry:
+    """Load the enabled toolpacks and register their tools.
+
+    A pack the user asked for by name must load (else `ToolpackLoadError` naming it); a pack that is
+    only enabled by default is skipped with a warning, so one broken plugin cannot stop the server.
+    """
+    explicit = "toolpacks" in settings.model_fields_set
+    packs = []
+    for spec in settings.toolpacks:
+        try:
+            packs.append(load_toolpack(spec))
+        except ToolpackLoadError as exc:
+            if explicit:
+                raise
+            logger.warning("skipping default toolpack %r: %s", spec, exc)
+    if settings.upstream_servers:  # the MCP gateway: one pack per configured server, made by its factory
+        packs.extend(load_factory("mcp").make(settings, frozenset(p.name for p in packs)))
+    registry = ToolRegistry(
+        packs,
+        settings.workspace.resolve(),
+        settings.toolpack_options,
+        settings.skills_dirs,
+        db_path=settings.db_path.resolve(),
+        database_url=postgres_url(settings),
+    )
+    for tool in registry.tools.values():
+        for warning in docstring_warnings(tool):
+            logger.warning("%s", warning)
+    return registry
+
+
+@asynccontextmanager
+async def live_tools(registry: ToolRegistry, changed: Callable[[], Awaitable[None]]) -> AsyncIterator[LivePacks]:
+    """Start the packs whose tools are live (upstream MCP servers), all at once; stop them on exit.
+
+    Each reports back within its own startup timeout, connected or not (a server that fails is
+    reported and its pack stays unavailable: it never stops the server). On exit their tasks are
+    cancelled, which closes every connection and ends every child process they started. The `LivePacks`
+    yielded starts and stops more of them while serving (`Reconfiguration.apply`).
+    """
+    async with anyio.create_task_group() as running:
+        live = LivePacks(running, changed)
+        await live.start([pack for pack in registry.packs.values() if pack.live is not None])
+        registry.refresh()
+        try:
+            yield live
+        finally:
+            running.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def open_registry(settings: Settings) -> AsyncIterator[ToolRegistry]:
+    """The registry with its live packs started (for the CLI's tools, prompt and check)."""
+    registry = build_registry(settings)
+
+    async def unchanged() -> None:
+        registry.refresh()
+
+    async with live_tools(registry, unchanged):
+        yield registry
+
+
+@asynccontextmanager
+async def open_runtime(
+    settings: Settings,
+    *,
+    registry: ToolRegistry | None = None,
+    reload: Callable[[], Settings] | None = None,
+    config_file: Path | None = None,
+) -> AsyncIterator[Runtime]:
+    """Start the live packs and the worker pool and yield a ready `Runtime`; stop them all on exit.
+
+    With `reload` (reads the configuration again) and `config_poll_s` > 0, edits of `config_file` and the
+    ``mcp_config`` files are applied while serving (`ConfigWatch`, `Reconfiguration.apply`)."""
+    # Stamped before anything starts: an edit made while the upstream servers start is applied at the first look.
+    stamp = config_stamp(config_file, settings) if reload is not None else None
+    registry = registry if registry is not None else build_registry(settings)
+    runtime: Runtime | None = None
+
+    async def changed() -> None:
+        if runtime is not None:
+            await runtime.refresh()
+        else:
+            registry.refresh()
+
+    async with (
+        open_store(settings) as store,
+        live_tools(registry, changed) as live,
+        WorkerPool(
+            size=settings.workers,
+            max_workers=settings.max_workers,
+            memory_mb=settings.memory_mb,
+            containment=settings.containment,
+        ) as pool,
+        anyio.create_task_group() as tasks,
+    ):
+        runtime = Runtime(settings, registry, pool, store)
+        runtime.tasks = tasks
+        runtime.reconfiguration.tasks = tasks
+        runtime.reconfiguration.live = live
+        await runtime.scopes.sweep_stale(store.handles.present)
+        tasks.start_soon(_end_idle_sessions, runtime)
+        watch = (
+            ConfigWatch(reload, config_file, settings, runtime.reconfiguration.apply, stamp)
+            if reload is not None
+            else None
+        )
+        if watch is not None and settings.config_poll_s > 0 and watch.files:  # nothing to watch: nothing can change
+            runtime.watching = True
+            tasks.start_soon(watch.run)
+        try:
+            yield runtime
+        finally:
+            tasks.cancel_scope.cancel()
+            await runtime.close()
+            runtime.tools.close()
+
+
+SWEEP_PERIOD_S = 10.0
+"""How often a server process sweeps the store (expiry, the total state bound, its stdio session's liveness)."""
+
+
+async def _end_idle_sessions(runtime: Runtime) -> None:
+    """Sessions end on time even when no call comes to notice it; leftover folders go too."""
+    period = min(SWEEP_PERIOD_S, runtime.settings.session_idle_s / 2)
+    sweeps = 0
+    while True:
+        await anyio.sleep(period)
+        sweeps += 1
+        try:
+            await runtime.end_idle_sessions()
+            if runtime.store is not None and sweeps % 30 == 0:
+                await runtime.scopes.sweep_stale(runtime.store.handles.present)
+        except Exception as exc:  # the store is down for a while: say so, and try again next time
+            logger.warning("could not sweep the sessions in the store: %s", exc)

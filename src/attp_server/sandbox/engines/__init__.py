@@ -1,0 +1,124 @@
+"""The engines a program may run on, behind one small interface: the table here, one folder each.
+
+Owns: `ENGINES`, the table every part reads about an engine (its language as the model reads it, what a handle
+keeps of its runs between calls, whether it runs only behind every containment layer, the extra that installs
+it and whether it is installed here), and `EngineRun`, what a worker asks of an engine for one program.
+The engines: `python/` (the project's evaluator, the default), `starlark/` (starlark-pyo3).
+
+A worker builds each installed engine once, before its lockdown (`runner`), and for each ``run`` message asks
+that engine for an `EngineRun`; the worker maps what the run raises to error codes and the answer to the
+result, the same way for every engine.
+Runs in the worker and in the server (the table only); imports nothing above `attp_server.sandbox`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+Keeps = Literal["names", "nothing"]
+"""What a handle keeps of an engine's runs: ``names`` (the variables and ``def``s a program leaves, as data and
+source), or ``nothing`` (every run starts empty)."""
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One engine, as the rest of the server knows it."""
+
+    name: str
+    """Its value of the ``engine`` setting and argument."""
+    language: str
+    """The language's name as the model and the user read it."""
+    keeps: Keeps
+    walls: bool
+    """It runs only where every containment layer holds (``containment = "required"``)."""
+    runner: str
+    """``module:Class`` of its worker side, built once per worker before the lockdown."""
+    package: str | None = None
+    """The import that must be installed for it (None: always here)."""
+    distribution: str | None = None
+    """What installs `package`, as its users know it."""
+    extra: str | None = None
+    """The extra of attp-server that installs `distribution`."""
+
+    @property
+    def install(self) -> str:
+        """The command that installs what it needs."""
+        return f"pip install 'attp-server[{self.extra}]'"
+
+    def missing(self) -> str | None:
+        """Why it cannot run on this installation, or None when it can."""
+        if self.package is None or importlib.util.find_spec(self.package) is not None:
+            return None
+        return f"engine {self.name!r} needs the optional extra {self.distribution}: install it with {self.install}"
+
+    def load(self) -> type[EngineRunner]:
+        """Its worker-side class (imported on first use: the server never needs it)."""
+        module, _, attribute = self.runner.partition(":")
+        runner: type[EngineRunner] = getattr(importlib.import_module(module), attribute)
+        return runner
+
+
+ENGINES: Mapping[str, Engine] = {
+    engine.name: engine
+    for engine in (
+        Engine("python", "Python", "names", walls=False, runner="attp_server.sandbox.engines.python.engine:Python"),
+        Engine(
+            "starlark",
+            "Starlark",
+            "nothing",
+            walls=False,
+            runner="attp_server.sandbox.engines.starlark.engine:StarlarkEngine",
+            package="starlark",
+            distribution="starlark-pyo3",
+            extra="starlark",
+        ),
+    )
+}
+"""Every engine, by name; the first is the default."""
+
+ENGINE_NAMES: tuple[str, ...] = tuple(ENGINES)
+
+
+@dataclass
+class Answer:
+    """What a program left: its names (``__result__`` among them, if set) and its last expression's value."""
+
+    symbols: Mapping[str, Any]
+    last: tuple[Any, int | None] | None
+    """The value of the last expression statement and its line, when the program ended on one."""
+    hint: str | None = None
+    """What the engine tells the model about this run besides the result (an unnecessary import)."""
+
+
+class EngineRun(Protocol):
+    """One program on one engine. `execute` raises what the program raised (and the `Abort` family for limits);
+    the worker turns that into the run's error."""
+
+    check_s: float | None
+    """Seconds the static check took, for the trace (None: the engine has none)."""
+
+    def execute(self) -> Answer: ...
+
+    def names(self) -> list[str]:
+        """Every name the program could use without defining it, for "did you mean" suggestions."""
+        ...
+
+    def kept(self) -> dict[str, Any] | None:
+        """The state the run leaves for its handle (None: unchanged), once `execute` has returned or raised a
+        program's own exception."""
+        ...
+
+
+class EngineRunner(Protocol):
+    """An engine's worker side, built once per worker before its lockdown."""
+
+    def __init__(self) -> None: ...
+
+    def start(self, job: Mapping[str, Any], tools: Any, output: Any, deadline: float) -> EngineRun:
+        """A run of the ``run`` message `job`, calling tools through `tools` (a `ToolBridge`), printing into
+        `output` (an `OutputBuffer`), until `deadline` (`time.monotonic()`)."""
+        ...
