@@ -36,6 +36,7 @@ from attp_server.model.atdf import atdf_descriptor
 from attp_server.model.catalog import LANGUAGES, tool_text
 from attp_server.model.results import ExecutionResult, render, structured
 from attp_server.model.skills import SkillError, SkillLibrary, default_skills_dirs
+from attp_server.run.reach import View
 from attp_server.run.runtime import CallContext, ExecuteRequest, Runtime
 from attp_server.sessions.approvals import Ask
 from attp_server.sessions.isolation import NoSession
@@ -103,7 +104,7 @@ def create_server(runtime: Runtime) -> MCPServer:
         instructions=instructions(settings.engine),
         log_level=settings.log_level,
         subscriptions=bus,
-        middleware=[clients, remember_request],
+        middleware=[clients, remember_request, functools.partial(own_description, runtime)],
         request_state_security=request_state_security(runtime),
         cache_hints={"tools/list": CacheHint(ttl_ms=LIVE_TOOLS_TTL_MS if live else FIXED_TOOLS_TTL_MS)},
     )
@@ -148,7 +149,7 @@ def create_server(runtime: Runtime) -> MCPServer:
         owner = f"{caller.principal}|{session or caller.session or ''}"
         if ctx.request_state is not None and rounds is not None:
             return await rounds.resume(ctx.request_state, ctx.input_responses, owner)
-        if settings.approval == "never" or not can_elicit(ctx.client_capabilities):
+        if runtime.reach.approval(caller) == "never" or not can_elicit(ctx.client_capabilities):
             return await execute(None)
         if ctx.session.can_send_request:
             return await execute(ask_over_connection(ctx))
@@ -203,6 +204,21 @@ def create_server(runtime: Runtime) -> MCPServer:
             lowlevel.create_initialization_options, NotificationOptions(tools_changed=True)
         )
     return server
+
+
+async def own_description(runtime: Runtime, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    """Server middleware: under access rules, the tool list a caller gets describes only the tools it may call."""
+    result = await call_next(ctx)  # the result as it goes on the wire
+    if ctx.method != "tools/list" or not runtime.reach.active or not isinstance(result, dict):
+        return result
+    catalog = runtime.reach.view(caller_from(ctx), runtime.registry).catalog
+    if catalog is None:
+        return result
+    tools = [
+        {**tool, "description": catalog.description} if tool.get("name") == "attp_execute" else tool
+        for tool in result.get("tools", [])
+    ]
+    return {**result, "tools": tools}
 
 
 def request_state_security(runtime: Runtime) -> RequestStateSecurity:
@@ -308,10 +324,15 @@ def _add_tool_resources(server: MCPServer, runtime: Runtime) -> None:
     """The tool descriptions and the system prompt, as resources and a prompt (SPEC §5)."""
     registry = runtime.registry  # the same object while serving; its tools change with the upstream servers
 
+    def view() -> View:
+        """The tools of the caller reading (its own under access rules)."""
+        return runtime.reach.view(caller_from(_REQUEST.get()), registry)
+
     def find(name: str) -> Tool:
-        tool = registry.resolve(name)
+        tools = view().tools
+        tool = tools.resolve(name)
         if tool is None:
-            hint = suggest(name, registry.callable_names())
+            hint = suggest(name, tools.callable_names())
             raise ResourceError(f"no tool named {name!r}" + (f"; did you mean {hint!r}?" if hint else ""))
         return tool
 
@@ -322,7 +343,7 @@ def _add_tool_resources(server: MCPServer, runtime: Runtime) -> None:
         description="Every enabled tool: signature and docstring.",
     )
     def all_tools() -> str:
-        return runtime.catalog.attp_text()
+        return (view().catalog or runtime.catalog).attp_text()
 
     @server.resource(
         "attp://tools/{name}", name="tool", mime_type="text/x-python", description="One tool's signature and docstring."
@@ -346,7 +367,7 @@ def _add_tool_resources(server: MCPServer, runtime: Runtime) -> None:
         description="The ATTP system prompt with the tools filled in.",
     )
     def prompt_resource() -> str:
-        return runtime.catalog.prompt()
+        return (view().catalog or runtime.catalog).prompt()
 
     memory_view = registry.tools.get("view")
     if memory_view is not None and memory_view.pack == "memory":
@@ -374,7 +395,7 @@ def _add_tool_resources(server: MCPServer, runtime: Runtime) -> None:
     )
     def attp_system_prompt(language: str = "en") -> str:
         """Args: language: "en" (default) or "zh" for the seed's Chinese wording."""
-        return runtime.catalog.prompt(language)
+        return (view().catalog or runtime.catalog).prompt(language)
 
 
 def _add_skill_resources(server: MCPServer, library: SkillLibrary) -> None:

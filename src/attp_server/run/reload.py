@@ -22,7 +22,7 @@ from attp_server.toolpack import Toolpack, ToolRegistry, load_factory
 
 logger = logging.getLogger(__name__)
 
-LIVE_SETTINGS = frozenset({"mcp_servers", "mcp_config"})
+LIVE_SETTINGS = frozenset({"mcp_servers", "mcp_config", "access"})
 """What an edit of the configuration changes while serving."""
 
 
@@ -76,8 +76,8 @@ class Reconfiguration:
             removed = [pack for pack in current if not any(pack is new for new in wanted)]
             ignored = other_changes(self.settings, settings)
             if ignored:
-                logger.warning("configuration edited: %s changed; only the upstream servers apply while serving, the "
-                               "rest at the next start", ", ".join(ignored))  # fmt: skip
+                logger.warning("configuration edited: %s changed; only the upstream servers and the access rules "
+                               "apply while serving, the rest at the next start", ", ".join(ignored))  # fmt: skip
             if not added and not removed:
                 logger.info("configuration read again: the upstream servers are as they were")
                 return

@@ -33,6 +33,7 @@ from attp_server.run.dispatch import Dispatcher
 from attp_server.run.evaluation import Evaluation
 from attp_server.run.intake import prepare
 from attp_server.run.outcome import add_solution, error_result, with_session
+from attp_server.run.reach import Reach
 from attp_server.run.reload import Reconfiguration
 from attp_server.run.request import CallContext, Engine, ExecuteRequest, Progress
 from attp_server.run.state import RunState
@@ -97,6 +98,7 @@ class Runtime:
         self.limits = RateLimits(settings)
         for name in self.limits.unknown_names():
             logger.warning("rate_limit_per_minute names %r, which no token in auth_tokens has", name)
+        self.reach = Reach(settings)  # the access rules: each call runs on its caller's view of the tools
         self.dispatch = Dispatcher(
             settings,
             registry,
@@ -147,15 +149,23 @@ class Runtime:
         unavailable = tuple(registry.unavailable().items())
         return known_names(tuple(registry.callable_names()), packs, unavailable, module_members(tuple(modules)))
 
-    async def refresh(self) -> None:
+    async def reconfigure(self, settings: Settings) -> None:
+        """Apply an edit of the configuration while serving: the access rules, then the upstream servers."""
+        if self.reach.update(settings):
+            logger.info("configuration edited: the access rules changed; they apply from the next call")
+            await self.refresh(changed=True)
+        await self.reconfiguration.apply(settings)
+
+    async def refresh(self, *, changed: bool = False) -> None:
         """A live pack's tools or availability changed: settle the names again, rebuild what is derived from
-        them (catalog and description, known names), and tell the listeners if what a client reads changed."""
+        them (catalog and description, known names), and tell the listeners if what a client reads changed (or
+        `changed`: what some callers read did, their access rules)."""
         before = (self.catalog.description, self.catalog.attp_text())
         self.registry.refresh()
         self.scopes.refresh()
         self.dispatch.catalog = Catalog(self.registry, self.settings)
         self.known = self.known_names(self.registry, self.settings.modules)
-        if (self.catalog.description, self.catalog.attp_text()) == before:
+        if (self.catalog.description, self.catalog.attp_text()) == before and not changed:
             return
         for listener in list(self.listeners):
             try:
@@ -219,13 +229,19 @@ class Runtime:
             except NoSession as refused:
                 return error_result(request.target, refused.info)
             caller = context.caller
+            view = self.reach.view(caller, tools)
+            forbidden = self.reach.refused_engine(view.grant, request.engine or self.settings.engine)
+            if forbidden is not None:
+                return error_result(request.target, forbidden)
             run = RunState(
                 progress=context.progress,
                 session=session,
                 owner=context.session,
-                tools=tools,
+                tools=view.tools,
+                catalog=view.catalog,
+                grant=view.grant,
                 ask=context.ask,
-                principal=principal_of(caller.tenant if caller is not None else None),
+                principal=principal_of((caller.person or caller.tenant) if caller is not None else None),
                 handle=handle_digest(session.handle if session is not None else None),
                 later=[],
                 spans=spans,

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 from opentelemetry.trace import Span
 
+from attp_server.access.policy import Grant
+from attp_server.model.catalog import Catalog
 from attp_server.model.results import CallRecord
 from attp_server.ops.after_reply import record_all
 from attp_server.run.request import Progress
@@ -37,7 +39,13 @@ class RunState:
     """The tools of the call's scope (isolation); None means the server's own registry."""
     ask: Ask | None = None
     principal: str = "anonymous"
-    """Whose calls these are, for rate limits, metrics and the audit log: the token's name, or anonymous."""
+    """Whose calls these are, for rate limits, metrics and the audit log: the signed-in principal, the token's name,
+    or anonymous."""
+    catalog: Catalog | None = None
+    """What the caller's model reads about its tools (``help()``, ``tools()``) under access rules; None: the
+    server's own."""
+    grant: Grant | None = None
+    """What the caller's access rules give it (its approval mode, rate limit); None: no rules apply."""
     handle: str | None = None
     """A digest of the session handle, for the audit log (never the handle itself)."""
     span: Span | None = None
