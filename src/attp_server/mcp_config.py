@@ -52,7 +52,20 @@ _JSON_TRANSPORTS: dict[str, Transport] = {
 """The ``type``/``transport`` spellings other clients write in their JSON, and what each means here."""
 
 _JSON_KEYS = frozenset(
-    {"command", "args", "env", "cwd", "url", "headers", "transport", "tools", "exclude_tools", "read_only", "identity"}
+    {
+        "command",
+        "args",
+        "env",
+        "cwd",
+        "url",
+        "headers",
+        "transport",
+        "tools",
+        "exclude_tools",
+        "read_only",
+        "identity",
+        "audience",
+    }
 )
 
 
@@ -97,6 +110,11 @@ class McpServer(BaseModel):
         description="Whose account a remote server's calls use: shared (one for everyone: headers or attp login), "
         "per_user (each signed-in person connects their own once), token_exchange (the caller's access token "
         "exchanged at oauth_issuer for one naming this server's url, RFC 8693). A command is always shared.",
+    )
+    audience: str | None = Field(
+        None,
+        description="identity = token_exchange: the audience asked for in the exchange (default: url; Keycloak "
+        "wants the upstream's client id).",
     )
 
     @field_validator("tools", "exclude_tools")

@@ -178,6 +178,14 @@ class ToolCall:
     workspace: Path | None = None
     """The calling session's workspace folder (its own under ``isolation = "session"`` / ``"tenant"``): where a
     shared tool (an upstream MCP server's) writes what it saves for this caller; None outside a run."""
+    principal: str | None = None
+    """Who the call is for: the signed-in principal or the token's holder; None for an anonymous caller. An upstream
+    server with ``identity = "per_user"`` uses this principal's own account."""
+    credential: str | None = field(default=None, repr=False)
+    """The signed-in caller's access token, for an upstream with ``identity = "token_exchange"``; None otherwise."""
+    open_url: Callable[[str, str], Awaitable[bool]] | None = None
+    """Ask the person to open a link (message, URL), by URL-mode elicitation: True once they agreed to open it;
+    None when the client cannot be asked (the link then goes into the error text)."""
 
     def notice(self, text: str, *, key: str | None = None) -> None:
         """Tell the model something it must not miss about this call, in the result's ``hint``.

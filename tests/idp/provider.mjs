@@ -50,7 +50,7 @@ const provider = new Provider(issuer, {
   cookies: { keys: ["attp-test-idp-cookie-key"] },
   pkce: { required: () => true },
   scopes: ["openid", "offline_access", "mcp"],
-  claims: { openid: ["sub"], groups: ["groups"] },
+  claims: { openid: ["sub"] },
   ttl: { AccessToken: ttl, ClientCredentials: ttl },
   features: {
     devInteractions: { enabled: false },

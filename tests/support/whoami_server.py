@@ -45,7 +45,7 @@ server = MCPServer(
     "whoami",
     token_verifier=IssuerTokens(),
     auth=AuthSettings(
-        issuer_url=ISSUER, resource_server_url=f"{BASE}/mcp", validate_token_resource=False, required_scopes=[]
+        issuer_url=ISSUER, resource_server_url=f"{BASE}/mcp", validate_token_resource=False, required_scopes=["mcp"]
     ),
 )
 

@@ -28,7 +28,14 @@ from pydantic import Field, WithJsonSchema
 
 from attp_server import __version__
 from attp_server.errors import ErrorCode, ErrorInfo, suggest
-from attp_server.faces.elicitation import Relay, Rounds, ask_over_connection, can_elicit
+from attp_server.faces.elicitation import (
+    Relay,
+    Rounds,
+    ask_over_connection,
+    can_elicit,
+    can_open_urls,
+    open_url_over_connection,
+)
 from attp_server.faces.http import tenant_of
 from attp_server.faces.signals import on_stop_signal
 from attp_server.faces.signin import signed_in
@@ -142,8 +149,14 @@ def create_server(runtime: Runtime) -> MCPServer:
         )
         text = text_format(settings, ctx)
 
+        open_url = (
+            open_url_over_connection(ctx)
+            if ctx.session.can_send_request and can_open_urls(ctx.client_capabilities)
+            else None
+        )
+
         async def execute(ask: Ask | None) -> CallToolResult:
-            context = CallContext(session=caller.label, progress=progress, caller=caller, ask=ask)
+            context = CallContext(session=caller.label, progress=progress, caller=caller, ask=ask, open_url=open_url)
             return tool_result(await runtime.execute(request, context), text)
 
         owner = f"{caller.principal}|{session or caller.session or ''}"

@@ -33,6 +33,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from attp_server import __version__
 from attp_server.errors import AttpError
+from attp_server.faces.connect import PATHS as CONNECT_PATHS
+from attp_server.faces.connect import connect_routes
 from attp_server.faces.signals import on_stop_signal
 from attp_server.faces.signin import SignIn, Verifier, metadata_routes
 from attp_server.ops.metrics import CONTENT_TYPE
@@ -41,7 +43,8 @@ from attp_server.settings import DEFAULT_TENANT, Settings, is_loopback
 
 logger = logging.getLogger(__name__)
 
-PUBLIC_PATHS = frozenset({"/healthz"})
+PUBLIC_PATHS = frozenset({"/healthz", *CONNECT_PATHS})
+"""Paths every request may reach: the health check, and the pages a browser connecting a person's account visits."""
 TENANT_CLIENT_PREFIX = "attp-tenant:"
 
 
@@ -180,6 +183,8 @@ def http_app(server: MCPServer, runtime: Runtime) -> ASGIApp:
     app.router.routes.extend(sse.routes)
     app.router.routes.append(Route("/healthz", _healthz(runtime), methods=["GET"]))
     app.router.routes.append(Route("/metrics", _metrics(runtime), methods=["GET"]))
+    if any(server.identity == "per_user" for server in settings.upstream_servers.values()):
+        app.router.routes.extend(connect_routes(settings))
     tokens = server_tokens(settings)
     hinted = SpansAfterReply(HostHint(app, security.allowed_hosts), runtime)
     if settings.oauth_issuer is not None:  # sign-in, the static tokens beside it

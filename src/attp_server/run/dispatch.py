@@ -249,6 +249,9 @@ class Dispatcher:
                 progress=forward_progress(run, tool),
                 notices=run.notices,
                 workspace=(run.tools or self.registry).workspace,
+                principal=run.person,
+                credential=run.credential,
+                open_url=run.open_url,
             )
         )
         try:

@@ -11,6 +11,7 @@ CLI: the operator) is not restricted.
 
 from __future__ import annotations
 
+import logging
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +25,16 @@ from attp_server.sessions.registry import Caller
 from attp_server.settings import Settings
 from attp_server.toolpack import ToolRegistry
 
+logger = logging.getLogger(__name__)
+
 MAX_VIEWS = 256
+
+
+def for_caller(caller: Caller | None) -> dict[str, Any]:
+    """A run's fields that say whom it is for: its principal (rate limits, metrics, the audit log), whom upstream
+    servers that see the person act for, and the signed-in caller's access token (token exchange)."""
+    name = (caller.person or caller.tenant) if caller is not None else None
+    return {"principal": principal_of(name), "person": name, "credential": caller.credential if caller else None}
 
 
 @dataclass(frozen=True)
@@ -52,6 +62,7 @@ class Reach:
         """Apply the rules of `settings` (an edit while serving); True if they changed."""
         if settings.access == self.settings.access:
             return False
+        logger.info("configuration edited: the access rules changed; they apply from the next call")
         self.settings = settings
         self.policy = Policy(settings.access)
         self._views.clear()

@@ -26,14 +26,14 @@ from attp_server.ops.after_reply import AfterReply, record_all
 from attp_server.ops.audit import AuditLog, handle_digest
 from attp_server.ops.call_log import report_call
 from attp_server.ops.metrics import Gauges, Metrics
-from attp_server.ops.rate_limits import RateLimits, known_principals, principal_of
+from attp_server.ops.rate_limits import RateLimits, known_principals
 from attp_server.ops.tracing import Tracing, now_ns
 from attp_server.run.admission import Admission
 from attp_server.run.dispatch import Dispatcher
 from attp_server.run.evaluation import Evaluation
 from attp_server.run.intake import prepare
 from attp_server.run.outcome import add_solution, error_result, with_session
-from attp_server.run.reach import Reach
+from attp_server.run.reach import Reach, for_caller
 from attp_server.run.reload import Reconfiguration
 from attp_server.run.request import CallContext, Engine, ExecuteRequest, Progress
 from attp_server.run.state import RunState
@@ -151,8 +151,7 @@ class Runtime:
 
     async def reconfigure(self, settings: Settings) -> None:
         """Apply an edit of the configuration while serving: the access rules, then the upstream servers."""
-        if self.reach.update(settings):
-            logger.info("configuration edited: the access rules changed; they apply from the next call")
+        if self.reach.update(settings):  # they apply from the next call on
             await self.refresh(changed=True)
         await self.reconfiguration.apply(settings)
 
@@ -241,7 +240,8 @@ class Runtime:
                 catalog=view.catalog,
                 grant=view.grant,
                 ask=context.ask,
-                principal=principal_of((caller.person or caller.tenant) if caller is not None else None),
+                **for_caller(caller),
+                open_url=context.open_url,
                 handle=handle_digest(session.handle if session is not None else None),
                 later=[],
                 spans=spans,

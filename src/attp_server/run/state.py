@@ -11,7 +11,7 @@ from attp_server.access.policy import Grant
 from attp_server.model.catalog import Catalog
 from attp_server.model.results import CallRecord
 from attp_server.ops.after_reply import record_all
-from attp_server.run.request import Progress
+from attp_server.run.request import OpenUrl, Progress
 from attp_server.sandbox.process.pool import run_clock
 from attp_server.sessions.approvals import Ask
 from attp_server.sessions.registry import Session
@@ -46,6 +46,11 @@ class RunState:
     server's own."""
     grant: Grant | None = None
     """What the caller's access rules give it (its approval mode, rate limit); None: no rules apply."""
+    person: str | None = None
+    """Whom upstream servers that see the person act for (`ToolCall.principal`); None for an anonymous caller."""
+    credential: str | None = field(default=None, repr=False)
+    """The signed-in caller's access token (`ToolCall.credential`), for token exchange."""
+    open_url: OpenUrl | None = None
     handle: str | None = None
     """A digest of the session handle, for the audit log (never the handle itself)."""
     span: Span | None = None
