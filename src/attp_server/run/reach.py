@@ -11,6 +11,7 @@ CLI: the operator) is not restricted.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -20,9 +21,10 @@ from attp_server.access.policy import Grant, Policy
 from attp_server.access.view import view as restricted
 from attp_server.errors import ErrorCode, ErrorInfo
 from attp_server.model.catalog import Catalog
-from attp_server.ops.rate_limits import principal_of
+from attp_server.ops.rate_limits import known_principals, principal_of
 from attp_server.sessions.registry import Caller
 from attp_server.settings import Settings
+from attp_server.store import Store
 from attp_server.toolpack import ToolRegistry
 
 logger = logging.getLogger(__name__)
@@ -49,9 +51,12 @@ class View:
 class Reach:
     """The access rules of the running configuration, and the views they give."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, store: Store | None = None) -> None:
+        """`store`: its secret keys the digests that label principals the configuration does not name."""
         self.settings = settings
         self.policy = Policy(settings.access)
+        self.store = store
+        self.named = known_principals(settings)
         self._views: OrderedDict[tuple[Grant, int], tuple[dict[str, Any], View]] = OrderedDict()
 
     @property
@@ -65,8 +70,20 @@ class Reach:
         logger.info("configuration edited: the access rules changed; they apply from the next call")
         self.settings = settings
         self.policy = Policy(settings.access)
+        self.named = known_principals(settings)
         self._views.clear()
         return True
+
+    def label(self, caller: Caller | None) -> str:
+        """The caller's principal as traces and the call log name it: a name the configuration gives (a token's, or
+        one an access rule names) as it is, else ``p-`` and a keyed digest (the same on every replica, and for
+        every call of one principal, without the name)."""
+        name = principal_of((caller.person or caller.tenant) if caller is not None else None)
+        if name in self.named:
+            return name
+        if self.store is not None:
+            return "p-" + self.store.secret.digest("principal", name, 16)
+        return "p-" + hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
     def grant(self, caller: Caller | None) -> Grant | None:
         """What `caller` reaches (None: everything: no rules, or the operator's own command line)."""

@@ -98,7 +98,7 @@ class Runtime:
         self.limits = RateLimits(settings)
         for name in self.limits.unknown_names():
             logger.warning("rate_limit_per_minute names %r, which no token in auth_tokens has", name)
-        self.reach = Reach(settings)  # the access rules: each call runs on its caller's view of the tools
+        self.reach = Reach(settings, store)  # the access rules: each call runs on its caller's view of the tools
         self.dispatch = Dispatcher(
             settings,
             registry,
@@ -110,7 +110,7 @@ class Runtime:
             audit=self.audit,
             limits=self.limits,
         )
-        self.reconfiguration = Reconfiguration(settings, registry, self.scopes, self.refresh)
+        self.reconfiguration = Reconfiguration(settings, registry, self.scopes, self.refresh, self.reach)
         """Edits of the upstream servers' configuration while serving (its `live` is set by `open_runtime`)."""
         self.watching = False
         """Whether edits of the configuration are applied while serving (`ConfigWatch`)."""
@@ -148,12 +148,6 @@ class Runtime:
         packs = tuple((pack, tuple(names)) for pack, names in registry.namespaces().items())
         unavailable = tuple(registry.unavailable().items())
         return known_names(tuple(registry.callable_names()), packs, unavailable, module_members(tuple(modules)))
-
-    async def reconfigure(self, settings: Settings) -> None:
-        """Apply an edit of the configuration while serving: the access rules, then the upstream servers."""
-        if self.reach.update(settings):  # they apply from the next call on
-            await self.refresh(changed=True)
-        await self.reconfiguration.apply(settings)
 
     async def refresh(self, *, changed: bool = False) -> None:
         """A live pack's tools or availability changed: settle the names again, rebuild what is derived from
@@ -202,6 +196,7 @@ class Runtime:
             error_code=code,
             tool_calls=len(result.calls),
             elapsed_ms=result.elapsed_ms,
+            principal=self.reach.label(context.caller),
         )
         return result
 

@@ -135,7 +135,11 @@ async def open_runtime(
         runtime.reconfiguration.live = live
         await runtime.scopes.sweep_stale(store.handles.present)
         tasks.start_soon(_end_idle_sessions, runtime)
-        watch = ConfigWatch(reload, config_file, settings, runtime.reconfigure, stamp) if reload is not None else None
+        watch = (
+            ConfigWatch(reload, config_file, settings, runtime.reconfiguration.apply, stamp)
+            if reload is not None
+            else None
+        )
         if watch is not None and settings.config_poll_s > 0 and watch.files:  # nothing to watch: nothing can change
             runtime.watching = True
             tasks.start_soon(watch.run)
