@@ -63,18 +63,21 @@ def as_person(served: Any, token: str, **options: Any) -> Any:
     return served.client(headers={"Authorization": f"Bearer {token}"}, **options)
 
 
-async def description(served: Any, token: str) -> str:
-    async with as_person(served, token) as client:
+async def description(served: Any, token: str, mode: str = "auto") -> str:
+    async with as_person(served, token, mode=mode) as client:
         listed = await client.list_tools()
     return str(listed.tools[0].description)
 
 
-async def test_two_people_in_different_groups_read_different_catalogs(served: Any, tokens: dict[str, str]) -> None:
-    alice, bob = await description(served, tokens["alice"]), await description(served, tokens["bob"])
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_two_people_in_different_groups_read_different_catalogs(
+    served: Any, tokens: dict[str, str], mode: str
+) -> None:
+    alice, bob = await description(served, tokens["alice"], mode), await description(served, tokens["bob"], mode)
     assert "read_file(" in alice and "add(" not in alice and "records(" not in alice
     assert "add(" in bob and "records(" in bob and "read_file(" not in bob and "slow_echo(" not in bob
     for token, mine, theirs in ((tokens["alice"], "read_file", "add"), (tokens["bob"], "add", "read_file")):
-        async with as_person(served, token) as client:
+        async with as_person(served, token, mode=mode) as client:
             listed = await execute(client, "__result__ = [t['name'] for t in tools()]")
             assert mine in listed["result"] and theirs not in listed["result"]
             helped = await execute(client, f"__result__ = help({theirs!r})")
