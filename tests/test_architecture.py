@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "attp_server"
-FOUNDATIONS = {"errors", "settings", "toolpack", "mcp_config", "access_config", "pyast", "__init__"}
+FOUNDATIONS = {"errors", "settings", "toolpack", "mcp_config", "access_config", "fetch", "pyast", "__init__"}
 # Which parts each part may import (itself always). Toolpacks are plug-ins: foundations, the skills library.
 ALLOWED: dict[str, set[str]] = {
     "faces": {"run", "access", "ops", "model", "sessions", "store", "foundations", "sandbox", "toolpacks"},

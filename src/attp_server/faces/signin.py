@@ -47,6 +47,8 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from attp_server.fetch import FetchError, where
+from attp_server.fetch import bounded_fetch as fetch
 from attp_server.settings import DEFAULT_TENANT, Settings
 
 logger = logging.getLogger(__name__)
@@ -83,10 +85,6 @@ class Refused(Exception):
     """A token that is not accepted; the message says why (it goes in the challenge's error_description)."""
 
 
-class FetchError(Exception):
-    """A fetch that failed, took too long or answered too much."""
-
-
 @dataclass(frozen=True)
 class SignedIn:
     """Who a checked access token speaks for."""
@@ -100,42 +98,6 @@ class SignedIn:
     scopes: tuple[str, ...] = ()
     token: str = field(default="", repr=False)
     """The access token itself: exchanged for an upstream's (RFC 8693) when an upstream wants the person."""
-
-
-async def bounded_fetch(
-    client: httpx2.AsyncClient,
-    method: str,
-    url: str,
-    *,
-    data: Mapping[str, str] | None = None,
-    auth: tuple[str, str] | None = None,
-    timeout_s: float = FETCH_TIMEOUT_S,
-    max_bytes: int = MAX_FETCH_BYTES,
-) -> tuple[int, bytes]:
-    """One HTTP request whose whole answer must arrive within `timeout_s` and `max_bytes`. Raises `FetchError`."""
-    where = _where(url)
-    body = b""
-    with anyio.move_on_after(timeout_s) as bounded:
-        try:
-            async with client.stream(method, url, data=data, auth=auth) as response:
-                length = response.headers.get("content-length", "")
-                if length.isdigit() and int(length) > max_bytes:
-                    raise FetchError(f"{where} answered {int(length):,} bytes, more than the {max_bytes:,} accepted")
-                async for chunk in response.aiter_bytes():
-                    body += chunk
-                    if len(body) > max_bytes:
-                        raise FetchError(f"{where} answered more than the {max_bytes:,} bytes accepted")
-                status = response.status_code
-        except httpx2.HTTPError as exc:
-            raise FetchError(f"{where} could not be reached: {type(exc).__name__}") from None
-    if bounded.cancelled_caught:
-        raise FetchError(f"{where} did not answer within {timeout_s:g} s")
-    return status, body
-
-
-def _where(url: str) -> str:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}{parts.path}"[:200]
 
 
 def _json_object(body: bytes, what: str) -> dict[str, Any]:
@@ -194,9 +156,9 @@ class IssuerKeys:
 
     async def _fetch(self) -> None:
         url = self.jwks_url or await self._jwks_uri()
-        status, body = await bounded_fetch(self.client, "GET", url)
+        status, body = await fetch(self.client, "GET", url, timeout_s=FETCH_TIMEOUT_S, max_bytes=MAX_FETCH_BYTES)
         if status != 200:
-            raise FetchError(f"{_where(url)} answered HTTP {status}")
+            raise FetchError(f"{where(url)} answered HTTP {status}")
         document = _json_object(body, "the key set")
         entries = document.get("keys")
         if not isinstance(entries, list):
@@ -229,15 +191,15 @@ class IssuerKeys:
         ]
         problems = []
         for url in candidates:
-            status, body = await bounded_fetch(self.client, "GET", url)
+            status, body = await fetch(self.client, "GET", url, timeout_s=FETCH_TIMEOUT_S, max_bytes=MAX_FETCH_BYTES)
             if status != 200:
-                problems.append(f"{_where(url)} answered HTTP {status}")
+                problems.append(f"{where(url)} answered HTTP {status}")
                 continue
             metadata = _json_object(body, "the issuer's metadata")
             jwks_uri = metadata.get("jwks_uri")
             if isinstance(jwks_uri, str) and jwks_uri.startswith(("https://", "http://")):
                 return jwks_uri
-            problems.append(f"{_where(url)} names no jwks_uri")
+            problems.append(f"{where(url)} names no jwks_uri")
         raise FetchError("; ".join(problems) + " (set oauth_jwks_url)")
 
 
@@ -337,12 +299,14 @@ class Verifier:
         assert settings.oauth_client_id is not None and settings.oauth_client_secret is not None
         credentials = (settings.oauth_client_id, settings.oauth_client_secret.get_secret_value())
         try:
-            status, body = await bounded_fetch(
+            status, body = await fetch(
                 self.client,
                 "POST",
                 settings.oauth_introspection_url,
                 data={"token": token, "token_type_hint": "access_token"},
                 auth=credentials,
+                timeout_s=FETCH_TIMEOUT_S,
+                max_bytes=MAX_FETCH_BYTES,
             )
             if status != 200:
                 raise FetchError(f"the introspection endpoint answered HTTP {status}")

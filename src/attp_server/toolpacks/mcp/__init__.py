@@ -19,7 +19,7 @@ from typing import Any
 from attp_server.mcp_config import default_environment
 from attp_server.toolpack import RESERVED_NAMES, Toolpack, ToolpackFactory
 from attp_server.toolpacks.mcp.oauth import Vault
-from attp_server.toolpacks.mcp.personal import Person
+from attp_server.toolpacks.mcp.person import Person
 from attp_server.toolpacks.mcp.upstream import Upstream
 
 logger = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ are kept in this process until shortly before they expire (`Exchanges`). The gat
 with a token of its own (client credentials for the same audience).
 
 Every request here is bounded in time (`TIMEOUT_S`) and answer size (`MAX_ANSWER_BYTES`); no token is logged,
-shown to a program or put in an error.
+shown to a program or put in an error. `attp_server.toolpacks.mcp.person` makes the calls as the person.
 """
 
 from __future__ import annotations
@@ -32,12 +32,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlencode
 
 import anyio
 import httpx2
-from mcp import Client
-from mcp.client.auth import OAuthFlowError
 from mcp.client.auth.oauth2 import PKCEParameters
 from mcp.client.auth.utils import (
     build_oauth_authorization_server_metadata_discovery_urls,
@@ -46,22 +44,17 @@ from mcp.client.auth.utils import (
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.auth import (
-    AuthorizationCodeResult,
     OAuthClientInformationFull,
     OAuthMetadata,
     OAuthToken,
     ProtectedResourceMetadata,
 )
 from mcp.shared.auth_utils import resource_url_from_server_url
-from mcp_types import Implementation
 from pydantic import ValidationError
 
-from attp_server import __version__
-from attp_server.mcp_config import McpServer
-from attp_server.sandbox.process.pool import run_clock
+from attp_server.fetch import FetchError, bounded_fetch
 from attp_server.settings import Settings
-from attp_server.toolpack import ToolCall, ToolError
-from attp_server.toolpacks.mcp.oauth import LoginNeeded, Provider, StoredTokens, Vault, metadata, server_key
+from attp_server.toolpacks.mcp.oauth import Vault, server_key
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +62,9 @@ CONNECT_PATH = "/oauth/connect"
 CALLBACK_PATH = "/oauth/callback"
 PENDING_S = 900.0
 """How long a connect link works (from the first call that needed it to the browser's return)."""
+REUSE_MARGIN_S = 120.0
+"""A call that needs the link again gets the same one while it has at least this long left (else a new one: the
+store holds one open flow per principal and server)."""
 TIMEOUT_S = 10.0
 MAX_ANSWER_BYTES = 256 * 1024
 MAX_EXCHANGES = 1024
@@ -113,6 +109,11 @@ def _pending_key(state: str) -> str:
     return f"pending\n{state}"
 
 
+def _open_flow_key(name: str, url: str, principal: str) -> str:
+    """The flow a principal has open for a server (one at a time: a call that needs a link again gets the same)."""
+    return f"{personal_key(name, url, principal)}\nflow"
+
+
 async def _fetch(
     http: httpx2.AsyncClient,
     method: str,
@@ -122,22 +123,20 @@ async def _fetch(
     json_body: dict[str, Any] | None = None,
     auth: tuple[str, str] | None = None,
 ) -> tuple[int, bytes]:
-    """One request whose whole answer arrives within `TIMEOUT_S` and `MAX_ANSWER_BYTES`. Raises `PersonalError`."""
-    where = f"{urlsplit(url).netloc}{urlsplit(url).path}"[:200]
-    body = b""
-    with anyio.move_on_after(TIMEOUT_S) as bounded:
-        try:
-            async with http.stream(method, url, data=data, json=json_body, auth=auth) as response:
-                async for chunk in response.aiter_bytes():
-                    body += chunk
-                    if len(body) > MAX_ANSWER_BYTES:
-                        raise PersonalError(f"{where} answered more than {MAX_ANSWER_BYTES:,} bytes")
-                status = response.status_code
-        except httpx2.HTTPError as exc:
-            raise PersonalError(f"{where} could not be reached ({type(exc).__name__})") from None
-    if bounded.cancelled_caught:
-        raise PersonalError(f"{where} did not answer within {TIMEOUT_S:g} s")
-    return status, body
+    """One request bounded by `TIMEOUT_S` and `MAX_ANSWER_BYTES`. Raises `PersonalError`."""
+    try:
+        return await bounded_fetch(
+            http,
+            method,
+            url,
+            data=data,
+            json_body=json_body,
+            auth=auth,
+            timeout_s=TIMEOUT_S,
+            max_bytes=MAX_ANSWER_BYTES,
+        )
+    except FetchError as exc:
+        raise PersonalError(str(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -209,6 +208,11 @@ async def connect_link(settings: Settings, vault: Vault, name: str, url: str, pr
     `PersonalError`."""
     assert settings.public_url is not None
     base = settings.public_url.rstrip("/")
+    opened = await vault.load(_open_flow_key(name, url, principal))
+    if opened is not None:
+        if time.time() - float(opened.get("created", 0)) < PENDING_S - REUSE_MARGIN_S:
+            return f"{base}{CONNECT_PATH}?{urlencode({'state': opened['state']})}"
+        await vault.delete(_pending_key(str(opened.get("state"))))
     async with httpx2.AsyncClient(follow_redirects=False) as http:
         server = await _discover(http, url)
         client = await _registered(http, vault, name, url, server=server, redirect=base + CALLBACK_PATH)
@@ -241,6 +245,7 @@ async def connect_link(settings: Settings, vault: Vault, name: str, url: str, pr
             "created": time.time(),
         },
     )
+    await vault.save(_open_flow_key(name, url, principal), {"state": state, "created": time.time()})
     return f"{base}{CONNECT_PATH}?{urlencode({'state': state})}"
 
 
@@ -262,6 +267,7 @@ async def finish_connect(settings: Settings, state: str, code: str, issuer: str 
     if record is None:
         raise PersonalError("this link is unknown, used already or too old; call the tool again for a new one")
     await vault.delete(_pending_key(state))  # each state once
+    await vault.delete(_open_flow_key(record["name"], record["url"], record["principal"]))
     if issuer is not None and issuer != record["issuer"]:
         raise PersonalError("the authorization server that answered is not the one the link went to")
     client = OAuthClientInformationFull.model_validate(record["client"])
@@ -399,130 +405,3 @@ def _oauth_error(body: bytes) -> str:
     except (ValueError, AttributeError):
         return ""
     return str(error)[:60] if isinstance(error, str) else ""
-
-
-class PersonalProvider(Provider):
-    """The SDK's OAuth provider over one principal's stored tokens: refreshed at the token endpoint the connect
-    flow found (the SDK would guess one from the server's URL after a restart)."""
-
-    def _get_token_endpoint(self) -> str:
-        endpoint = self.stored.kept("token_endpoint")
-        return str(endpoint) if endpoint else super()._get_token_endpoint()
-
-
-def _refused(reason: str, pack: str) -> ToolError:
-    return ToolError(
-        "UPSTREAM_UNAVAILABLE",
-        f"the MCP server {pack!r} is unavailable for this call: {reason}",
-        solution=f"Do the task without {pack}'s tools, or tell the user what the message says; the other tools work.",
-    )
-
-
-class Person:
-    """The calls of an upstream server with ``identity = "per_user"`` or ``"token_exchange"``: each on a connection
-    of the caller's own (see the module)."""
-
-    def __init__(self, pack: str, name: str, config: McpServer, settings: Settings, vault: Vault) -> None:
-        assert config.url is not None
-        self.pack = pack
-        self.name = name
-        self.url = str(config.url)
-        self.identity = config.identity
-        self.audience = config.audience or self.url
-        self.settings = settings
-        self.vault = vault
-        self.exchanges = Exchanges(settings) if config.identity == "token_exchange" else None
-
-    async def own_token(self) -> str | None:
-        """The gateway's own token to list a token-exchange server's tools (client credentials); None for per_user
-        (the gateway lists those with its `attp login`)."""
-        if self.exchanges is None:
-            return None
-        try:
-            return await self.exchanges.own(self.audience, self.url)
-        except PersonalError as exc:
-            raise ConnectionError(f"{exc}; it lists this server's tools with a token of its own") from None
-
-    @asynccontextmanager
-    async def connected(self, call: ToolCall, headers: dict[str, str]) -> AsyncIterator[tuple[Client, list[str]]]:
-        """A connection as the caller, and the tokens it uses (to be blanked out of results). Raises `ToolError`."""
-        if call.principal is None:
-            raise _refused("it acts as each signed-in person, and this call comes from no one in particular", self.pack)
-        auth: PersonalProvider | None = None
-        used: list[str] = []
-        if self.exchanges is not None:
-            if call.credential is None:
-                raise _refused(
-                    "it acts as the caller through token exchange, and this call carries no sign-in", self.pack
-                )
-            try:
-                token = await self.exchanges.exchanged(
-                    call.credential, self.audience, resource_url_from_server_url(self.url)
-                )
-            except PersonalError as exc:
-                raise _refused(str(exc), self.pack) from None
-            headers, used = {**headers, "Authorization": f"Bearer {token}"}, [token]
-        else:
-            auth = await self._account(call, call.principal)
-        client = Client(
-            streamable(self.url, headers, auth), client_info=Implementation(name="attp-server", version=__version__)
-        )
-        try:
-            async with client:
-                if auth is not None and auth.context.current_tokens is not None:
-                    used += [
-                        t
-                        for t in (auth.context.current_tokens.access_token, auth.context.current_tokens.refresh_token)
-                        if t
-                    ]
-                yield client, used
-        except (LoginNeeded, OAuthFlowError, httpx2.HTTPError, OSError) as exc:
-            if auth is not None and isinstance(exc, LoginNeeded | OAuthFlowError):  # revoked or expired for good
-                await self.vault.delete(personal_key(self.name, self.url, call.principal))
-                raise _refused(
-                    "your connection to it has ended; call it again to connect your account anew", self.pack
-                ) from None
-            raise _refused(f"it could not be reached as you ({type(exc).__name__})", self.pack) from None
-
-    async def _account(self, call: ToolCall, principal: str) -> PersonalProvider:
-        """The provider over `principal`'s own tokens; without any, the link to connect them (see the module)."""
-        key = personal_key(self.name, self.url, principal)
-        stored = StoredTokens(self.vault, key)
-        if not (await stored.record()).get("tokens"):
-            await self._connect_first(call, principal)
-            stored = StoredTokens(self.vault, key)
-        assert self.settings.public_url is not None
-
-        async def no_person(_url: str) -> None:
-            raise LoginNeeded("the stored tokens no longer work")
-
-        async def no_callback() -> AuthorizationCodeResult:  # pragma: no cover - no_person raises first
-            raise LoginNeeded("the stored tokens no longer work")
-
-        redirect = self.settings.public_url.rstrip("/") + CALLBACK_PATH
-        return PersonalProvider(
-            self.url, metadata(redirect), stored=stored, redirect_handler=no_person, callback_handler=no_callback
-        )
-
-    async def _connect_first(self, call: ToolCall, principal: str) -> None:
-        """Returns once `principal`'s account is connected (the person opened the link while the call waited, where
-        the client can show it: URL-mode elicitation); else raises the `ToolError` that carries the link."""
-        try:
-            link = await connect_link(self.settings, self.vault, self.name, self.url, principal)
-        except PersonalError as exc:
-            raise _refused(f"connecting your own account failed: {exc}", self.pack) from None
-        message = f"{self.name} works with each person's own account. Open this link to connect yours: {link}"
-        if call.open_url is not None and await call.open_url(message, link):
-            clock = run_clock()
-            with anyio.move_on_after(self.settings.approval_timeout_s):
-                async with clock.paused() if clock is not None else contextlib.nullcontext():
-                    while not (await self.vault.load(personal_key(self.name, self.url, principal)) or {}).get("tokens"):
-                        await anyio.sleep(CONNECT_POLL_S)
-                    return
-        raise ToolError(
-            "UPSTREAM_UNAVAILABLE",
-            f"the MCP server {self.pack!r} works with each person's own account, and the user's is not connected yet. "
-            f"They connect it once by opening this link: {link}",
-            solution="Give the user the link (it works for 15 minutes), and run the program again once they say it is "
-            "done; do not call this server's tools until then. The other tools work.",
-        )

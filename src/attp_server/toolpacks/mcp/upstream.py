@@ -49,7 +49,8 @@ from attp_server.toolpack import Tool, ToolError, ToolMarks, current_call, make_
 from attp_server.toolpacks.mcp.content import media_saver, result_data, scrub
 from attp_server.toolpacks.mcp.oauth import LoginNeeded, Provider, Vault, has_tokens
 from attp_server.toolpacks.mcp.oauth import provider as oauth_provider
-from attp_server.toolpacks.mcp.personal import Person, streamable
+from attp_server.toolpacks.mcp.person import Person
+from attp_server.toolpacks.mcp.personal import streamable
 from attp_server.toolpacks.mcp.schema import ToolShape, identifier, shape_of
 from attp_server.toolpacks.mcp.stderr import StderrTail
 from attp_server.toolpacks.mcp.stdio import REFUSED_UNREAD, bounded_stdio
