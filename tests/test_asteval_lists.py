@@ -18,6 +18,7 @@ from attp_server.sandbox import policy
 from attp_server.sandbox.engines.python import evaluator
 from attp_server.sandbox.limits import Forbidden
 from attp_server.sandbox.policy import ATTRIBUTES, CLASS_ATTRIBUTES, allow_attributes, get_attribute, unsafe_by_asteval
+from attp_server.sandbox.process.tools import ToolError
 from tests.support.evaluate import sandboxed
 
 SAMPLES: list[object] = [
@@ -34,7 +35,7 @@ SAMPLES: list[object] = [
     re.compile("x"),
     str,
     int,
-    evaluator.ToolError({"code": "X"}),
+    ToolError({"code": "X"}),
 ]
 
 
