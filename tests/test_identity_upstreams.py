@@ -33,12 +33,15 @@ from idp import ATTP_CLIENT, ATTP_SECRET, Idp, identity_provider
 pytestmark = pytest.mark.anyio
 
 SUPPORT = Path(__file__).parent / "support"
+LIFETIME_S = 6
+"""The provider's access tokens live this long: a person's upstream tokens expire during the module, and are
+refreshed (attp-server's own check of sign-in tokens allows 60 s of clock skew, so those outlive it)."""
 
 
 @pytest.fixture(scope="module")
 def idp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Idp]:
     users = {"alice": ["eng"], "bob": ["sales"], "operator": ["admins"]}
-    with identity_provider(tmp_path_factory.mktemp("idp"), users) as provider:
+    with identity_provider(tmp_path_factory.mktemp("idp"), users, ttl_s=LIFETIME_S) as provider:
         yield provider
 
 
@@ -149,6 +152,21 @@ async def test_per_user_by_url_elicitation_waits_for_the_person(idp: Idp, served
     assert data["status"] == "ok", data
     assert data["result"]["sub"] == "bob"
     assert len(shown) == 1 and "/oauth/connect?state=" in shown[0]
+
+
+async def test_a_persons_upstream_tokens_are_refreshed_when_they_expire(idp: Idp, served: Any) -> None:
+    async with person(served, idp, "alice") as client:
+        data = await execute(client, "__result__ = mine.whoami()")
+        if data["status"] != "ok":
+            link = re.search(r"(http://127\.0\.0\.1:\d+/oauth/connect\?state=\S+)", data["error"]["message"])
+            assert link is not None
+            browse_link(idp, link.group(1).rstrip(".,)"), "alice")
+        assert (await execute(client, "__result__ = mine.whoami()"))["result"]["sub"] == "alice"
+    await anyio.sleep(LIFETIME_S + 1)  # the access token the upstream saw has expired (the upstream checks exp)
+    async with person(served, idp, "alice") as client:
+        later = await execute(client, "__result__ = mine.whoami()")
+    assert later["status"] == "ok", (later["error"], idp.stderr())  # refreshed with the refresh token: no new link
+    assert later["result"]["sub"] == "alice"
 
 
 async def test_logout_of_one_person_leaves_the_others(idp: Idp, served: Any) -> None:

@@ -219,7 +219,7 @@ class Verifier:
         self.settings = settings
         self.issuer = settings.oauth_issuer
         self.audience = settings.resource_url
-        self.taken = taken | {DEFAULT_TENANT}
+        self.taken = taken | {DEFAULT_TENANT, "anonymous", "(anonymous)"}
         self.clock = clock
         self.client = client or httpx2.AsyncClient(follow_redirects=False, timeout=FETCH_TIMEOUT_S)
         self.keys = IssuerKeys(settings, self.client, clock)

@@ -18,9 +18,10 @@ import anyio
 import httpx2
 from mcp import Client
 from mcp.client.auth import OAuthFlowError
-from mcp.shared.auth import AuthorizationCodeResult
+from mcp.shared.auth import AuthorizationCodeResult, OAuthMetadata
 from mcp.shared.auth_utils import resource_url_from_server_url
 from mcp_types import Implementation
+from pydantic import ValidationError
 
 from attp_server import __version__
 from attp_server.mcp_config import McpServer
@@ -40,12 +41,28 @@ from attp_server.toolpacks.mcp.personal import (
 
 
 class PersonalProvider(Provider):
-    """The SDK's OAuth provider over one principal's stored tokens: refreshed at the token endpoint the connect
-    flow found (the SDK would guess one from the server's URL after a restart)."""
+    """The SDK's OAuth provider over one principal's stored tokens, with the authorization server's metadata the
+    connect flow found: the SDK refreshes at its token endpoint (it would guess one from the server's URL)."""
 
-    def _get_token_endpoint(self) -> str:
-        endpoint = self.stored.kept("token_endpoint")
-        return str(endpoint) if endpoint else super()._get_token_endpoint()
+    async def _initialize(self) -> None:
+        await super()._initialize()
+        found = self.stored.kept("metadata")
+        if found and self.context.oauth_metadata is None:
+            with contextlib.suppress(ValidationError):
+                self.context.oauth_metadata = OAuthMetadata.model_validate(found)
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first exception that is not a group."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _tokens_of(auth: Provider) -> list[str]:
+    """The tokens a provider holds (blanked out of results like any credential)."""
+    tokens = auth.context.current_tokens
+    return [t for t in (tokens.access_token, tokens.refresh_token) if t] if tokens is not None else []
 
 
 def _refused(reason: str, pack: str) -> ToolError:
@@ -107,20 +124,19 @@ class Person:
         )
         try:
             async with client:
-                if auth is not None and auth.context.current_tokens is not None:
-                    used += [
-                        t
-                        for t in (auth.context.current_tokens.access_token, auth.context.current_tokens.refresh_token)
-                        if t
-                    ]
-                yield client, used
-        except (LoginNeeded, OAuthFlowError, httpx2.HTTPError, OSError) as exc:
-            if auth is not None and isinstance(exc, LoginNeeded | OAuthFlowError):  # revoked or expired for good
+                yield client, [*used, *(_tokens_of(auth) if auth is not None else [])]
+        except Exception as exc:  # the transport's task groups wrap what was raised in them
+            cause = _leaf(exc)
+            if isinstance(cause, ToolError):
+                raise cause from None
+            if auth is not None and isinstance(cause, LoginNeeded | OAuthFlowError):  # revoked, or past refreshing
                 await self.vault.delete(personal_key(self.name, self.url, call.principal))
                 raise _refused(
-                    "your connection to it has ended; call it again to connect your account anew", self.pack
+                    "the user's connection to it has ended; the next call gives the link to connect it anew", self.pack
                 ) from None
-            raise _refused(f"it could not be reached as you ({type(exc).__name__})", self.pack) from None
+            if isinstance(cause, httpx2.HTTPError | OSError | anyio.BrokenResourceError | anyio.ClosedResourceError):
+                raise _refused(f"it could not be reached as the user ({type(cause).__name__})", self.pack) from None
+            raise
 
     async def _account(self, call: ToolCall, principal: str) -> PersonalProvider:
         """The provider over `principal`'s own tokens; without any, the link to connect them (see the module)."""

@@ -147,6 +147,12 @@ class _Server:
     metadata: OAuthMetadata
     scopes: list[str]
 
+    def wanted(self) -> list[str]:
+        """The scopes to ask for: the resource's, and ``offline_access`` where the server offers it (a refresh
+        token, so the person need not connect again when the access token expires)."""
+        extra = ["offline_access"] if "offline_access" in (self.metadata.scopes_supported or []) else []
+        return list(dict.fromkeys([*self.scopes, *extra]))
+
 
 async def _discover(http: httpx2.AsyncClient, url: str) -> _Server:
     """The upstream's protected-resource metadata (RFC 9728), then its authorization server's (RFC 8414 / OIDC)."""
@@ -189,7 +195,7 @@ async def _registered(
         "grant_types": ["authorization_code", "refresh_token"],
         "response_types": ["code"],
         "token_endpoint_auth_method": "none",
-        **({"scope": " ".join(server.scopes)} if server.scopes else {}),
+        **({"scope": " ".join(server.wanted())} if server.wanted() else {}),
     }
     status, body = await _fetch(http, "POST", str(endpoint), json_body=asked)
     if status not in (200, 201):
@@ -218,6 +224,7 @@ async def connect_link(settings: Settings, vault: Vault, name: str, url: str, pr
         client = await _registered(http, vault, name, url, server=server, redirect=base + CALLBACK_PATH)
     pkce = PKCEParameters.generate()
     state = secrets.token_urlsafe(32)
+    scopes = server.wanted()
     query = {
         "response_type": "code",
         "client_id": str(client.client_id),
@@ -226,7 +233,8 @@ async def connect_link(settings: Settings, vault: Vault, name: str, url: str, pr
         "code_challenge": pkce.code_challenge,
         "code_challenge_method": "S256",
         "resource": server.resource,
-        **({"scope": " ".join(server.scopes)} if server.scopes else {}),
+        **({"scope": " ".join(scopes)} if scopes else {}),
+        **({"prompt": "consent"} if "offline_access" in scopes else {}),  # OpenID Connect wants it with offline_access
     }
     authorize = f"{server.metadata.authorization_endpoint}?{urlencode(query)}"
     await vault.save(
@@ -238,6 +246,7 @@ async def connect_link(settings: Settings, vault: Vault, name: str, url: str, pr
             "verifier": pkce.code_verifier,
             "authorize": authorize,
             "token_endpoint": str(server.metadata.token_endpoint),
+            "metadata": server.metadata.model_dump(mode="json", exclude_none=True),
             "issuer": str(server.metadata.issuer),
             "resource": server.resource,
             "client": client.model_dump(mode="json", exclude_none=True),
@@ -294,7 +303,7 @@ async def finish_connect(settings: Settings, state: str, code: str, issuer: str 
             "tokens": tokens.model_dump(mode="json", exclude_none=True),
             "expires_at": time.time() + int(tokens.expires_in) if tokens.expires_in is not None else None,
             "client": record["client"],
-            "token_endpoint": record["token_endpoint"],
+            "metadata": record.get("metadata"),
         },
     )
     index = await vault.load(_index_key(name, url)) or {}
