@@ -4,12 +4,15 @@ persons' tenant folders, and the settings that refuse what cannot work."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
 import pytest
 import tomli_w
 from harness import running
+from opentelemetry import trace
+from otel import recording
 
 from attp_server.access.policy import Policy
 from attp_server.access_config import AccessRule
@@ -111,3 +114,22 @@ def test_settings_refuse_what_cannot_work(tmp_path: Path, values: dict[str, Any]
 def test_the_resource_url_defaults_to_the_mcp_path() -> None:
     assert Settings(public_url="https://attp.example.com/").resource_url == "https://attp.example.com/mcp"
     assert Settings(public_url="https://a", oauth_audience="api://attp").resource_url == "api://attp"
+
+
+async def test_the_call_span_and_log_line_name_the_principal_by_label(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``enduser.id`` on the call's span and ``principal`` in its log line: a configured name, or a keyed digest."""
+    caplog.set_level(logging.INFO, logger="attp_server.ops.call_log")
+    with recording() as exporter:
+        async with running(tmp_path / "ws", access=RULES) as runtime:
+            tracer = trace.get_tracer("test")
+            for who in (Caller(person="carol"), Caller(person="alice@example.com", groups=frozenset({"eng"}))):
+                with tracer.start_as_current_span(f"call by {who.person}"):
+                    await run_as(runtime, who, "__result__ = 1", engine="starlark" if who.person == "carol" else None)
+        spans = {span.name: dict(span.attributes or {}) for span in exporter.get_finished_spans()}
+    assert spans["call by carol"]["enduser.id"] == "carol"
+    alice = spans["call by alice@example.com"]["enduser.id"]
+    assert isinstance(alice, str) and alice.startswith("p-") and "alice" not in alice
+    logged = [getattr(r, "fields", {}).get("principal") for r in caplog.records if r.getMessage() == "attp_execute"]
+    assert "carol" in logged and alice in logged
