@@ -276,6 +276,11 @@ class Upstream:
                 f"{self.config.describe()}: it needs an OAuth login (it answered 401 with OAuth metadata). Fix: run "
                 f"`attp login {self.config_name}` once (with the same --config / --mcp-config); the tokens are kept in "
                 "the server's store and refreshed; it is retried on the next call."
+                + (
+                    " (identity = per_user: that login only lists its tools; each person's calls use their own account)"
+                    if self.config.identity == "per_user"
+                    else ""
+                )
             )
         reason = _reason(cause)
         if self.config.command is not None:
