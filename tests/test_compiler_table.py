@@ -11,7 +11,7 @@ from collections.abc import Mapping
 import pytest
 
 from attp_server.sandbox import policy
-from attp_server.sandbox.engines.python import transform
+from attp_server.sandbox.engines.python import rules
 from attp_server.sandbox.engines.python.table import REWRITES
 from attp_server.sandbox.limits import Forbidden
 
@@ -28,13 +28,13 @@ def test_every_node_has_a_rule(node: type, table: Mapping[type, object]) -> None
 def test_a_node_the_static_check_refuses_is_refused_by_the_rewrite_too() -> None:
     for node in policy._UNSUPPORTED:
         table = REWRITES.expressions if issubclass(node, ast.expr) else REWRITES.statements
-        assert table[node] is transform.refused, node
+        assert table[node] is rules.refused, node
 
 
 def test_the_table_names_rules_of_the_engine() -> None:
     for table in (REWRITES.expressions, REWRITES.statements):
         for node, rule in table.items():
-            assert rule.__module__ == "attp_server.sandbox.engines.python.transform", node
+            assert rule.__module__ == "attp_server.sandbox.engines.python.rules", node
 
 
 @pytest.mark.parametrize(
@@ -55,8 +55,8 @@ def test_a_fresh_interpreter_rewrites_arithmetic_from_the_table_alone() -> None:
     code = (
         "import ast\n"
         "from attp_server.sandbox.engines.python.table import REWRITES\n"
-        "from attp_server.sandbox.engines.python import transform\n"
-        "assert REWRITES.expressions[ast.BinOp] is transform.binop\n"
-        "assert REWRITES.statements[ast.Try] is transform.try_\n"
+        "from attp_server.sandbox.engines.python import rules\n"
+        "assert REWRITES.expressions[ast.BinOp] is rules.binop\n"
+        "assert REWRITES.statements[ast.Try] is rules.try_\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
