@@ -175,9 +175,16 @@ def over(value: Any, op: str) -> Any:
 
 def checked(value: Any, op: str) -> Any:
     """`value`, unless it is an integer past `MAX_INT_BITS` (where the rewritten code cannot check it inline)."""
-    if value.__class__ is int and not -INT_BOUND < value < INT_BOUND:
+    if value.__class__ is int and not _LOW < value < INT_BOUND:
         over(value, op)
     return value
+
+
+_LOW = -INT_BOUND
+
+COMPACT = (1 << 30) - 1
+"""Integers strictly within this of 0 are small enough for CPython's fastest comparison, and far within the limit:
+the rewritten code lets them through inline and hands anything else to `checked`."""
 
 
 # ---------------------------------------------------------------- text
@@ -345,8 +352,8 @@ STATIC: dict[str, Any] = {
     "mod": mod,
     "over": over,
     "checked": checked,
-    "low": -INT_BOUND,
-    "high": INT_BOUND,
+    "low": -COMPACT,
+    "high": COMPACT,
     "catch": catch,
     "nothing": (),
     "aborting": aborting,
