@@ -296,10 +296,6 @@ def _statistics_namespace() -> Namespace:
 # ---------------------------------------------------------------- builtins
 
 
-def _range(*args: int) -> range:
-    return range(*args)
-
-
 def _bytes(source: Any = b"", *args: Any) -> bytes:
     if isinstance(source, int):
         _check_size("bytes()", source)
@@ -369,7 +365,7 @@ SAFE_BUILTIN_FUNCTIONS: dict[str, Any] = {
     "divmod": divmod, "enumerate": enumerate, "filter": filter, "float": float, "format": _format,
     "frozenset": frozenset, "hash": hash, "hex": _digits("hex", hex), "int": int, "isinstance": isinstance,
     "iter": iter, "len": len, "list": list, "map": map, "max": max, "min": min, "next": next,
-    "oct": _digits("oct", oct), "ord": ord, "pow": _pow, "range": _range, "repr": safe_repr, "reversed": reversed,
+    "oct": _digits("oct", oct), "ord": ord, "pow": _pow, "range": range, "repr": safe_repr, "reversed": reversed,
     "round": round, "set": set, "slice": slice, "sorted": sorted, "str": str, "sum": _sum, "tuple": tuple, "zip": zip,
 }  # fmt: skip
 

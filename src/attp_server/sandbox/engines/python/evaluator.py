@@ -117,20 +117,14 @@ class Evaluator:
         if isinstance(program, ast.Module):
             program = compile_program(program)
         programs = [p for p in (before, program) if p is not None]
-        table: dict[str, Any] = {}
-        for each in programs:
-            table.update(each.builtins)
-        imports = self.imports
-        table.update(
-            {
-                name("import"): imports.module,
-                name("import_from"): imports.member,
-                name("import_star"): imports.everything,
-                name("last"): self._last,
-            }
-        )
         symbols = self.symtable
-        symbols.update(table)  # in the globals, not the builtins: one look-up from the module's own code, not three
+        for each in programs:  # in the globals, not the builtins: one look-up from the module's own code, not three
+            symbols.update(each.builtins)
+        imports = self.imports
+        symbols[name("import")] = imports.module
+        symbols[name("import_from")] = imports.member
+        symbols[name("import_star")] = imports.everything
+        symbols[name("last")] = self._last
         symbols["__builtins__"] = {}  # none of CPython's: a name the program did not define is a NameError
         with alarm.armed(self), _deep():
             try:
