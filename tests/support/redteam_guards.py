@@ -32,6 +32,8 @@ FRAMES = [
     c("guard-generator-f-back", GEN + "next(g)\ng.gi_frame.f_back.f_globals", "walk frames up from a generator"),
     c("guard-generator-copy", GEN + "copy.copy(g)", "a copy of a running frame", REFUSED),
     c("guard-generator-in-key", GEN + "sorted([g], key=lambda v: v.gi_frame)", "a frame inside a key function"),
+    c("guard-coroutine-cr-frame", "async def f():\n    pass\nf().cr_frame", "a coroutine's frame"),
+    c("guard-async-generator-ag-frame", "async def g():\n    yield 1\ng().ag_frame", "an async generator's frame"),
     c("guard-genexp-in-genexp", "g = (y for y in (x for x in [1]))\ng.gi_frame.f_locals", "nested generators"),
 ]
 
@@ -45,6 +47,8 @@ FUNCTIONS = [
     c("guard-function-format-globals", FUNC + "'{0.__globals__[__builtins__]}'.format(f)", "globals by format"),
     c("guard-function-format-code", FUNC + "'{0.__code__}'.format(f)", "code by a format field"),
     c("guard-function-attrgetter", FUNC + "operator.attrgetter('__globals__')(f)", "globals by attrgetter"),
+    c("guard-function-reduce-direct", FUNC + "f.__reduce__()", "__reduce__ of a function"),
+    c("guard-function-reduce-format", FUNC + "'{0.__reduce__}'.format(f)", "__reduce__ by a format field"),
     c("guard-function-reduce", FUNC + "operator.methodcaller('__reduce_ex__', 2)(f)", "__reduce_ex__ by methodcaller"),
     c("guard-function-partial-func", FUNC + "functools.partial(f).func", "the function behind a partial"),
     c("guard-function-lru-wrapped", FUNC + "functools.lru_cache(f).__wrapped__", "the function behind a cache"),
