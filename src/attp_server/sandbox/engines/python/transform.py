@@ -83,11 +83,17 @@ class Transformer:
         return rule(self, node)
 
     def stmt(self, node: ast.stmt) -> list[ast.stmt]:
-        rule = self.rewrites.statements.get(node.__class__)
-        if rule is None:
-            raise Forbidden(f"{node.__class__.__name__} statements are not available in the sandbox")
-        self.locate(node)
-        return rule(self, node)
+        """`node` rewritten; a refusal is stamped with its line, as an error of the run would be."""
+        try:
+            rule = self.rewrites.statements.get(node.__class__)
+            if rule is None:
+                raise Forbidden(f"{node.__class__.__name__} statements are not available in the sandbox")
+            self.locate(node)
+            return rule(self, node)
+        except Forbidden as refusal:
+            if not hasattr(refusal, "attp_line"):
+                refusal.attp_line = (node.lineno, node.col_offset)  # type: ignore[attr-defined]
+            raise
 
     def block(self, nodes: list[ast.stmt]) -> list[ast.stmt]:
         out: list[ast.stmt] = []
