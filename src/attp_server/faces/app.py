@@ -30,6 +30,7 @@ from attp_server import __version__
 from attp_server.errors import ErrorCode, ErrorInfo, suggest
 from attp_server.faces.elicitation import Relay, Rounds, ask_over_connection, can_elicit
 from attp_server.faces.http import tenant_of
+from attp_server.faces.published import PublishedNames
 from attp_server.faces.signals import on_stop_signal
 from attp_server.model.atdf import atdf_descriptor
 from attp_server.model.catalog import LANGUAGES, tool_text
@@ -93,6 +94,7 @@ def create_server(runtime: Runtime) -> MCPServer:
     """An `MCPServer` publishing exactly one tool, `attp_execute`."""
     settings = runtime.settings
     clients = _Clients()
+    published = PublishedNames()
     bus = InMemorySubscriptionBus()
     # Upstream servers' tools can change while serving, and so can the servers themselves (the config is watched).
     live = runtime.watching or any(pack.live is not None for pack in runtime.registry.packs.values())
@@ -102,10 +104,11 @@ def create_server(runtime: Runtime) -> MCPServer:
         instructions=instructions(settings.engine),
         log_level=settings.log_level,
         subscriptions=bus,
-        middleware=[clients, remember_request],
+        middleware=[clients, remember_request, published],
         request_state_security=request_state_security(runtime),
         cache_hints={"tools/list": CacheHint(ttl_ms=LIVE_TOOLS_TTL_MS if live else FIXED_TOOLS_TTL_MS)},
     )
+    published.watch(server)
 
     async def attp_execute(
         code: Annotated[
