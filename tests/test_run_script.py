@@ -1,5 +1,5 @@
 """tests/run, the README's test command, finds the Debian packages the tests use and says how it installs the missing
-ones; pointed at folders of its own (ATTP_TEST_SEARCH_PATH), so nothing on this machine is removed or installed."""
+ones; pointed at folders of its own (TESTS_RUN_SEARCH_PATH), so nothing on this machine is removed or installed."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ EVERY_PROGRAM = ("postgres", "initdb", "haproxy", "nginx", "git")
 def run(
     search: Path, *args: str, as_user: str | None = None, venv: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
-    env = {"PATH": "/usr/bin:/bin", "ATTP_TEST_SEARCH_PATH": str(search), "ATTP_TEST_VENV": str(venv or search / "v")}
+    env = {"PATH": "/usr/bin:/bin", "TESTS_RUN_SEARCH_PATH": str(search), "TESTS_RUN_VENV": str(venv or search / "v")}
     prefix = []
     if as_user is not None:
         user = pwd.getpwnam(as_user)
