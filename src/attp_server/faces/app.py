@@ -37,6 +37,7 @@ from attp_server.faces.elicitation import (
     open_url_over_connection,
 )
 from attp_server.faces.http import tenant_of
+from attp_server.faces.published import PublishedNames
 from attp_server.faces.signals import on_stop_signal
 from attp_server.faces.signin import signed_in
 from attp_server.model.atdf import atdf_descriptor
@@ -102,6 +103,7 @@ def create_server(runtime: Runtime) -> MCPServer:
     """An `MCPServer` publishing exactly one tool, `attp_execute`."""
     settings = runtime.settings
     clients = _Clients()
+    published = PublishedNames()
     bus = InMemorySubscriptionBus()
     # Upstream servers' tools can change while serving, and so can the servers themselves (the config is watched).
     live = runtime.watching or any(pack.live is not None for pack in runtime.registry.packs.values())
@@ -111,10 +113,11 @@ def create_server(runtime: Runtime) -> MCPServer:
         instructions=instructions(settings.engine),
         log_level=settings.log_level,
         subscriptions=bus,
-        middleware=[clients, remember_request, functools.partial(own_description, runtime)],
+        middleware=[clients, remember_request, published, functools.partial(own_description, runtime)],
         request_state_security=request_state_security(runtime),
         cache_hints={"tools/list": CacheHint(ttl_ms=LIVE_TOOLS_TTL_MS if live else FIXED_TOOLS_TTL_MS)},
     )
+    published.watch(server)
 
     async def attp_execute(
         code: Annotated[
