@@ -346,6 +346,7 @@ class WorkerPool:
         probe: bool = False,
         without: tuple[str, ...] = (),
         fork_server: bool = True,
+        fallen: bool = False,
     ) -> None:
         if size < 0 or max_workers < 1:
             raise ValueError("pool size must be >= 0 and max_workers >= 1")
@@ -356,6 +357,9 @@ class WorkerPool:
         self.without = without
         """Containment layers the workers leave out (``attp doctor`` shows each wall alone; the benchmark measures
         what they cost). Set only in code, never from a setting."""
+        self.fallen = fallen
+        """A test hook (`fallen`): every program runs as plain CPython in its locked-down worker. Set only in code:
+        by `open_runtime` when the server's environment asks at start, and by ``attp doctor``'s probes."""
         self.fork_server = fork_server
         """Workers are forked from a fork server (`forkserver`) that has loaded what they load (``attp doctor``'s
         probes too: they must meet the workers as they serve). False (only in code: the benchmark's comparison)
@@ -638,8 +642,9 @@ class WorkerPool:
         return process, to_worker, from_worker, directory, None
 
     def _arguments(self) -> list[str]:
-        """A worker's command-line arguments (and its fork server's): ``<memory_mb> [probe] [without=layer ...]``."""
-        flags = [*(["probe"] if self.probing else []), *(f"without={layer}" for layer in self.without)]
+        """A worker's arguments (and its fork server's): ``<memory_mb> [probe|fallen] [without=layer ...]``."""
+        mode = ["probe"] if self.probing else ["fallen"] if self.fallen else []
+        flags = [*mode, *(f"without={layer}" for layer in self.without)]
         return [str(self.memory_mb), *flags]
 
     async def _start_fork_server(self) -> None:
@@ -672,6 +677,7 @@ class WorkerPool:
             "layers": {layer: self.lockdown.get(layer, False) for layer in CONTAINMENT},
             "missing": missing,
             "runs_programs": self.refused is None,
+            "fallen_workers": self.fallen,
         }
 
     async def probe(
