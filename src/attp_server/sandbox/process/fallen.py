@@ -11,7 +11,7 @@ job to the real evaluator (``evaluate(job)``).
 How it is turned on, and by whom:
 
 - **`attp serve` and `attp exec`**: only by the server process's own environment, read once at start
-  (`requested`): ``ATTP_TESTS_ONLY_FALLEN_WORKERS`` set to exactly `CONSENT`. A program cannot set it (workers
+  (`requested`): ``TESTS_ONLY_ATTP_FALLEN_WORKERS`` set to exactly `CONSENT`. A program cannot set it (workers
   hold no way to the server's environment, and a worker's own environment is five fixed variables), nor can a
   client (no request, header, handle or setting names it; configuration files are never read for it, and a live
   reload never looks again). Anything else in the variable stops the server at start, as does any of: a
@@ -33,8 +33,8 @@ from typing import Any
 from attp_server.sandbox.process.channel import Channel
 from attp_server.sandbox.process.protocol import DoneMessage, Message, text_of
 
-ENVIRONMENT = "ATTP_TESTS_ONLY_FALLEN_WORKERS"
-"""The server process's environment variable that turns the hook on (tests only)."""
+ENVIRONMENT = "TESTS_ONLY_ATTP_FALLEN_WORKERS"
+"""The server process's environment variable that turns the hook on (tests only). Not ``ATTP_``: it is no setting."""
 
 CONSENT = "every-program-runs-as-plain-cpython"
 """The only value `ENVIRONMENT` may hold: anything else stops the server."""
