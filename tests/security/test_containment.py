@@ -252,7 +252,7 @@ def test_a_serving_worker_never_runs_a_probe() -> None:
             try:
                 await worker.send({"op": "probe", "code": "print('ran')"})
                 with anyio.fail_after(10), pytest.raises(anyio.EndOfStream):
-                    await worker.receive()  # it leaves without a word: not `output`, not `done`
+                    await worker.receive({"output": 1024, "done": 1024})  # it leaves without a word
             finally:
                 await worker.kill()
 

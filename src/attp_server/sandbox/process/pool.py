@@ -1,10 +1,16 @@
 """Pre-started worker processes, the wall clock, kills and refills (the server side of the sandbox).
 
-`WorkerPool.run(job, on_call)` takes an idle worker (or starts one), sends it the program, answers
-its tool calls through `on_call`, and returns its ``done`` message. Past the deadline, on
-cancellation, or when the worker breaks the protocol, the worker's whole process group is killed
-and reaped; a worker that was killed, crashed or hit a limit is never reused. Each run holds its
-own worker, so concurrent runs never share one.
+`WorkerPool.run(job, on_call, owner=...)` takes an idle worker (or starts one), sends it the program, answers
+its tool calls through `on_call`, and returns its ``done`` message, each message checked on the way in
+(`inbound`). Past the deadline, on cancellation, or when the worker breaks the protocol, the worker's whole
+process group is killed and reaped; a worker that was killed, crashed or hit a limit is never reused. Each run
+holds its own worker, so concurrent runs never share one.
+
+Whether a worker serves again is the pool's decision, never the worker's: a worker is bound to the `owner` of the
+first run it served (whose programs it has seen, and may have been taken over by) and serves no run of another
+owner, and the pool counts its runs itself (`MAX_RUNS_PER_WORKER`); a worker's ``retire`` can only make it retire
+sooner. Idle workers are the fresh ones (never ran a program: any owner's) and the kept ones (an owner's, at most
+`max_workers` of them, the least recently used killed first).
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from typing import Any, Literal, cast
 import anyio
 import anyio.abc
 
+from attp_server.sandbox.process import inbound
 from attp_server.sandbox.process.forkserver import (
     ForkedProcess,
     ForkServer,
@@ -40,7 +47,10 @@ from attp_server.sandbox.process.forkserver import (
 )
 from attp_server.sandbox.process.lockdown import CONTAINMENT
 from attp_server.sandbox.process.protocol import (
-    MAX_MESSAGE_BYTES,
+    MAX_CALL_BYTES,
+    MAX_OUTPUT_BYTES,
+    MAX_READY_BYTES,
+    MAX_RUNS_PER_WORKER,
     DoneMessage,
     ErrorReport,
     Message,
@@ -49,7 +59,7 @@ from attp_server.sandbox.process.protocol import (
     ReplyMessage,
     RunMessage,
     ToolReply,
-    decode,
+    done_bytes,
     encode,
 )
 
@@ -226,6 +236,10 @@ class WorkerProcess:
     from_worker: int
     directory: str
     lockdown: dict[str, Any] = field(default_factory=dict)
+    owner: str | None = None
+    """Whose runs it serves: the owner of the first run it served (None: none yet, a fresh worker)."""
+    runs: int = 0
+    """Runs it was handed, counted here."""
     killed: bool = False
     closed: bool = False
     """Reaped by the event loop, pipes closed, directory removed (`kill_now` kills without reaping this way)."""
@@ -252,13 +266,18 @@ class WorkerProcess:
                 raise anyio.BrokenResourceError(str(exc)) from exc
             data = data[written:]
 
-    async def receive(self) -> dict[str, Any]:
+    async def receive(self, limits: Mapping[str, int]) -> dict[str, Any]:
+        """The next message, of one of the kinds `limits` names, read no further than its kind's longest line and
+        checked as JSON (`inbound`); raises `inbound.Refused` otherwise."""
         buffer = self._buffer
-        scanned = 0
+        scanned, kind, limit = 0, None, max(limits.values())
         while (end := buffer.find(b"\n", scanned)) < 0:
             scanned = len(buffer)
-            if scanned > MAX_MESSAGE_BYTES:
-                raise anyio.DelimiterNotFound(MAX_MESSAGE_BYTES)
+            if kind is None and scanned >= inbound.KIND_BYTES:
+                kind = inbound.kind_of(buffer, limits)
+                limit = limits[kind]
+            if scanned > limit:
+                raise inbound.too_long(kind or "unknown", limit)
             try:
                 chunk = os.read(self.from_worker, _READ_SIZE)
             except BlockingIOError:
@@ -269,9 +288,12 @@ class WorkerProcess:
             if not chunk:
                 raise anyio.EndOfStream
             buffer += chunk
-        line = bytes(buffer[: end + 1])
+        line = bytes(buffer[:end])
         del buffer[: end + 1]
-        return decode(line)
+        kind = kind or inbound.kind_of(line, limits)
+        if len(line) > limits[kind]:
+            raise inbound.too_long(kind, limits[kind])
+        return inbound.decode(kind, line)
 
     async def kill(self) -> None:
         """Kill the whole process group and reap it, even while the caller is being cancelled. A worker that
@@ -373,6 +395,9 @@ class WorkerPool:
         self.memory_mb = memory_mb
         self.startup_timeout_s = startup_timeout_s
         self._idle: list[WorkerProcess] = []
+        """Fresh workers: none has run a program yet, so any owner's run may have one."""
+        self._kept: list[WorkerProcess] = []
+        """Workers bound to an owner, between its runs; the most recently used last."""
         self._starting = 0
         self._running: set[WorkerProcess] = set()
         self._slots = anyio.Semaphore(max_workers)
@@ -398,7 +423,7 @@ class WorkerPool:
         assert self._tasks is not None
         self._tasks.cancel_scope.cancel()
         await self._stack.aclose()  # every refill task has finished (or killed its half-started worker)
-        idle, self._idle = self._idle, []
+        idle, self._idle, self._kept = [*self._idle, *self._kept], [], []
         for worker in idle:
             await worker.kill()
         await self._last.aclose()  # the fork server, last: it reports the exits the kills above waited for
@@ -406,7 +431,7 @@ class WorkerPool:
     def kill_now(self) -> None:
         """Kill every worker, idle or running, and remove their directories, without waiting for the
         event loop: for a process that exits right after (a stop signal in stdio mode)."""
-        workers = [*self._idle, *self._running]
+        workers = [*self._idle, *self._kept, *self._running]
         forked = self._forks.kill_now() if self._forks is not None else []  # (and the forks still starting)
         for worker in workers:
             worker.killed = True
@@ -416,7 +441,7 @@ class WorkerPool:
 
     def stats(self) -> dict[str, Any]:
         return {
-            "idle": len(self._idle),
+            "idle": len(self._idle) + len(self._kept),
             "busy": len(self._running),
             "starting": self._starting,
             "size": self.size,
@@ -432,8 +457,8 @@ class WorkerPool:
         return self._forks.process.pid if self._forks is not None and not self._forks.gone else None
 
     def worker_pids(self) -> list[int]:
-        """Pids of the idle workers."""
-        return [w.pid for w in self._idle]
+        """Pids of the idle workers (fresh and kept)."""
+        return [w.pid for w in [*self._idle, *self._kept]]
 
     def running_pids(self) -> list[int]:
         """Pids of the workers running a program right now."""
@@ -448,24 +473,30 @@ class WorkerPool:
         started: Callable[[], None] | None = None,
         *,
         meanwhile: Callable[[], None] | None = None,
-    ) -> Mapping[str, Any]:
-        """Run `job` on a worker of its own and return its `DoneMessage`: the worker's, unchecked (the reader checks
-        each field it uses), or one made here when the worker timed out, died or broke the protocol.
+        owner: str = "",
+    ) -> DoneMessage:
+        """Run `job` on a worker of its own and return its `DoneMessage` (each field checked: `inbound`), or one made
+        here when the worker timed out, died or broke the protocol.
 
-        `started` is told when a worker has the job (the wait for one is over; for the run's trace). `meanwhile` is
-        told each time the worker has been sent its job or a reply, before waiting for its next message: work
-        the worker need not wait for (the run's telemetry) is done while it runs."""
+        `owner` is whose run it is (the runtime's key: a principal, or a principal's session): the worker is one
+        that never served another owner, and is kept afterwards for this owner alone. `started` is told when a
+        worker has the job (the wait for one is over; for the run's trace). `meanwhile` is told each time the
+        worker has been sent its job or a reply, before waiting for its next message: work the worker need not
+        wait for (the run's telemetry) is done while it runs."""
         async with self._slots:
             try:
-                worker = await self._acquire()
+                worker = await self._acquire(owner)
             except ContainmentMissing as exc:
                 return _failed("INTERNAL_ERROR", str(exc), solution=NOT_CONTAINED)
             if started is not None:
                 started()
             self._running.add(worker)
+            worker.owner = owner
+            worker.runs += 1
             reusable = False
             demotion = asyncio.get_running_loop().call_later(LONG_RUN_S, _demote, worker)
             token: contextvars.Token[RunClock | None] | None = None
+            expected = {"call": MAX_CALL_BYTES, "done": done_bytes(job.message()["limits"], job.keep)}
             try:
                 with anyio.move_on_after(job.timeout_s + KILL_GRACE_S) as scope:
                     clock = RunClock(scope)
@@ -474,32 +505,31 @@ class WorkerPool:
                     if meanwhile is not None:
                         meanwhile()
                     while True:
-                        message = await worker.receive()
-                        if message["op"] == "call":
-                            reply = await on_call(
-                                str(message.get("tool", "")),
-                                list(message.get("args", [])),
-                                dict(message.get("kwargs", {})),
-                            )
-                            answer = cast(ReplyMessage, {"op": "reply", **reply})
-                            if paused := clock.take_paused():
-                                answer["paused_s"] = paused
-                            await worker.send(answer)
-                            if meanwhile is not None:
-                                meanwhile()
-                        elif message["op"] == "done":
-                            reusable = not message.get("retire", True)
-                            return message
-                        else:
-                            raise ProtocolError(f"unexpected message {message['op']!r} from worker")
+                        message = await worker.receive(expected)
+                        if message["op"] == "done":
+                            done = inbound.done(message, keep=job.keep)
+                            # The worker may ask to retire sooner, never to serve longer.
+                            reusable = done.get("retire") is False and worker.runs < MAX_RUNS_PER_WORKER
+                            return done
+                        reply = await on_call(*inbound.call(message))
+                        answer = cast(ReplyMessage, {"op": "reply", **reply})
+                        if paused := clock.take_paused():
+                            answer["paused_s"] = paused
+                        await worker.send(answer)
+                        if meanwhile is not None:
+                            meanwhile()
                 self.kills += 1
                 return _timeout(job.timeout_s)
             except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, anyio.ClosedResourceError):
                 await worker.kill()
                 return _died(worker.process.returncode, self.memory_mb, job.engine)
-            except (ProtocolError, anyio.DelimiterNotFound) as exc:
-                logger.warning("worker %d broke the protocol: %s", worker.pid, exc)
-                return _failed("INTERNAL_ERROR", "the sandbox process sent a malformed message; the run was stopped")
+            except ProtocolError as exc:
+                logger.warning("worker %d broke the protocol: it sent %s", worker.pid, exc)
+                return _failed(
+                    "INTERNAL_ERROR",
+                    f"the sandbox process sent {exc}; the run was stopped and the process killed",
+                    solution="Retry the call; if it keeps failing, tell the server's operator (its log says more).",
+                )
             except anyio.get_cancelled_exc_class():
                 self.cancelled += 1  # the client cancelled the call: the worker is killed below, at once
                 raise
@@ -510,21 +540,36 @@ class WorkerPool:
                 self._running.discard(worker)
                 self.runs += 1
                 if reusable and worker.alive and not worker.demoted:
-                    self._idle.append(worker)
+                    await self._keep(worker)
                 else:
                     await worker.kill()
                     self._refill()
 
-    async def _acquire(self) -> WorkerProcess:
+    async def _acquire(self, owner: str) -> WorkerProcess:
+        """A worker for a run of `owner`: one kept for it, else a fresh one, else a new one."""
         if self.refused is not None:
             raise ContainmentMissing(self.refused)
+        for index in range(len(self._kept) - 1, -1, -1):
+            if self._kept[index].owner == owner:
+                worker = self._kept.pop(index)
+                if worker.alive:
+                    return worker
+                await worker.kill()
+                break
         while self._idle:
             worker = self._idle.pop()
             if worker.alive:
+                self._refill()
                 return worker
             await worker.kill()
         self._refill()
         return await self._spawn()
+
+    async def _keep(self, worker: WorkerProcess) -> None:
+        """Keep `worker` for its owner's next run; past `max_workers` kept, the least recently used is killed."""
+        self._kept.append(worker)
+        while len(self._kept) > self.max_workers:
+            await self._kept.pop(0).kill()
 
     def _refill(self) -> None:
         missing = self.size - len(self._idle) - self._starting
@@ -563,16 +608,14 @@ class WorkerPool:
             self._tasks.start_soon(drain_stderr, process.stderr, f"worker {process.pid}")
         try:
             with anyio.fail_after(self.startup_timeout_s):
-                ready = await worker.receive()
-            if ready.get("op") != "ready":
-                raise ProtocolError(f"worker said {ready.get('op')!r} instead of 'ready'")
-        except (TimeoutError, anyio.EndOfStream, anyio.IncompleteRead, ProtocolError, anyio.DelimiterNotFound) as exc:
+                lockdown = inbound.ready(await worker.receive({"ready": MAX_READY_BYTES}))
+        except (TimeoutError, anyio.EndOfStream, anyio.IncompleteRead, ProtocolError) as exc:
             await worker.kill()
             raise WorkerStartError(f"worker did not start (exit code {process.returncode}): {exc!r}") from exc
         except BaseException:
             await worker.kill()  # cancelled while starting (the pool is closing): leave no process behind
             raise
-        worker.lockdown = dict(ready.get("lockdown") or {})
+        worker.lockdown = lockdown
         self.lockdown = worker.lockdown
         missing = {layer: why for layer, why in missing_layers(worker.lockdown).items() if layer not in self.without}
         if missing and self.containment == "required":
@@ -696,14 +739,17 @@ class WorkerPool:
                 await worker.send(ProbeMessage(op="probe", code=code, cpu_s=cpu_s))
                 while True:
                     try:
-                        message = await worker.receive()
+                        message = await worker.receive(_PROBE_MESSAGES)
                     except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError):
                         await worker.process.wait()
                         return _ending(worker.process.returncode)
+                    except ProtocolError as exc:
+                        return {"ended": "raised", "detail": f"the worker broke the protocol: it sent {exc}"}
                     if message.get("op") == "output":
                         on_output(str(message.get("text", "")))
                     elif message.get("op") == "done":
-                        error = message.get("error") or {}
+                        error = message.get("error")
+                        error = error if isinstance(error, dict) else {}
                         if message.get("status") == "ok":
                             return {"ended": "finished", "detail": "the probe ran to its end"}
                         detail = f"{error.get('code', 'Exception')}: {error.get('message', '')}".rstrip(": ")
@@ -712,6 +758,9 @@ class WorkerPool:
         finally:
             await worker.kill()
 
+
+_PROBE_MESSAGES = {"output": MAX_OUTPUT_BYTES, "done": 1024 * 1024}
+"""What a probe's worker may send: its output in pieces, then its ending."""
 
 REAP_TIMEOUT_S = 1.0
 """How long `WorkerPool.kill_now` waits for killed workers to be gone (a SIGKILL takes effect in milliseconds)."""

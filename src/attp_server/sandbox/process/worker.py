@@ -30,6 +30,8 @@ from attp_server.sandbox.process import fallen, keep, lockdown
 from attp_server.sandbox.process.channel import Channel
 from attp_server.sandbox.process.jsonify import NotJSON, to_json
 from attp_server.sandbox.process.protocol import (
+    MAX_RUNS_PER_WORKER,
+    OUTPUT_PIECE,
     TOOL_ERROR_FIELDS,
     DoneMessage,
     ErrorReport,
@@ -40,9 +42,6 @@ from attp_server.sandbox.process.protocol import (
 )
 from attp_server.sandbox.process.tools import OutputBuffer, ServerGone, ToolBridge, ToolError
 from attp_server.sandbox.suggestions import closest
-
-MAX_RUNS_PER_WORKER = 1000
-"""A worker retires after this many runs, so slow leaks in C extensions cannot accumulate."""
 
 
 class Runner:
@@ -419,9 +418,10 @@ class _ProbeOutput(io.TextIOBase):
 
     def write(self, text: str) -> int:
         room = self.LIMIT - self.sent
-        if room > 0 and text:
-            self.channel.send(OutputMessage(op="output", text=text[:room]))
-            self.sent += min(len(text), room)
+        for start in range(0, min(len(text), room), OUTPUT_PIECE):  # each line within what the server reads
+            piece = text[start : min(start + OUTPUT_PIECE, room)]
+            self.channel.send(OutputMessage(op="output", text=piece))
+            self.sent += len(piece)
         return len(text)
 
 
