@@ -119,3 +119,14 @@ async def test_a_worker_may_only_ask_to_retire_sooner(retire: str, reused: bool)
     if retire in ("'no'", "None"):
         assert first["status"] == "error" and "sandbox process sent" in first["error"]["message"], first
     assert (second["result"] == first.get("result")) is reused
+
+
+async def test_an_honest_worker_refuses_a_call_the_server_would_refuse(tmp_path: Path) -> None:
+    """A tool call past what the server reads (`protocol.MAX_CALL_VALUES`) is the program's INVALID_ARGUMENT, said
+    by its worker before anything is sent, never a killed worker."""
+    async with running(tmp_path, timeout_s=20, memory_mb=512) as runtime:
+        data = await run_code(runtime, f"write_file('a.csv', 'a,' * {protocol.MAX_CALL_VALUES})")
+        fits = await run_code(runtime, "write_file('b.csv', 'a,' * 1000)\n__result__ = read_file('b.csv')[:4]")
+    assert data["error"]["code"] == "INVALID_ARGUMENT", data["error"]
+    assert "a tool call carries at most 2,000,000" in data["error"]["message"]
+    assert fits["result"] == "a,a,"

@@ -186,10 +186,11 @@ MAX_CALL_BYTES = 32 * 1024 * 1024
 """Longest ``call`` line: what one tool call's arguments may hold as JSON (a whole file of the files pack, whose
 limit is 10 MiB, escaped)."""
 
-MAX_CALL_VALUES = 1_000_000
+MAX_CALL_VALUES = 2_000_000
 """Most JSON values one ``call`` line may hold, counted before it is decoded as its commas, ``[`` and ``{``
-(`value_count`: an upper bound, since text may hold them too). Each value costs the server about 70 bytes decoded:
-a line of ``[{},{},...]`` would otherwise cost 24 times its size."""
+(`value_count`: an upper bound, since text may hold them too: a 10 MiB CSV or JSON text passes, at one per five
+bytes). Each value costs the server about 70 bytes decoded, so a line of ``[{},{},...]`` costs at most 140 MB
+however long it is, instead of 24 times its size."""
 
 MAX_DEPTH = 256
 """Deepest nesting of a message from a worker (values are at most 100 deep, kept state's tags add some)."""
