@@ -131,6 +131,7 @@ class Evaluation:
                     started,
                     meanwhile=run.record_later,
                     owner=self.owner(run),
+                    slot=run.slot,
                 )
         finally:
             run.record_later()  # the metrics: before the reply

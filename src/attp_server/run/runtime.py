@@ -209,7 +209,9 @@ class Runtime:
             session.keep(None)
         spans: list[Callable[[], None]] = []  # the run's spans, made after its reply (`RunState.spans`)
         waited = now_ns()
-        ticket = await self.admission.enter(context.session)
+        caller = context.caller
+        principal = principal_of(caller.tenant if caller is not None else None)
+        ticket = await self.admission.enter(context.session, principal)
         spans.append(self.tracing.later("attp.admission", waited, now_ns()))
         try:
             if isinstance(ticket, ErrorInfo):
@@ -218,17 +220,17 @@ class Runtime:
                 tools = (await self.tools_for(context.caller, session)).snapshot()
             except NoSession as refused:
                 return error_result(request.target, refused.info)
-            caller = context.caller
             run = RunState(
                 progress=context.progress,
                 session=session,
                 owner=context.session,
                 tools=tools,
                 ask=context.ask,
-                principal=principal_of(caller.tenant if caller is not None else None),
+                principal=principal,
                 handle=handle_digest(session.handle if session is not None else None),
                 later=[],
                 spans=spans,
+                slot=self.admission.slot(ticket),
             )
             sessions = self.sessions
             if sessions is None:

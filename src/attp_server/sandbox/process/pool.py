@@ -27,11 +27,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal, Protocol, cast
 
 import anyio
 import anyio.abc
@@ -138,16 +138,34 @@ class Job:
         return message
 
 
+class PauseRefused(Exception):
+    """The run may not wait for a person now (its owner has as many runs waiting as it may): nobody is asked."""
+
+
+class Slot(Protocol):
+    """A run's place among the runs in flight, which it gives back while it waits for a person."""
+
+    async def give_back(self) -> None:
+        """Give the place back; raises `PauseRefused` (having changed nothing) when the run may not wait."""
+
+    async def take_back(self) -> None:
+        """Take a place again before the run goes on (waiting for one, ahead of runs not started yet)."""
+
+
 class RunClock:
     """The wall clock of one run, which stops while the server waits for a person (`paused`).
 
     Holds the pool's cancel scope for the run: a pause lifts its deadline and puts it back, moved by
     the length of the pause, when the last of the overlapping pauses ends. The worker is told of
-    each pause with the tool's reply, and moves its own deadline the same way.
+    each pause with the tool's reply, and moves its own deadline the same way. While paused the run also
+    holds none of its `slots` (the runtime's admission, the pool's own): a person's time is not a run slot's,
+    so runs waiting for answers never keep other callers out. Taking them back after the answer counts as
+    paused too (it is the server's wait, not the program's).
     """
 
-    def __init__(self, scope: anyio.CancelScope) -> None:
+    def __init__(self, scope: anyio.CancelScope, slots: Sequence[Slot] = ()) -> None:
         self._scope = scope
+        self._slots = slots
         self._waiting = 0
         self._since = 0.0
         self._left = 0.0
@@ -157,7 +175,17 @@ class RunClock:
 
     @contextlib.asynccontextmanager
     async def paused(self) -> AsyncIterator[None]:
+        """Wait for a person inside; raises `PauseRefused` on entry when the run may not wait now."""
         if self._waiting == 0:
+            given: list[Slot] = []
+            try:
+                for slot in self._slots:
+                    await slot.give_back()
+                    given.append(slot)
+            except PauseRefused:
+                for slot in given:  # (only the first may refuse; this keeps the rule if that changes)
+                    await slot.take_back()
+                raise
             self._since = anyio.current_time()
             self._left = self._scope.deadline - self._since
             self._scope.deadline = math.inf
@@ -167,15 +195,39 @@ class RunClock:
         finally:
             self._waiting -= 1
             if self._waiting == 0:
-                now = anyio.current_time()
-                self._unreported += now - self._since
-                self.paused_total += now - self._since
-                self._scope.deadline = now + self._left
+                try:
+                    for slot in self._slots:
+                        await slot.take_back()
+                finally:
+                    now = anyio.current_time()
+                    self._unreported += now - self._since
+                    self.paused_total += now - self._since
+                    self._scope.deadline = now + self._left
 
     def take_paused(self) -> float:
         """Seconds paused since the last call (what to tell the worker with the next reply)."""
         paused, self._unreported = self._unreported, 0.0
         return paused
+
+
+class _PoolSlot:
+    """The pool's own count of runs in flight (`max_workers`), as a `Slot`."""
+
+    def __init__(self, semaphore: anyio.Semaphore) -> None:
+        self.semaphore = semaphore
+        self.held = False
+
+    async def take_back(self) -> None:
+        await self.semaphore.acquire()
+        self.held = True
+
+    async def give_back(self) -> None:
+        self.release()
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            self.semaphore.release()
 
 
 _CLOCK: contextvars.ContextVar[RunClock | None] = contextvars.ContextVar("attp_run_clock", default=None)
@@ -474,6 +526,7 @@ class WorkerPool:
         *,
         meanwhile: Callable[[], None] | None = None,
         owner: str = "",
+        slot: Slot | None = None,
     ) -> DoneMessage:
         """Run `job` on a worker of its own and return its `DoneMessage` (each field checked: `inbound`), or one made
         here when the worker timed out, died or broke the protocol.
@@ -482,68 +535,86 @@ class WorkerPool:
         that never served another owner, and is kept afterwards for this owner alone. `started` is told when a
         worker has the job (the wait for one is over; for the run's trace). `meanwhile` is told each time the
         worker has been sent its job or a reply, before waiting for its next message: work the worker need not
-        wait for (the run's telemetry) is done while it runs."""
-        async with self._slots:
-            try:
-                worker = await self._acquire(owner)
-            except ContainmentMissing as exc:
-                return _failed("INTERNAL_ERROR", str(exc), solution=NOT_CONTAINED)
-            if started is not None:
-                started()
-            self._running.add(worker)
-            worker.owner = owner
-            worker.runs += 1
-            reusable = False
-            demotion = asyncio.get_running_loop().call_later(LONG_RUN_S, _demote, worker)
-            token: contextvars.Token[RunClock | None] | None = None
-            expected = {"call": MAX_CALL_BYTES, "done": done_bytes(job.message()["limits"], job.keep)}
-            try:
-                with anyio.move_on_after(job.timeout_s + KILL_GRACE_S) as scope:
-                    clock = RunClock(scope)
-                    token = _CLOCK.set(clock)  # for the tool calls served below (approvals pause it)
-                    await worker.send(job.message())
+        wait for (the run's telemetry) is done while it runs. `slot` is the run's place among the runs the caller
+        admitted, given back (with the pool's own) while the run waits for a person (`RunClock`)."""
+        held = _PoolSlot(self._slots)
+        await held.take_back()
+        try:
+            slots = [*([slot] if slot is not None else []), held]
+            return await self._run(job, on_call, started=started, meanwhile=meanwhile, owner=owner, slots=slots)
+        finally:
+            held.release()
+
+    async def _run(
+        self,
+        job: Job,
+        on_call: CallHandler,
+        *,
+        started: Callable[[], None] | None,
+        meanwhile: Callable[[], None] | None,
+        owner: str,
+        slots: list[Slot],
+    ) -> DoneMessage:
+        try:
+            worker = await self._acquire(owner)
+        except ContainmentMissing as exc:
+            return _failed("INTERNAL_ERROR", str(exc), solution=NOT_CONTAINED)
+        if started is not None:
+            started()
+        self._running.add(worker)
+        worker.owner = owner
+        worker.runs += 1
+        reusable = False
+        demotion = asyncio.get_running_loop().call_later(LONG_RUN_S, _demote, worker)
+        token: contextvars.Token[RunClock | None] | None = None
+        expected = {"call": MAX_CALL_BYTES, "done": done_bytes(job.message()["limits"], job.keep)}
+        try:
+            with anyio.move_on_after(job.timeout_s + KILL_GRACE_S) as scope:
+                clock = RunClock(scope, slots)
+                token = _CLOCK.set(clock)  # for the tool calls served below (approvals pause it)
+                await worker.send(job.message())
+                if meanwhile is not None:
+                    meanwhile()
+                while True:
+                    message = await worker.receive(expected)
+                    if message["op"] == "done":
+                        done = inbound.done(message, keep=job.keep)
+                        # The worker may ask to retire sooner, never to serve longer.
+                        reusable = done.get("retire") is False and worker.runs < MAX_RUNS_PER_WORKER
+                        return done
+                    reply = await on_call(*inbound.call(message))
+                    answer = cast(ReplyMessage, {"op": "reply", **reply})
+                    if paused := clock.take_paused():
+                        answer["paused_s"] = paused
+                    await worker.send(answer)
                     if meanwhile is not None:
                         meanwhile()
-                    while True:
-                        message = await worker.receive(expected)
-                        if message["op"] == "done":
-                            done = inbound.done(message, keep=job.keep)
-                            # The worker may ask to retire sooner, never to serve longer.
-                            reusable = done.get("retire") is False and worker.runs < MAX_RUNS_PER_WORKER
-                            return done
-                        reply = await on_call(*inbound.call(message))
-                        answer = cast(ReplyMessage, {"op": "reply", **reply})
-                        if paused := clock.take_paused():
-                            answer["paused_s"] = paused
-                        await worker.send(answer)
-                        if meanwhile is not None:
-                            meanwhile()
-                self.kills += 1
-                return _timeout(job.timeout_s)
-            except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            self.kills += 1
+            return _timeout(job.timeout_s)
+        except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            await worker.kill()
+            return _died(worker.process.returncode, self.memory_mb, job.engine)
+        except ProtocolError as exc:
+            logger.warning("worker %d broke the protocol: it sent %s", worker.pid, exc)
+            return _failed(
+                "INTERNAL_ERROR",
+                f"the sandbox process sent {exc}; the run was stopped and the process killed",
+                solution="Retry the call; if it keeps failing, tell the server's operator (its log says more).",
+            )
+        except anyio.get_cancelled_exc_class():
+            self.cancelled += 1  # the client cancelled the call: the worker is killed below, at once
+            raise
+        finally:
+            demotion.cancel()
+            if token is not None:
+                _CLOCK.reset(token)
+            self._running.discard(worker)
+            self.runs += 1
+            if reusable and worker.alive and not worker.demoted:
+                await self._keep(worker)
+            else:
                 await worker.kill()
-                return _died(worker.process.returncode, self.memory_mb, job.engine)
-            except ProtocolError as exc:
-                logger.warning("worker %d broke the protocol: it sent %s", worker.pid, exc)
-                return _failed(
-                    "INTERNAL_ERROR",
-                    f"the sandbox process sent {exc}; the run was stopped and the process killed",
-                    solution="Retry the call; if it keeps failing, tell the server's operator (its log says more).",
-                )
-            except anyio.get_cancelled_exc_class():
-                self.cancelled += 1  # the client cancelled the call: the worker is killed below, at once
-                raise
-            finally:
-                demotion.cancel()
-                if token is not None:
-                    _CLOCK.reset(token)
-                self._running.discard(worker)
-                self.runs += 1
-                if reusable and worker.alive and not worker.demoted:
-                    await self._keep(worker)
-                else:
-                    await worker.kill()
-                    self._refill()
+                self._refill()
 
     async def _acquire(self, owner: str) -> WorkerProcess:
         """A worker for a run of `owner`: one kept for it, else a fresh one, else a new one."""
