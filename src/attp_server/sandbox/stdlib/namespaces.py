@@ -199,7 +199,8 @@ def check_substitution(pattern: Any, repl: Any, string: Any, count: int = 0, fla
         return _counted(repl, len(string))
     if not isinstance(repl, str | bytes | bytearray) or not repl:
         return repl
-    references = len((_BYTES_REFERENCE if isinstance(repl, bytes | bytearray) else _TEXT_REFERENCE).findall(repl))
+    found = _TEXT_REFERENCE.findall(repl) if isinstance(repl, str) else _BYTES_REFERENCE.findall(repl)
+    references = len(found)
     if len(repl) * (len(string) + 1) + references * len(string) <= MAX_SEQUENCE_LEN:
         return repl
     compiled = pattern if isinstance(pattern, _re.Pattern) else _re.compile(pattern, flags)
