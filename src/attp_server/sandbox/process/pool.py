@@ -655,6 +655,8 @@ class WorkerPool:
             self._starting += 1
         try:
             worker = await self._spawn()
+            if not await self._warmed(worker):
+                return
         except ContainmentMissing:
             return  # said once: by `attp serve` at start-up, and to every run
         except WorkerStartError as exc:
@@ -663,6 +665,27 @@ class WorkerPool:
         finally:
             self._starting -= 1
         self._idle.append(worker)
+
+    async def _warmed(self, worker: WorkerProcess) -> bool:
+        """Run the server's own `WARM_UP` program on a fresh worker before any owner's, so that what a first run
+        touches (copy-on-write pages, lazily built tables) is paid here, not by a caller; False (the worker killed)
+        when it did not answer as it should. Its one run counts among the worker's runs; it binds it to nobody."""
+        if self.fallen or self.probing:
+            return True  # (a fallen worker would run it as plain CPython; a probe's takes no runs)
+        job = Job(code=WARM_UP, tools=[], namespaces={}, timeout_s=10.0, max_output_bytes=1024,
+                  max_result_bytes=4096, max_tool_calls=4)  # fmt: skip
+        worker.runs += 1
+        try:
+            with anyio.fail_after(job.timeout_s):
+                await worker.send(job.message())
+                while (message := await worker.receive({"call": 4096, "done": 64 * 1024}))["op"] == "call":
+                    await worker.send({"op": "reply", "ok": True, "value": ""})
+            if inbound.done(message, keep=False).get("retire") is False:
+                return True
+        except (TimeoutError, ProtocolError, anyio.EndOfStream, anyio.BrokenResourceError):
+            pass
+        await worker.kill()
+        return False
 
     async def _spawn(self) -> WorkerProcess:
         process, to_worker, from_worker, directory, stderr_fd = await self._start()
@@ -829,6 +852,16 @@ class WorkerPool:
         finally:
             await worker.kill()
 
+
+WARM_UP = """\
+records = [{"key": k, "value": len(k), "tags": [k[0], "x"]} for k in ["alpha", "beta", "gamma"]]
+best = max(records, key=lambda r: r["value"])
+tags = sorted({t for r in records for t in r["tags"]})
+text = json.dumps({"best": best["key"], "tags": tags}) + re.sub("a", "b", "banana") + str(math.sqrt(2.0))
+help()
+__result__ = {"n": len(records), "text": text[:10]}
+"""
+"""The program every fresh worker runs before it is handed out (`WorkerPool._warmed`): the server's own."""
 
 _PROBE_MESSAGES = {"output": MAX_OUTPUT_BYTES, "done": 1024 * 1024}
 """What a probe's worker may send: its output in pieces, then its ending."""
