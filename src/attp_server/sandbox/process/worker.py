@@ -192,7 +192,7 @@ def _location(code: str, line: int | None, column: int | None) -> dict[str, Any]
         out["line"] = line
         lines = code.splitlines()
         if 0 < line <= len(lines):
-            out["source_line"] = lines[line - 1].rstrip()
+            out["source_line"] = text_of(lines[line - 1].rstrip())  # within what a report may hold
     if column is not None:
         out["column"] = column
     return out
