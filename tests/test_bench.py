@@ -24,6 +24,7 @@ REQUIRED = [
     "timeout_python_loop_overshoot_ms", "timeout_c_regex_overshoot_ms",
     "worker_start_walls_ms", "worker_start_no_walls_ms", "worker_start_new_interpreter_ms",
     "worker_start_forked_vs_new_interpreter", "w1_walls_ms", "w1_no_walls_ms", "w1_walls_vs_none", "getpid_walls_ns", "getpid_no_walls_ns",
+    "owners.w1_same_ms", "owners.w1_new_ms", "owners.w1_turns_ms", "owners.new_vs_same", "owners.burst_new_vs_one",
     "concurrent_python_loop_ratio", "concurrent_c_regex_ratio",
     "throughput_1_clients", "throughput_4_clients", "throughput_16_clients",
     "errors_16_clients", "server_rss_before_mb", "server_rss_growth_pct", "cold_start_to_initialize_ms",

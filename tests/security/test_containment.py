@@ -24,6 +24,7 @@ import httpx
 import pytest
 from harness import server_env, serving_http
 
+from attp_server.faces.doctor import SERVER_PROBES
 from attp_server.sandbox.process.pool import WorkerPool
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Landlock and seccomp are Linux's")
@@ -119,6 +120,10 @@ def assert_every_probe_blocked(diagnosis: dict[str, Any]) -> None:
     escaped = [(row["probe"], row["all"]["how"]) for row in diagnosis["probes"] if not row["all"]["blocked"]]
     assert escaped == []
     assert diagnosis["ok"] is True and diagnosis["missing"] == {}
+    # The server's side: what a fallen worker sends is refused (each row through the real pool).
+    server = {row["probe"]: row for row in diagnosis["server"]}
+    assert set(server) == {"a worker asks to be kept, for another principal", *(p.name for p in SERVER_PROBES)}
+    assert [name for name, row in server.items() if not row["blocked"]] == []
     layers = diagnosis["layers"]
     assert str(layers["landlock"]).startswith("ABI ") and "no file system access" in layers["landlock"]
     assert "EPERM" in str(layers["seccomp"])
@@ -239,6 +244,7 @@ def test_doctor_on_a_machine_without_the_walls_names_them_and_exits_1(shared_dir
     assert any(line.split()[:2] == ["landlock", "MISSING"] and "no Landlock" in line for line in lines), done.stdout
     assert any(line.split()[:2] == ["seccomp", "MISSING"] and "EINVAL" in line for line in lines), done.stdout
     assert "NOT CONTAINED:" in done.stdout and 'With containment = "required"' in done.stdout
+    assert "not probed: a fallen worker runs nothing without every wall" in done.stdout
     # What still stands there is shown too: e.g. the CPU budget and the memory limit.
     assert any(line.strip().startswith("spin past the CPU budget") and "blocked" in line for line in lines)
 
@@ -252,7 +258,7 @@ def test_a_serving_worker_never_runs_a_probe() -> None:
             try:
                 await worker.send({"op": "probe", "code": "print('ran')"})
                 with anyio.fail_after(10), pytest.raises(anyio.EndOfStream):
-                    await worker.receive()  # it leaves without a word: not `output`, not `done`
+                    await worker.receive({"output": 1024, "done": 1024})  # it leaves without a word
             finally:
                 await worker.kill()
 

@@ -213,7 +213,9 @@ class Runtime:
             session.keep(None)
         spans: list[Callable[[], None]] = []  # the run's spans, made after its reply (`RunState.spans`)
         waited = now_ns()
-        ticket = await self.admission.enter(context.session)
+        caller = context.caller
+        who = for_caller(caller)
+        ticket = await self.admission.enter(context.session, who["principal"])
         spans.append(self.tracing.later("attp.admission", waited, now_ns()))
         try:
             if isinstance(ticket, ErrorInfo):
@@ -222,7 +224,6 @@ class Runtime:
                 tools = (await self.tools_for(context.caller, session)).snapshot()
             except NoSession as refused:
                 return error_result(request.target, refused.info)
-            caller = context.caller
             view = self.reach.view(caller, tools)
             forbidden = self.reach.refused_engine(view.grant, request.engine or self.settings.engine)
             if forbidden is not None:
@@ -235,11 +236,12 @@ class Runtime:
                 catalog=view.catalog,
                 grant=view.grant,
                 ask=context.ask,
-                **for_caller(caller),
+                **who,
                 open_url=context.open_url,
                 handle=handle_digest(session.handle if session is not None else None),
                 later=[],
                 spans=spans,
+                slot=self.admission.slot(ticket),
             )
             sessions = self.sessions
             if sessions is None:

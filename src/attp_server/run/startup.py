@@ -8,15 +8,18 @@ packs started (``attp tools``, ``attp prompt``, ``attp check``).
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
 
+from attp_server.errors import ConfigError
 from attp_server.model.docstrings import docstring_warnings
 from attp_server.ops.live import ConfigWatch, LivePacks, config_stamp
 from attp_server.run.runtime import Runtime
+from attp_server.sandbox.process import fallen
 from attp_server.sandbox.process.pool import WorkerPool
 from attp_server.settings import Settings
 from attp_server.store import open_store
@@ -109,6 +112,14 @@ async def open_runtime(
     ``mcp_config`` files are applied while serving (`ConfigWatch`, `Reconfiguration.apply`)."""
     # Stamped before anything starts: an edit made while the upstream servers start is applied at the first look.
     stamp = config_stamp(config_file, settings) if reload is not None else None
+    try:  # a test hook, read once here from the server process's own environment (`fallen`)
+        fallen_workers = fallen.requested(
+            os.environ, containment=settings.containment, transport=settings.transport, host=settings.host
+        )
+    except fallen.FallenRefused as exc:
+        raise ConfigError(str(exc)) from None
+    if fallen_workers:
+        logger.warning(fallen.WARNING, fallen.ENVIRONMENT)
     registry = registry if registry is not None else build_registry(settings)
     runtime: Runtime | None = None
 
@@ -126,6 +137,7 @@ async def open_runtime(
             max_workers=settings.max_workers,
             memory_mb=settings.memory_mb,
             containment=settings.containment,
+            fallen=fallen_workers,
         ) as pool,
         anyio.create_task_group() as tasks,
     ):

@@ -17,7 +17,13 @@ from attp_server.sandbox.policy import register_exception
 from attp_server.sandbox.process import alarm
 from attp_server.sandbox.process.channel import Channel
 from attp_server.sandbox.process.jsonify import NotJSON, to_json
-from attp_server.sandbox.process.protocol import TOOL_ERROR_FIELDS, encode
+from attp_server.sandbox.process.protocol import (
+    MAX_CALL_BYTES,
+    MAX_CALL_VALUES,
+    TOOL_ERROR_FIELDS,
+    encode,
+    value_count,
+)
 from attp_server.sandbox.stdlib.namespaces import Namespace
 
 META_TOOLS = ("help", "tools")
@@ -138,6 +144,22 @@ class ToolBridge:
                     "tool_name": name,
                 }
             ) from None
+        if len(frame) > MAX_CALL_BYTES or (values := value_count(frame)) > MAX_CALL_VALUES:
+            what = (
+                f"{len(frame):,} bytes of JSON; a tool call carries at most {MAX_CALL_BYTES:,}"
+                if len(frame) > MAX_CALL_BYTES
+                else f"up to {values:,} values (counting commas and brackets); a tool call carries at most "
+                f"{MAX_CALL_VALUES:,}"
+            )
+            raise ToolError.from_reply(
+                {
+                    "code": "INVALID_ARGUMENT",
+                    "message": f"the arguments of {name}() are {what}",
+                    "tool_name": name,
+                    "solution": "Send the data in several smaller calls, or fewer, larger values (text rather than "
+                    "a list of millions of items).",
+                }
+            )
         alarm.hold()  # the deadline waits for the reply: the pipe is never left mid-message
         try:
             self.channel.writer.write(frame)
