@@ -154,7 +154,7 @@ class AuditLog:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # a folder made for it is the server user's
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         stat = os.fstat(fd)
         self._fd, self._identity = fd, (stat.st_dev, stat.st_ino)
