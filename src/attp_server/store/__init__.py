@@ -3,7 +3,8 @@
 Owns: the connection to the database (`database_url`: an embedded SQLite file in the data folder by
 default, or ``postgresql://...`` through psycopg 3's pool, extra ``attp-server[postgres]``), the
 schema of each part that keeps rows there, the handles table (`handles`), approval round trips
-relayed between replicas (`rounds`), and the server's shared secret (`secret_file`).
+relayed between replicas (`rounds`), the server's shared secret (`secret_file`), and where the server's own
+files may lie and with which modes (`layout`: never inside the workspace; for the server's user only).
 May import: the foundations only. May be imported by: `sessions`, `run`, `faces`, `toolpacks`.
 
 How other parts use it:
