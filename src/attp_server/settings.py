@@ -69,7 +69,11 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(extra="forbid", validate_default=True, env_prefix=ENV_PREFIX)
 
-    workspace: Path = Field(Path("workspace"), description="Root directory of the files toolpack (created if missing).")
+    workspace: Path = Field(
+        Path("workspace"),
+        description="Root directory of the files toolpack (created if missing). It must not hold any of the server's "
+        "own files.",
+    )
     toolpacks: list[str] = Field(
         default_factory=lambda: ["files", "skills", "memory"],
         description="Enabled toolpacks: entry-point names (files, shell, ...) or import specs 'module:attribute'.",
@@ -121,7 +125,25 @@ class Settings(BaseSettings):
         "(lower-case letters, digits, - and _) gets its own folder and memory.",
     )
     allowed_hosts: list[str] = Field(default_factory=list, description="Extra Host values accepted over HTTP.")
-    db_path: Path = Field(Path(".attp/memory.sqlite3"), description="SQLite file of the memory toolpack.")
+    max_connections: int = Field(
+        512,
+        ge=1,
+        le=65536,
+        description="Most HTTP connections open at once (lowered to fit ulimit -n); past it a new connection closes "
+        "the one waiting longest for its request head, or is closed itself when every connection is serving.",
+    )
+    header_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        le=600,
+        description="How long an HTTP connection may take to send a request head (from when it opens, or from its "
+        "last answer when kept alive) before it is closed.",
+    )
+    db_path: Path = Field(
+        Path(".attp/memory.sqlite3"),
+        description="SQLite file of the memory toolpack. Its folder is the data folder (the store, secret.key), "
+        "created for the server's user only and never inside the workspace.",
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="Log level (stderr).")
     log_format: Literal["text", "json"] = Field("text", description="Log lines as text, or one JSON object each.")
     insecure_no_auth: bool = Field(
@@ -208,8 +230,9 @@ class Settings(BaseSettings):
     max_total_state_bytes: int = Field(
         256 * 1024 * 1024,
         ge=0,
-        description="Most JSON bytes of kept state the store holds for all sessions together; past it the sessions "
-        "used longest ago lose their kept variables (and are told so on their next call).",
+        description="Most JSON bytes of kept state the store holds for all sessions together. Each principal that "
+        "keeps state has an equal share: past the total, only the principals past their share lose kept variables, "
+        "their own sessions used longest ago first (each is told so on its next call).",
     )
     database_url: SecretStr | None = Field(
         None,

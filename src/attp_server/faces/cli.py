@@ -272,9 +272,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "serve":
             reload = functools.partial(load_settings, values, args.config, profile=args.profile)
-            return _serve(settings, reload, args.config)
+            return _serve(settings, reload, _config_file(args))
         if args.command == "exec":
-            return _exec(settings, args)
+            return _exec(settings, args, _config_file(args))
         if args.command == "check":
             return _check(settings, args)
         if args.command == "config":
@@ -303,6 +303,13 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def _config_file(args: argparse.Namespace) -> Path | None:
+    """The TOML file the settings were read from: --config, else ./attp.toml if there is one."""
+    if args.config is not None:
+        return Path(args.config)
+    return DEFAULT_CONFIG_FILE if DEFAULT_CONFIG_FILE.exists() else None
+
+
 def _serve(settings: Settings, reload: Callable[[], Settings], config: Path | None) -> int:
     """Serve until stopped; edits of the config file and the mcp_config files apply while serving (`reload`)."""
     from attp_server.faces.app import create_server, serve_stdio
@@ -310,8 +317,6 @@ def _serve(settings: Settings, reload: Callable[[], Settings], config: Path | No
 
     if settings.transport == "http":
         check_exposure(settings)
-    if config is None and DEFAULT_CONFIG_FILE.exists():
-        config = DEFAULT_CONFIG_FILE
 
     async def run() -> None:
         async with open_runtime(settings, reload=reload, config_file=config) as runtime:
@@ -409,13 +414,13 @@ def _say_how_it_was_read(source: str, given: Input, error: ErrorInfo | None) -> 
     )
 
 
-def _exec(settings: Settings, args: argparse.Namespace) -> int:
+def _exec(settings: Settings, args: argparse.Namespace, config: Path | None) -> int:
 
     given = _input(args, settings)
     settings = settings.model_copy(update={"workers": 0})
 
     async def run() -> Any:
-        async with open_runtime(settings) as runtime:
+        async with open_runtime(settings, config_file=config) as runtime:
             return await runtime.execute(given.request)
 
     result = anyio.run(run)
@@ -516,9 +521,19 @@ def _report_upstreams(registry: ToolRegistry) -> bool:
 
 
 def _config(settings: Settings, args: argparse.Namespace) -> int:
-    from attp_server.faces.client_config import CLAUDE_CONFIG_LOCATIONS, NotCarried, claude_config, n8n_config
+    from attp_server.faces.client_config import (
+        CLAUDE_CONFIG_LOCATIONS,
+        NotCarried,
+        claude_config,
+        n8n_config,
+        outside_the_workspace,
+    )
 
     flags = _flag_values(args)
+    settings, moved = outside_the_workspace(settings, _config_file(args))
+    if moved is not None:
+        print(moved, file=sys.stderr)
+        flags = {**flags, "db_path": settings.db_path}
     if args.client == "n8n":
         print(n8n_config(settings, docker=args.docker, flags=flags))
         return EXIT_OK

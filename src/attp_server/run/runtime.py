@@ -94,7 +94,7 @@ class Runtime:
         self.tools = ToolExecutor(settings.tool_threads, settings.max_runs_per_session)
         self.tracing = Tracing(tracer_provider)
         self.metrics = Metrics(known_principals(settings), self.gauges, meter_provider)
-        self.audit = AuditLog(settings)
+        self.audit = AuditLog(settings, registry.held_secrets)
         self.limits = RateLimits(settings)
         for name in self.limits.unknown_names():
             logger.warning("rate_limit_per_minute names %r, which no token in auth_tokens has", name)
