@@ -183,7 +183,7 @@ class Runtime:
         result.elapsed_ms = round((time.perf_counter() - started) * 1000, 2)
         if session is not None:
             with_session(result, session, request)
-        add_solution(result, starlark=(request.engine or self.settings.engine) == "starlark")
+        add_solution(result, self.settings.engine)  # a run's result has its engine's already (`_execute`)
         code = result.error.code if result.error else None
         self.deferred.add(self.metrics.run_done(result.status, code, result.elapsed_ms / 1000))
         report_call(
@@ -249,6 +249,7 @@ class Runtime:
         if isinstance(prepared, ExecutionResult):
             return prepared
         result = await self.evaluation.run(prepared, run, run.tools or self.registry)
+        add_solution(result, prepared.engine)
         if prepared.tam is None:
             return result
         if result.error is not None:
