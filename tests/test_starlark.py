@@ -10,8 +10,8 @@ import dataclasses
 import functools
 import sys
 import time
-from pathlib import Path
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest

@@ -30,6 +30,7 @@ from typing import Any, Literal, cast
 import anyio
 import anyio.abc
 
+from attp_server.sandbox.engines import ENGINES
 from attp_server.sandbox.process.forkserver import (
     ForkedProcess,
     ForkServer,
@@ -484,7 +485,10 @@ class WorkerPool:
                             if meanwhile is not None:
                                 meanwhile()
                         elif message["op"] == "done":
-                            reusable = not message.get("retire", True)
+                            # The worker may ask to retire; whether it runs again is the engine's word, never the
+                            # worker's (an asteval program can write a `done` of its own on the pipe).
+                            engine = ENGINES.get(job.engine)
+                            reusable = not message.get("retire", True) and engine is not None and engine.reuse
                             return message
                         else:
                             raise ProtocolError(f"unexpected message {message['op']!r} from worker")
