@@ -65,6 +65,11 @@ async def run(runtime: Runtime, code: str) -> dict[str, Any]:
         ),
         pytest.param("__result__ = datetime.date(2024, 1, 2).isoformat()", "2024-01-02", id="datetime"),
         pytest.param(
+            "r = random.Random(7)\n__result__ = r.randint(1, 99) == random.Random(7).randint(1, 99)",
+            True,
+            id="seeded-random",
+        ),
+        pytest.param(
             "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n__result__ = fib(15)", 610, id="recursion"
         ),
         pytest.param(
@@ -219,6 +224,13 @@ async def test_a_returned_function_does_not_keep_its_makers_names(asteval: Runti
     assert (await run(asteval, code))["error"]["code"] == "NAME_NOT_FOUND"
 
 
+async def test_finally_does_not_run_after_a_return_in_its_try(asteval: Runtime) -> None:
+    code = (
+        "log = []\ndef f():\n    try:\n        return 1\n    finally:\n        log.append('f')\nf()\n__result__ = log"
+    )
+    assert (await run(asteval, code))["result"] == []
+
+
 async def test_a_raise_directly_in_a_try_block_is_not_caught(asteval: Runtime) -> None:
     data = await run(asteval, "try:\n    raise ValueError('bad')\nexcept ValueError:\n    __result__ = 'caught'")
     assert data["error"]["message"] == "ValueError: bad"
@@ -230,7 +242,7 @@ def test_the_description_says_what_is_measured_here() -> None:
     stated = " ".join(language.LANGUAGE.rules)
     for construct in ("class", "generator expressions", "global/nonlocal", "*unpacking", "{**d}", ":=", "match",
                       "decorators", "keyword-only", "str.format", "except (A, B)", "bare raise", "raise ... from",
-                      "except ToolError` catches every error", "directly in a try"):  # fmt: skip
+                      "except ToolError` catches every error", "directly in a try", "finally does not run"):  # fmt: skip
         assert construct in stated, construct
 
 

@@ -84,19 +84,14 @@ def _subclass(base: type[Any]) -> type[Any]:
 
 
 class Module(Namespace):
-    """A curated module or a toolpack as asteval reaches it: its members as read-only attributes."""
+    """A curated module or a toolpack as asteval reaches it: its members as attributes (`Namespace.__getattr__`),
+    its table read-only (a module is shared by every run of the worker's life)."""
 
     __slots__ = ()
 
     def __init__(self, space: Namespace) -> None:
         super().__init__(space.name, space.members)
         object.__setattr__(self, "members", MappingProxyType(self.members))
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self.members[name]
-        except KeyError:
-            raise AttributeError(f"module {self.name!r} has no attribute {name!r}") from None
 
 
 class _Writer:

@@ -27,7 +27,7 @@ TOOL_ERROR = (
     "- A failed tool call raises ToolError with e.code (e.g. FILE_NOT_FOUND), e.message, e.suggested_value, "
     "e.parameter_name, e.solution; uncaught, it ends the run with that error. except matches Python's built-in "
     "exception classes by name, so `except ToolError` catches every error; a raise written directly in a try "
-    "block is not caught by its except."
+    "block is not caught by its except; finally does not run after a return or an error in its try."
 )
 PARALLEL = "- parallel(tool, [kwargs, ...]) runs one tool over many argument dicts at once; results in order."
 
@@ -43,8 +43,9 @@ except ToolError as e:
 ```
 
 asteval matches `except` clauses by the name of Python's built-in exception classes: `except ToolError` \
-catches every error, so read `e.code` before relying on it. An uncaught `ToolError` ends the run with \
-`status = "error"` and the same fields under `error`."""
+catches every error, so read `e.code` before relying on it; a `raise` written directly in a `try` block is not \
+caught by its `except`, and `finally` does not run after a `return` or an error in its `try`. An uncaught \
+`ToolError` ends the run with `status = "error"` and the same fields under `error`."""
 
 ERRORS_ZH = """工具调用失败时会抛出 `ToolError`。可以捕获它继续执行，也可以让它结束本次运行：
 
@@ -57,7 +58,8 @@ except ToolError as e:
     text = ""
 ```
 
-asteval 按Python内置异常类的名称匹配 `except` 子句：`except ToolError` 会捕获所有错误，请先检查 `e.code`。\
+asteval 按Python内置异常类的名称匹配 `except` 子句：`except ToolError` 会捕获所有错误，请先检查 `e.code`；\
+直接写在 `try` 块中的 `raise` 不会被其 `except` 捕获；`try` 中 `return` 或出错后 `finally` 不会执行。\
 未捕获的 `ToolError` 会以 `status = "error"` 结束运行，`error` 中带有相同的字段。"""
 
 LANGUAGE = Language(
