@@ -14,10 +14,12 @@ from typing import Any
 import pytest
 from harness import DEMO_PACKS, execute, in_process, run_code, running, stdio_client
 
+from attp_server.access_config import AccessRule
 from attp_server.run.checks import check_asteval
-from attp_server.run.runtime import ExecuteRequest, Runtime
+from attp_server.run.runtime import CallContext, ExecuteRequest, Runtime
 from attp_server.sandbox.engines import ENGINES
 from attp_server.sandbox.engines.asteval import language
+from attp_server.sessions.registry import Caller
 from attp_server.settings import Settings
 
 pytestmark = pytest.mark.anyio
@@ -303,6 +305,19 @@ async def test_the_engines_setting_and_a_calls_choice(workspace: Path) -> None:
         assert (refused.error.parameter_name, refused.error.suggested_value) == ("engine", "python")
         unknown = await runtime.execute(ExecuteRequest(code="__result__ = 1", engine="ruby"))
         assert unknown.error is not None and unknown.error.expected == "one of python, asteval"
+
+
+async def test_an_envelope_cannot_name_an_engine_the_callers_rules_refuse(workspace: Path) -> None:
+    """[access.NAME] engines hold for the engine a call runs on, however it was named (argument or envelope)."""
+    rules = {"pythonists": AccessRule(principals=["dan"], tools=["files.*"], engines=["python"])}
+    async with running(workspace, engines=["asteval"], access=rules) as runtime:
+        dan = CallContext(caller=Caller(person="dan"))
+        envelope = '[tool_call]\nstatus = "success"\nengine = "asteval"\ncode = "__result__ = 1"'
+        declared = await runtime.execute(ExecuteRequest(envelope=envelope), dan)
+        assert declared.error is not None and declared.error.code == "FORBIDDEN", declared
+        argument = await runtime.execute(ExecuteRequest(code="__result__ = 1", engine="asteval"), dan)
+        assert argument.error is not None and argument.error.code == "FORBIDDEN"
+        assert (await runtime.execute(ExecuteRequest(code="__result__ = 1"), dan)).result == 1
 
 
 def test_a_single_engine_server_says_so_and_settings_check_the_names() -> None:

@@ -259,6 +259,9 @@ class Runtime:
         prepared = await prepare(request, self.settings, self.registry)
         if isinstance(prepared, ExecutionResult):
             return prepared
+        forbidden = self.reach.refused_engine(run.grant, prepared.engine)  # an envelope may name its own engine
+        if forbidden is not None:
+            return error_result(request.target, forbidden)
         result = await self.evaluation.run(prepared, run, run.tools or self.registry)
         add_solution(result, prepared.engine)
         if prepared.tam is None:
