@@ -299,7 +299,7 @@ async def test_kept_names_across_calls_of_a_session(workspace: Path) -> None:
 async def test_the_engines_setting_and_a_calls_choice(workspace: Path) -> None:
     async with running(workspace, engines=["asteval"]) as runtime:
         assert "Engines: python runs a program unless" in runtime.catalog.description
-        assert "asteval: asteval's interpreter" in runtime.catalog.description
+        assert 'engine="asteval" is asteval\'s interpreter' in runtime.catalog.description
         python = await runtime.execute(ExecuteRequest(code="__result__ = sum(x for x in [1, 2])"))
         assert python.result == 3
         chosen = await runtime.execute(ExecuteRequest(code="__result__ = sum(x for x in [1, 2])", engine="asteval"))
@@ -345,7 +345,7 @@ async def test_served_over_stdio_on_both_protocol_eras(workspace: Path, mode: st
     async with stdio_client(workspace, *flags, mode=mode) as client:
         tool = (await client.list_tools()).tools[0]
         assert tool.input_schema["properties"]["engine"]["enum"] == ["python", "asteval"]
-        assert "asteval: asteval's interpreter" in (tool.description or "")
+        assert 'engine="asteval" is asteval\'s interpreter' in (tool.description or "")
         done = await execute(client, "print('on asteval')\n__result__ = add(2, 3)", engine="asteval")
         assert (done["status"], done["result"], done["stdout"]) == ("ok", 5, "on asteval\n")
         refused = await execute(client, "__result__ = 1", engine="starlark")

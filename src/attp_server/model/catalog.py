@@ -257,10 +257,10 @@ class Catalog:
         default, *others = self.settings.offered_engines
         if not others:
             return ""
-        listed = "; ".join(f"{name}: {ENGINES[name].language.summary}" for name in others)
+        listed = " ".join(f'engine="{name}" is {ENGINES[name].language.summary}.' for name in others)
         return (
-            f'- Engines: {default} runs a program unless the call picks another with engine="..." (or '
-            f"tool_call.engine in an envelope): {listed}."
+            f"- Engines: {default} runs a program unless the call picks another with engine (or tool_call.engine in "
+            f"an envelope). {listed}"
         )
 
     def _reach_rule(self) -> str:
