@@ -94,7 +94,7 @@ ENGINES: Mapping[str, Engine] = {
             "asteval",
             ASTEVAL,
             "names",
-            walls=False,
+            walls=True,  # asteval bounds neither memory nor time, and a program reaches the protocol pipe
             runner="attp_server.sandbox.engines.asteval.engine:Asteval",
             reuse=False,
         ),
