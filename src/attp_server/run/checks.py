@@ -11,7 +11,7 @@ import ast
 
 from attp_server import pyast
 from attp_server.errors import ErrorCode, ErrorInfo
-from attp_server.sandbox.engines import ENGINE_NAMES
+from attp_server.sandbox.engines import ENGINE_NAMES, ENGINES
 from attp_server.sandbox.engines.asteval.lacks import lacking
 from attp_server.sandbox.engines.starlark import engine as starlark_engine
 from attp_server.sandbox.policy import scan
@@ -87,6 +87,7 @@ def check_asteval(code: str, known: KnownNames, *, allow_imports: bool = True) -
             line=line,
             column=None if column is None else column + 1,
             source_line=source_line(code, line),
+            solution=ENGINES["asteval"].language.solutions.get(ErrorCode.FORBIDDEN),
         )
     imports: list[ast.stmt] = [node for node in ast.walk(tree) if isinstance(node, ast.Import | ast.ImportFrom)]
     refused = scan(ast.Module(body=imports, type_ignores=[]), modules=known.modules, allow_imports=allow_imports)
