@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 
 import anyio.abc
@@ -93,7 +94,7 @@ class Runtime:
         self.admission = Admission(settings)
         self.tools = ToolExecutor(settings.tool_threads, settings.max_runs_per_session)
         self.tracing = Tracing(tracer_provider)
-        self.metrics = Metrics(known_principals(settings), self.gauges, meter_provider)
+        self.metrics = Metrics(known_principals(settings), _weakly(self.gauges), meter_provider)
         self.audit = AuditLog(settings)
         self.limits = RateLimits(settings)
         for name in self.limits.unknown_names():
@@ -297,3 +298,15 @@ class Runtime:
         if self.sessions is not None:
             await self.sessions.close()
         self.audit.close()
+
+
+def _weakly(gauges: Callable[[], Gauges]) -> Callable[[], Gauges]:
+    """`gauges` (a bound method) without keeping its runtime alive: the meter provider is the process's, and would
+    hold every runtime ever made (with its registry's open databases) through its callbacks."""
+    method = weakref.WeakMethod(gauges)
+
+    def read() -> Gauges:
+        found = method()
+        return found() if found is not None else Gauges()
+
+    return read
