@@ -7,6 +7,7 @@ matching) that differ from Python.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import pytest
 from harness import DEMO_PACKS, execute, in_process, run_code, running, stdio_client
 
 from attp_server.access_config import AccessRule
+from attp_server.faces.cli import main as cli_main
 from attp_server.run.checks import check_asteval
 from attp_server.run.runtime import CallContext, ExecuteRequest, Runtime
 from attp_server.sandbox.engines import ENGINES
@@ -328,6 +330,14 @@ async def test_an_envelope_cannot_name_an_engine_the_callers_rules_refuse(worksp
         argument = await runtime.execute(ExecuteRequest(code="__result__ = 1", engine="asteval"), dan)
         assert argument.error is not None and argument.error.code == "FORBIDDEN"
         assert (await runtime.execute(ExecuteRequest(code="__result__ = 1"), dan)).result == 1
+
+
+def test_the_client_entry_carries_the_engines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    flags = ["--workspace", str(tmp_path / "ws"), "--engines", "asteval", "--engines", "starlark"]
+    assert cli_main(["config", "claude", *flags]) == 0
+    entry = json.loads(capsys.readouterr().out.split("\nMerge into")[0])
+    args = entry["mcpServers"]["attp"]["args"]
+    assert args[args.index("--engines") :][:4] == ["--engines", "asteval", "--engines", "starlark"]
 
 
 def test_a_single_engine_server_says_so_and_settings_check_the_names() -> None:
