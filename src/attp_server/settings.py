@@ -46,7 +46,7 @@ from pydantic_settings.sources.utils import parse_env_vars
 from attp_server.access_config import AccessRule
 from attp_server.errors import ConfigError, suggest
 from attp_server.mcp_config import McpServer, merge_servers
-from attp_server.sandbox.engines import ENGINES
+from attp_server.sandbox.engines import ENGINES, EngineName
 from attp_server.sandbox.stdlib.namespaces import MODULE_NAMES
 
 ENV_PREFIX = "ATTP_"
@@ -88,8 +88,15 @@ class Settings(BaseSettings):
         + ", ".join(MODULE_NAMES)
         + ". Default: all of them.",
     )
-    engine: Literal["python", "starlark"] = Field(
-        "python", description="Language of programs: python (sandboxed), or starlark (extra attp-server[starlark])."
+    engine: EngineName = Field(
+        "python",
+        description="The engine a program runs on when it names none: python (the project's evaluator), asteval "
+        "(asteval's own Interpreter), or starlark (extra attp-server[starlark]).",
+    )
+    engines: list[EngineName] = Field(
+        default_factory=list,
+        description="The engines a call (its engine argument, or an envelope's tool_call.engine) may pick, besides "
+        "engine, which is always offered. Default: engine alone; the tool's input schema lists them.",
     )
     timeout_s: float = Field(10.0, gt=0, le=3600, description="Wall-clock limit of one run; the worker is killed.")
     memory_mb: int = Field(256, ge=64, le=65536, description="Address-space limit of one worker process.")
@@ -383,6 +390,15 @@ class Settings(BaseSettings):
             raise ValueError(missing)
         return engine
 
+    @field_validator("engines")
+    @classmethod
+    def _engines_are_installed(cls, engines: list[EngineName]) -> list[EngineName]:
+        for engine in engines:
+            missing = ENGINES[engine].missing()
+            if missing is not None:
+                raise ValueError(missing)
+        return list(dict.fromkeys(engines))  # each once, in the order given
+
     @model_validator(mode="after")
     def _read_mcp_config(self) -> Settings:
         try:
@@ -421,6 +437,11 @@ class Settings(BaseSettings):
         if self.oauth_audience is not None:
             return self.oauth_audience
         return self.public_url.rstrip("/") + "/mcp" if self.public_url is not None else None
+
+    @property
+    def offered_engines(self) -> tuple[EngineName, ...]:
+        """The engines a call may pick: `engine` (the default) first, then the others `engines` lists."""
+        return tuple(dict.fromkeys([self.engine, *self.engines]))
 
     @property
     def upstream_servers(self) -> dict[str, McpServer]:

@@ -169,7 +169,9 @@ def approving(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     connects anew: on 2026-07-28 a client's first call is sessionless, so it starts a session (and its
     allowances) of its own; on the legacy protocol a session is a connection's (``Mcp-Session-Id``)."""
     directory = tmp_path_factory.mktemp("approving")
-    with serving_http(directory / "ws", *flags(directory, "--approval", "destructive")) as served:
+    with serving_http(
+        directory / "ws", *flags(directory, "--approval", "destructive", "--engines", "starlark")
+    ) as served:
         yield served
 
 

@@ -41,6 +41,7 @@ SERVE_FLAGS: dict[str, str] = {
     "skills_dirs": "--skills-dir",
     "mcp_config": "--mcp-config",
     "engine": "--engine",
+    "engines": "--engines",
     "timeout_s": "--timeout-s",
     "memory_mb": "--memory-mb",
     "max_tool_calls": "--max-tool-calls",

@@ -36,6 +36,7 @@ from typing import Any, Literal, Protocol, cast
 import anyio
 import anyio.abc
 
+from attp_server.sandbox.engines import ENGINES
 from attp_server.sandbox.process import inbound
 from attp_server.sandbox.process.forkserver import (
     ForkedProcess,
@@ -579,8 +580,15 @@ class WorkerPool:
                     message = await worker.receive(expected)
                     if message["op"] == "done":
                         done = inbound.done(message, keep=job.keep)
-                        # The worker may ask to retire sooner, never to serve longer.
-                        reusable = done.get("retire") is False and worker.runs < MAX_RUNS_PER_WORKER
+                        # The worker may ask to retire sooner, never to serve longer; whether an engine's worker
+                        # runs again at all is the engine table's word (asteval's programs can change shared objects).
+                        engine = ENGINES.get(job.engine)
+                        reusable = (
+                            done.get("retire") is False
+                            and worker.runs < MAX_RUNS_PER_WORKER
+                            and engine is not None
+                            and engine.reuse
+                        )
                         return done
                     reply = await on_call(*inbound.call(message))
                     answer = cast(ReplyMessage, {"op": "reply", **reply})

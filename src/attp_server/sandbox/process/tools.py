@@ -2,7 +2,7 @@
 
 A tool is a call-only stub (`ToolStub`): calling it sends the call to the server through the `ToolBridge` and
 waits for the reply; ``parallel`` (`Parallel`) sends one call for many items. A tool's error comes back as a
-`ToolError` the program can catch. ``print`` writes into the run's capped `OutputBuffer`.
+`ToolError` the program can catch. ``print`` (`Print`) writes into the run's capped `OutputBuffer`.
 
 Runs in the worker; imports nothing above `attp_server.sandbox`.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
-from attp_server.sandbox.limits import Abort, Pauses, ToolCallLimit
+from attp_server.sandbox.limits import Abort, Forbidden, Pauses, ToolCallLimit
 from attp_server.sandbox.policy import register_exception
 from attp_server.sandbox.process import alarm
 from attp_server.sandbox.process.channel import Channel
@@ -25,6 +25,7 @@ from attp_server.sandbox.process.protocol import (
     value_count,
 )
 from attp_server.sandbox.stdlib.namespaces import Namespace
+from attp_server.sandbox.stdlib.reprs import safe_str
 
 META_TOOLS = ("help", "tools")
 """What every program may call besides the tools: the catalog's own lookups."""
@@ -92,6 +93,31 @@ class OutputBuffer:
 
     def text(self) -> str:
         return "".join(self.parts)
+
+
+class Print:
+    """What ``print`` is inside the sandbox: it writes into the run's capped `OutputBuffer`, which no attribute of
+    it reaches (a closure holds the buffer)."""
+
+    __slots__ = ("_write",)
+
+    def __init__(self, output: OutputBuffer) -> None:
+        def write(*values: Any, sep: str | None = " ", end: str | None = "\n", **options: Any) -> None:
+            if options.get("file") is not None:
+                raise Forbidden("print(file=...) is not available; print output is captured and returned as stdout")
+            sep = " " if sep is None else sep
+            end = "\n" if end is None else end
+            if not isinstance(sep, str) or not isinstance(end, str):
+                raise TypeError("print() sep and end must be strings")
+            output.write(sep.join([safe_str(v) for v in values]) + end)
+
+        self._write = write
+
+    def __call__(self, /, *values: Any, **options: Any) -> None:
+        self._write(*values, **options)
+
+    def __repr__(self) -> str:
+        return "<built-in function print>"
 
 
 class ToolStub:

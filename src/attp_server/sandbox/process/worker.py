@@ -124,7 +124,8 @@ class Runner:
             done["state"] = run.kept() if run is not None and not stopped else None
         done["stdout"] = output.text()
         done["truncated"] = output.truncated
-        done["retire"] = retire
+        engine = ENGINES.get(name)
+        done["retire"] = retire or (engine is not None and not engine.reuse)  # the engine's word: one run per worker
         return done
 
     def _result(

@@ -37,6 +37,14 @@ class Namespace:
     def __setattr__(self, key: str, value: Any) -> None:
         raise AttributeError(f"{self.name} is read-only")
 
+    def __getattr__(self, name: str) -> Any:
+        """A member as an attribute, for an engine that reads attributes itself (asteval); the python engine's
+        policy reads `members` (and refuses every name starting with ``_`` first)."""
+        try:
+            return object.__getattribute__(self, "members")[name]
+        except KeyError:
+            raise AttributeError(f"{object.__getattribute__(self, 'name')} has no member {name!r}") from None
+
     def __repr__(self) -> str:
         return f"<namespace {self.name}>"
 
