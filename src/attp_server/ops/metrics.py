@@ -10,7 +10,8 @@ the SDK collects (the counts kept here), and its two histograms are recorded aft
 client waits for none of it.
 
 Every label value comes from a closed set, so no program can grow the number of series: error codes
-and outcomes are `ErrorCode` values (anything else counts as ``OTHER``), tools are the enabled packs'
+and outcomes are `ErrorCode` values or the built-in tools' codes (`TOOL_CODES`: ``FILE_NOT_FOUND``, ...;
+anything else counts as ``OTHER``), tools are the enabled packs'
 tools (a name no pack has counts as ``(unknown)``), principals are the configured token names (else
 ``other``), servers the configured upstream servers. Recording never raises: a failure to count is
 logged and the run goes on.
@@ -31,11 +32,11 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from attp_server import __version__
-from attp_server.errors import ErrorCode
+from attp_server.errors import TOOL_CODES, ErrorCode
 
 logger = logging.getLogger(__name__)
 
-CODES = frozenset(ErrorCode)
+CODES = frozenset(ErrorCode) | TOOL_CODES
 OTHER = "OTHER"
 UNKNOWN_TOOL = "(unknown)"
 OTHER_PRINCIPAL = "other"
@@ -53,7 +54,8 @@ class Gauges:
 
 
 def bounded_code(code: str | None) -> str:
-    """An error code as a label value: one of `ErrorCode`, else `OTHER` (a pack or worker may send any text)."""
+    """An error code as a label value: one of `ErrorCode` or the built-in tools' `TOOL_CODES`, else `OTHER` (a
+    third-party pack, a program or a worker may send any text)."""
     if code is None:
         return ""
     return code if code in CODES else OTHER
