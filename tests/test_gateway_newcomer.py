@@ -44,6 +44,24 @@ def test_proxy_and_ca_variables_reach_a_stdio_server(tmp_path: Path) -> None:
     assert result(done)["result"] == ["MY_REGION"], done.stdout + done.stderr
 
 
+def test_a_misspelt_filter_stops_attp_tools_and_other_keys_are_reported(tmp_path: Path) -> None:
+    """``exclude_tool`` would leave get_env callable: `attp tools` refuses the file (exit 2), naming the key and the
+    one meant; a key that hides nothing is read past, and said on stderr."""
+    config = servers(tmp_path, {"everything": {**everything_stdio(), "exclude_tool": ["get_env"]}})
+    done = attp("tools", "--mcp-config", str(config), cwd=tmp_path)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == (
+        f"attp: invalid settings: mcp_config: {config}: mcpServers.everything: unknown key 'exclude_tool'; did you "
+        "mean 'exclude_tools'? A key in a filter's place is never ignored: the tools it was meant to hide would stay "
+        'callable (the filters are tools, exclude_tools and read_only; "disabled": true skips the server) (from '
+        "command line)\n"
+    )
+    config = servers(tmp_path, {"gone": {"command": "attp-no-such-server", "timeout": 30}})
+    done = attp("tools", "--mcp-config", str(config), cwd=tmp_path)
+    assert done.returncode == 1
+    assert f"mcp server 'gone': {config}: mcpServers.gone: key 'timeout' ignored (another client's key" in done.stderr
+
+
 def test_attp_tools_is_a_check(tmp_path: Path) -> None:
     """Non-zero exit, each failed server with its reason (the variables it did not get; uvx not on PATH), the
     pack names of the others; the renamed one said."""

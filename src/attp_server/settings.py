@@ -510,13 +510,26 @@ def _problems(exc: ValidationError, sources: Mapping[str, PydanticBaseSettingsSo
         if error["type"] == "extra_forbidden":
             problems.append(_unknown_key(tuple(str(part) for part in error["loc"]), source))
             continue
+        message = str(error["msg"]).removeprefix("Value error, ")
         if field in _SECRET_BEARING:  # never echo a value that may hold a token; name where it is instead
             where = ".".join(str(part) for part in error["loc"])
-            problems.append(f"{where}: {error['msg']} (from {source})")
-            continue
-        shown = received if source != "defaults" else "<default>"
-        problems.append(f"{field}: {error['msg']} (got {shown!r} from {source})")
+            problems.append(f"{where}: {message} (from {source})")
+        elif source == "defaults":
+            problems.append(f"{field}: {message} (got <default>)")
+        elif not error["loc"]:  # a check across fields: its message names the culprit (mcp_config's file) already
+            problems.append(f"{field}: {message} (from {source})")
+        else:
+            problems.append(f"{field}: {message} (got {_plain(received)} from {source})")
     return problems
+
+
+def _plain(value: Any) -> str:
+    """A value as a person wrote it: a path as its text, a list as its items, never a Python repr of either."""
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_plain(item) for item in value) + "]"
+    return repr(value)
 
 
 def _unknown_key(path: tuple[str, ...], source: str) -> str:

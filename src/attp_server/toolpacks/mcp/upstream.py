@@ -144,6 +144,7 @@ class Upstream:
             "problem": self.problem,
             "tools": len(self._tools),
             "hidden": self.hidden,
+            "ignored": list(self.config.ignored),
             "connects": self.connects,
             "failures": self.failures,
         }
