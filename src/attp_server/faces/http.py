@@ -41,6 +41,8 @@ from attp_server.settings import DEFAULT_TENANT, Settings, is_loopback
 logger = logging.getLogger(__name__)
 
 PUBLIC_PATHS = frozenset({"/healthz"})
+GUARDED_PATHS = ("/mcp", "/sse", "/messages/", "/metrics")
+"""The paths a token guards when the server has tokens (all but `PUBLIC_PATHS`), as the start-up log names them."""
 TENANT_CLIENT_PREFIX = "attp-tenant:"
 
 
@@ -71,6 +73,24 @@ def check_exposure(settings: Settings) -> None:
         f"refusing to serve HTTP on {settings.host!r} without authentication: anyone who can reach that address "
         "could run programs with your tools. Set ATTP_AUTH_TOKEN (or auth_token in the config file), "
         "bind 127.0.0.1, or pass --insecure-no-auth if a proxy in front of it authenticates."
+    )
+
+
+def enforced(settings: Settings) -> str:
+    """What the HTTP face demands of a request, for the start-up log: which tokens, by name (never a value), on
+    which paths; or that it demands nothing, and why it may serve so."""
+    if not server_tokens(settings):
+        if is_loopback(settings.host):
+            return "no authentication (loopback only: whoever can connect from this machine can run programs)"
+        return "no authentication (--insecure-no-auth: the proxy in front of it must authenticate)"
+    holders = []
+    if settings.auth_tokens:
+        holders.append(f"{', '.join(settings.auth_tokens)} (auth_tokens)")
+    if settings.auth_token is not None:
+        holders.append(f"{DEFAULT_TENANT} (auth_token)")
+    return (
+        f"a token required on {', '.join(GUARDED_PATHS)}: {'; '.join(holders)}; "
+        "/healthz open, its details only with a token"
     )
 
 
@@ -294,13 +314,12 @@ async def serve_http(server: MCPServer, runtime: Runtime) -> None:
         timeout_graceful_shutdown=2,
     )
     web = _Server(config)
-    auth = "token required" if settings.auth_token is not None else "no authentication"
     logger.info(
         "attp-server %s: http://%s:%d/mcp (Streamable HTTP), /sse (SSE); %s; Host accepted: %s",
         __version__,
         settings.host,
         settings.port,
-        auth,
+        enforced(settings),
         ", ".join(transport_security(settings).allowed_hosts),
     )
 
