@@ -40,8 +40,8 @@ description would not fit otherwise."""
 MIN_SUMMARY_CHARS = 24
 """A summary cut shorter than this says too little: the line shows the signature alone."""
 PACK_DESCRIPTION_CHARS = 160
-DOWN_REASON_CHARS = 240
-"""A down server's reason in help()'s answer for an unknown name is cut near this length."""
+DOWN_LINE = "unavailable, the operator has been told"
+"""What the model reads of an upstream server that is down (the reason is the operator's: log, /healthz, attp tools)."""
 PARAMETERS_CHARS = 140
 """A signature longer than this keeps its required parameters and ends in ``...`` (upstream tools can have dozens)."""
 PARAMETER_SHAPE_DEPTH = 3
@@ -347,12 +347,13 @@ class Catalog:
         return found
 
     def _unavailable(self) -> str:
-        """The upstream MCP servers that are down, with why and the fix: the model can tell the user."""
+        """One line per upstream MCP server that is down. Why, and the fix (the host's PATH, variable names, log
+        files), are the operator's to read: in the log, ``/healthz`` and ``attp tools``."""
         down = self.registry.unavailable()
         if not down:
             return ""
-        listed = "; ".join(f"{name}: {problem}" for name, problem in down.items())
-        return f"\nUnavailable now (MCP servers that are down): {listed}\n"
+        lines = "".join(f"\n  {name}: {DOWN_LINE}" for name in down)
+        return f"\nMCP servers down now (their tools are missing until they are back):{lines}\n"
 
     def _by_pack(self, tools: list[Tool]) -> dict[str, list[Tool]]:
         grouped: dict[str, list[Tool]] = {}
@@ -459,7 +460,7 @@ class Catalog:
 
     def unknown(self, name: str, lead: str | None = None) -> str:
         """One short paragraph for a name that is no tool (`lead` says so, by default "No tool named ..."):
-        the closest names, and the MCP servers that are down, with why."""
+        the closest names, and the MCP servers that are down."""
         names = self.closest(name)
         text = (
             (lead or f"No tool named {name!r}.")
@@ -469,11 +470,8 @@ class Catalog:
         down = self.registry.unavailable()
         if down:
             pack = name.split(".", maxsplit=1)[0]
-            listed = {pack: down[pack]} if pack in down else down
-            reasons = "; ".join(
-                f"{server}: {shorten(why.split('. Fix:')[0], DOWN_REASON_CHARS)}" for server, why in listed.items()
-            )
-            text += f" MCP servers down now, so their tools are missing: {reasons}."
+            listed = [pack] if pack in down else list(down)
+            text += f" MCP servers down now, so their tools are missing: {', '.join(listed)} ({DOWN_LINE})."
         return text + " tools('word') searches names and descriptions."
 
     def closest(self, name: str, count: int = 3) -> list[str]:
