@@ -72,6 +72,22 @@ async def test_a_call_without_the_handle_starts_afresh_and_is_told_how_to_contin
         assert (plain["result"], plain["session"]) == (4, None)
 
 
+async def test_the_no_session_hint_only_where_a_kept_name_is_the_likely_cause(http: Served) -> None:
+    """Not on a typo of a tool, not on a pack's member, not on a connection that is the session (legacy: its
+    transport session keeps the names); a kept function called afresh gets it, though a tool is spelled a bit
+    like it."""
+    async with http.client() as client:
+        typo = await run(client, '__result__ = reed_file("notes.txt")')
+        assert typo["error"]["suggested_value"] == "read_file" and typo["hint"] is None, typo
+        member = await run(client, "__result__ = files.reed_file('notes.txt')")
+        assert member["error"]["code"] == "NAME_NOT_FOUND" and member["hint"] is None, member
+        helper = await run(client, "__result__ = my_helper(3)")
+        assert helper["error"]["suggested_value"] == "help" and "earlier call" in helper["hint"], helper
+    async with http.client(mode="legacy") as legacy:
+        lost = await run(legacy, "__result__ = never_defined + 1")
+        assert lost["error"]["code"] == "NAME_NOT_FOUND" and lost["hint"] is None, lost
+
+
 async def test_the_legacy_transport_session_keeps_state_without_passing_anything(http: Served) -> None:
     async with http.client(mode="legacy") as client:
         first = await run(client, "z = 5")
