@@ -108,6 +108,31 @@ async def test_unknown_guessed_and_malformed_handles_are_refused(http: Served, e
 
 
 @pytest.mark.parametrize("era", ERAS)
+@pytest.mark.parametrize(
+    ("arguments", "said"),
+    [
+        pytest.param({"session": 5}, "session must be a string; it got an integer", id="session-number"),
+        pytest.param({"session": ["abc"]}, "session must be a string; it got a list", id="session-list"),
+        pytest.param({"reset": "yes"}, "reset must be true or false; it got a string", id="reset-string"),
+        pytest.param({"code": ["x = 1"]}, "code must be a string; it got a list", id="code-list"),
+        pytest.param({"engine": "lua"}, 'engine must be "python" or "starlark"; it got "lua"', id="engine"),
+    ],
+)
+async def test_an_argument_of_the_wrong_type_gets_a_precise_error(
+    http: Served, era: dict[str, Any], arguments: dict[str, Any], said: str
+) -> None:
+    """Not the SDK's pydantic report: which argument, what it got, what it takes, as every other error."""
+    async with http.client(**era) as client:
+        result = await client.call_tool("attp_execute", {"code": "__result__ = 1", **arguments})
+    assert result.is_error and result.structured_content is not None
+    error = result.structured_content["error"]
+    assert error["code"] == "INVALID_ARGUMENT" and error["message"] == f"attp_execute's {said}", error
+    assert error["parameter_name"] == next(iter(arguments)) and error["solution"], error
+    text = result.content[0].text if result.content[0].type == "text" else ""
+    assert "pydantic" not in text and "validation error" not in text
+
+
+@pytest.mark.parametrize("era", ERAS)
 async def test_reset_clears_the_handles_state_and_keeps_the_handle(http: Served, era: dict[str, Any]) -> None:
     async with http.client(**era) as client:
         handle = (await run(client, "w = 'kept'"))["session"]
