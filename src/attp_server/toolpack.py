@@ -406,6 +406,24 @@ class ToolpackLoadError(AttpError):
     """A toolpack could not be found, imported, or registered."""
 
 
+def make_folder(pack: str, folder: Path, setting: str = "workspace") -> None:
+    """Create a pack's folder (and its parents) if missing.
+
+    Raises:
+        ToolpackLoadError: naming the pack, the folder, the setting and why, in words (never ``[Errno 17] ...``).
+    """
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except FileExistsError as exc:
+        raise ToolpackLoadError(
+            f"toolpack {pack!r}: {setting} {folder} cannot be a folder: {exc.filename or folder} is a file"
+        ) from None
+    except OSError as exc:
+        raise ToolpackLoadError(
+            f"toolpack {pack!r}: {setting} {folder} cannot be created: {exc.strerror or exc} ({exc.filename or folder})"
+        ) from None
+
+
 def format_signature(sig: inspect.Signature) -> str:
     """``(path: str, max_lines: int = 1000) -> str``: a signature as the model reads it (`annotation_text`)."""
     parts = []

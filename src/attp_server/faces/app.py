@@ -210,7 +210,7 @@ ARGUMENTS: dict[str, tuple[type, str]] = {
     "target": (str, "a string"),
     "thought": (str, "a string"),
     "engine": (str, '"python" or "starlark"'),
-    "session": (str, 'a string: the session value an earlier reply returned, exactly as it came ("H43fIwJq...")'),
+    "session": (str, 'a string: the session value an earlier reply returned, exactly as it came ("PTLa2HZahS3a...")'),
     "reset": (bool, "true or false"),
 }
 """attp_execute's arguments, and what each takes."""

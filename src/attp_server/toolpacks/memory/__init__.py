@@ -45,8 +45,11 @@ def build(ctx: ToolpackContext) -> list[ToolFunction]:
     store = Store(path, busy_timeout_s=options.busy_timeout_s)
     try:
         store.open(options.segments)
-    except (sqlite3.Error, OSError) as exc:
-        raise ToolpackLoadError(f"toolpack 'memory': cannot open the database {path} (db_path): {exc}") from exc
+    except OSError as exc:
+        why = f"{exc.strerror or exc} ({exc.filename})" if exc.filename else str(exc.strerror or exc)
+        raise ToolpackLoadError(f"toolpack 'memory': cannot open the database {path} (db_path): {why}") from None
+    except sqlite3.Error as exc:
+        raise ToolpackLoadError(f"toolpack 'memory': cannot open the database {path} (db_path): {exc}") from None
     return MemoryTools(store, options).tools()
 
 
