@@ -384,6 +384,22 @@ async def test_what_is_not_kept_is_named_in_the_hint(workspace: Path) -> None:
         assert after["result"] == "fits"
 
 
+async def test_a_def_is_dropped_only_for_the_globals_it_really_reads(workspace: Path) -> None:
+    """``def pat(s)`` was dropped because a global ``s`` was not kept: its own parameters and locals, and those of
+    the functions and comprehensions inside it, are not the program's globals."""
+    async with running(workspace) as runtime:
+        program = (
+            "s = iter([1])\nrows = iter([2])\n"
+            "def pat(s):\n    rows = [r.strip() for r in s.split(',')]\n    return '|'.join(rows)\n"
+            "def peek():\n    return next(rows)\n__result__ = pat(' a, b ')"
+        )
+        data = await run(runtime, program)
+        assert data["result"] == "a|b", data
+        assert "peek (it uses rows, which is not kept)" in data["hint"], data["hint"]
+        assert "pat (" not in data["hint"], data["hint"]
+        assert (await run(runtime, "__result__ = pat('x,y')"))["result"] == "x|y"
+
+
 async def test_a_def_dropped_for_the_name_it_uses_leaves_its_room_to_the_values(workspace: Path) -> None:
     """Defs were given their room before the ones that use a name not kept were dropped, so a 1,200-byte def
     that could never be kept pushed out a 1,200-byte value, named as too big for max_state_bytes = 2,000."""

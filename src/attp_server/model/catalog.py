@@ -151,13 +151,38 @@ def type_text(annotation: Any, depth: int = 0) -> str:
     return text if len(text) <= 40 else "any"
 
 
+_BOUNDARY = re.compile(r"[.!?](?=\s)|[,;:](?=\s)|\s(?=[(—–-]\s|\()")
+"""Where a summary may be cut: after a sentence or a clause (``.``, ``,``, ``;``, ``:``), before a dash or a
+parenthesis."""
+_ABBREVIATION = re.compile(r"\b(e\.g|i\.e|etc|vs|cf|incl|approx|no)\.$", re.I)
+"""A full stop that ends an abbreviation, not a sentence."""
+_FORMAT = re.compile(
+    r"`[^`]{1,60}`|<[^<>\s]{1,30}>(?:[:/@.,=#-]*<[^<>\s]{1,30}>)*|\b[Yy]{4}-MM-[Dd]{2}(?:[T ]HH:MM(?::SS)?)?"
+)
+"""An argument format a tool's own text gives (```owner/repo```, ``<revision>:<path>``, ``YYYY-MM-DD``): kept when
+the prose around it is cut."""
+
+
 def shorten(text: str, limit: int) -> str:
-    """`text` on one line, cut at a word before `limit` characters (with an ellipsis)."""
+    """`text` on one line, within `limit` characters: cut after its last sentence or clause that fits (with an
+    ellipsis), never mid-phrase; the argument formats it gives (``<revision>:<path>``) are kept before prose. Empty
+    when not even its first clause fits."""
     line = " ".join(text.split())
     if len(line) <= limit:
         return line
-    cut = line[: limit - 1].rsplit(" ", 1)[0].rstrip(",;:")
-    return cut + "…"
+    formats = " ".join(dict.fromkeys(match.group(0) for match in _FORMAT.finditer(line)))
+    room = limit - 1 - (len(formats) + 3 if formats else 0)
+    ends = [
+        match.start()
+        for match in _BOUNDARY.finditer(line)
+        if 0 < match.start() <= room and not _ABBREVIATION.search(line, 0, match.start() + 1)
+    ]
+    prose = line[: ends[-1]].rstrip() if ends else ""
+    if formats and all(part in prose for part in formats.split(" ")):
+        formats = ""  # what is kept says them already
+    if not prose:
+        return formats if 0 < len(formats) <= limit else ""
+    return prose + "…" + (f" ({formats})" if formats else "")
 
 
 def _most(top: int, fits: Callable[[int], bool]) -> int | None:

@@ -23,6 +23,7 @@ import datetime as dt
 import json
 import math
 import re
+import symtable
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -358,8 +359,20 @@ def why_not_source(node: ast.FunctionDef) -> str | None:
     return None
 
 
-def _names_used(node: ast.FunctionDef) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+def free_names(node: ast.FunctionDef) -> frozenset[str]:
+    """The names a ``def`` reads from outside itself (the program's globals), as Python's own symbol table finds
+    them: not its parameters, nor its locals, nor those of the functions and comprehensions inside it. (A
+    ``def pat(s)`` does not use a global ``s``.)"""
+    tables = [symtable.symtable(ast.unparse(node), "<kept>", "exec")]
+    names: set[str] = set()
+    while tables:
+        table = tables.pop()
+        if table.get_type() != "module":
+            names.update(
+                symbol.get_name() for symbol in table.get_symbols() if symbol.is_global() and symbol.is_referenced()
+            )
+        tables.extend(table.get_children())
+    return frozenset(names)
 
 
 # ---------------------------------------------------------------- collect and restore
@@ -465,12 +478,13 @@ def _json(data: Any) -> str | None:
 
 
 def _drop_users(functions: dict[str, ast.FunctionDef], dropped: dict[str, str]) -> None:
-    """Drop from `functions` each one that uses a name in `dropped` (it would fail next time), and its users."""
+    """Drop from `functions` each one that reads a global in `dropped` (it would fail next time), and its users."""
+    free = {name: free_names(node) for name, node in functions.items()}
     changed = True
     while changed:
         changed = False
-        for name, node in list(functions.items()):
-            missing = sorted((_names_used(node) & set(dropped)) - {name})
+        for name in list(functions):
+            missing = sorted((free[name] & set(dropped)) - {name})
             if missing:
                 verb = "is" if len(missing) == 1 else "are"
                 dropped[name] = f"it uses {', '.join(missing)}, which {verb} not kept"
