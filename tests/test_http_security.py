@@ -112,8 +112,8 @@ def test_the_start_up_log_says_which_tokens_guard_which_paths(tmp_path: Path) ->
         assert httpx.get(f"{served.url}/healthz").json() == {"status": "ok"}
     text = log.read_text()
     assert (
-        "; a token required on /mcp, /sse, /messages/, /metrics: alice, bob (auth_tokens); /healthz open, its details "
-        "only with a token;"
+        "; a token required on /mcp, /sse, /messages/, /metrics: alice, bob (auth_tokens); open: /healthz (its "
+        "details only with a token);"
     ) in text
     assert "no authentication" not in text and "alice-token" not in text
 

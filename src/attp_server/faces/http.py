@@ -33,16 +33,20 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from attp_server import __version__
 from attp_server.errors import AttpError
+from attp_server.faces.connect import PATHS as CONNECT_PATHS
+from attp_server.faces.connect import connect_routes
 from attp_server.faces.signals import on_stop_signal
+from attp_server.faces.signin import SignIn, Verifier, metadata_routes
 from attp_server.ops.metrics import CONTENT_TYPE
 from attp_server.run.runtime import Runtime
 from attp_server.settings import DEFAULT_TENANT, Settings, is_loopback
 
 logger = logging.getLogger(__name__)
 
-PUBLIC_PATHS = frozenset({"/healthz"})
+PUBLIC_PATHS = frozenset({"/healthz", *CONNECT_PATHS})
+"""Paths every request may reach: the health check, and the pages a browser connecting a person's account visits."""
 GUARDED_PATHS = ("/mcp", "/sse", "/messages/", "/metrics")
-"""The paths a token guards when the server has tokens (all but `PUBLIC_PATHS`), as the start-up log names them."""
+"""The paths a token guards when the server has tokens or sign-in, as the start-up log names them."""
 TENANT_CLIENT_PREFIX = "attp-tenant:"
 
 
@@ -57,12 +61,12 @@ def check_exposure(settings: Settings) -> None:
     Raises:
         AttpError: naming the bind address and the two ways out.
     """
-    if settings.isolation == "tenant" and not settings.auth_tokens:
+    if settings.isolation == "tenant" and not settings.auth_tokens and settings.oauth_issuer is None:
         raise AttpError(
             "isolation = tenant tells its tenants apart by their tokens, and auth_tokens names none: set "
             'auth_tokens = {name = "token", ...} in the config file (or ATTP_AUTH_TOKENS as a JSON object)'
         )
-    if is_loopback(settings.host) or server_tokens(settings):
+    if is_loopback(settings.host) or server_tokens(settings) or settings.oauth_issuer is not None:
         return
     if settings.insecure_no_auth:
         logger.warning(
@@ -77,21 +81,23 @@ def check_exposure(settings: Settings) -> None:
 
 
 def enforced(settings: Settings) -> str:
-    """What the HTTP face demands of a request, for the start-up log: which tokens, by name (never a value), on
-    which paths; or that it demands nothing, and why it may serve so."""
-    if not server_tokens(settings):
+    """What the HTTP face demands of a request, for the start-up log: sign-in (through which issuer) and which
+    tokens, by name (never a value), on which paths; or that it demands nothing, and why it may serve so."""
+    if not server_tokens(settings) and settings.oauth_issuer is None:
         if is_loopback(settings.host):
             return "no authentication (loopback only: whoever can connect from this machine can run programs)"
         return "no authentication (--insecure-no-auth: the proxy in front of it must authenticate)"
-    holders = []
+    accepted = []
+    if settings.oauth_issuer is not None:
+        accepted.append(f"sign-in through {settings.oauth_issuer}")
     if settings.auth_tokens:
-        holders.append(f"{', '.join(settings.auth_tokens)} (auth_tokens)")
+        accepted.append(f"{', '.join(settings.auth_tokens)} (auth_tokens)")
     if settings.auth_token is not None:
-        holders.append(f"{DEFAULT_TENANT} (auth_token)")
-    return (
-        f"a token required on {', '.join(GUARDED_PATHS)}: {'; '.join(holders)}; "
-        "/healthz open, its details only with a token"
-    )
+        accepted.append(f"{DEFAULT_TENANT} (auth_token)")
+    opened = ["/healthz (its details only with a token)"]
+    if any(server.identity == "per_user" for server in settings.upstream_servers.values()):
+        opened.append(", ".join(sorted(CONNECT_PATHS)) + " (a person connecting an account)")
+    return f"a token required on {', '.join(GUARDED_PATHS)}: {'; '.join(accepted)}; open: {', '.join(opened)}"
 
 
 def transport_security(settings: Settings) -> TransportSecuritySettings:
@@ -199,8 +205,19 @@ def http_app(server: MCPServer, runtime: Runtime) -> ASGIApp:
     app.router.routes.extend(sse.routes)
     app.router.routes.append(Route("/healthz", _healthz(runtime), methods=["GET"]))
     app.router.routes.append(Route("/metrics", _metrics(runtime), methods=["GET"]))
+    if any(server.identity == "per_user" for server in settings.upstream_servers.values()):
+        app.router.routes.extend(connect_routes(settings))
     tokens = server_tokens(settings)
     hinted = SpansAfterReply(HostHint(app, security.allowed_hosts), runtime)
+    if settings.oauth_issuer is not None:  # sign-in, the static tokens beside it
+        app.router.routes.extend(metadata_routes(settings))
+
+        async def static(scope: Scope) -> AuthenticatedUser | None:
+            holder = token_holder(scope, tokens)
+            return tenant_user(holder) if holder is not None else None
+
+        verifier = Verifier(settings, frozenset(tokens))
+        return SignIn(AuthContextMiddleware(hinted), settings, verifier, static, PUBLIC_PATHS)
     if not tokens:
         return hinted
     return TokenAuth(AuthContextMiddleware(hinted), tokens)
@@ -270,9 +287,10 @@ class HostHint:
 
 def _healthz(runtime: Runtime) -> Callable[[Request], Awaitable[JSONResponse]]:
     tokens = server_tokens(runtime.settings)
+    guarded = bool(tokens) or runtime.settings.oauth_issuer is not None
 
     async def healthz(request: Request) -> JSONResponse:
-        if tokens and token_holder(request.scope, tokens) is None:
+        if guarded and token_holder(request.scope, tokens) is None:
             return JSONResponse({"status": "ok"})  # up, and nothing more, for anyone without the token
         return JSONResponse(
             {
