@@ -59,7 +59,7 @@ PROXY_AND_CA_VARIABLES = (
     "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS",
 )  # fmt: skip
 """What a server behind a proxy, or one trusting a company CA, needs to reach the network (`env_passthrough`)."""
-_SECRET_BEARING = frozenset({"mcp_servers", "auth_token", "auth_tokens", "oauth_client_secret"})
+_SECRET_BEARING = frozenset({"mcp_servers", "auth_token", "auth_tokens", "oauth_client_secret", "database_url"})
 """Settings whose values are never repeated in an error message (env and headers of upstream servers, tokens)."""
 N8N_MCP_CLIENT = "@n8n/n8n-nodes-langchain.mcpClient"  # the clientInfo name of n8n's standalone MCP Client node
 

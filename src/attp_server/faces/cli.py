@@ -70,7 +70,8 @@ def _settings_flags(parser: argparse.ArgumentParser) -> None:
         "--database-url",
         dest="database_url",
         metavar="URL",
-        help="where sessions' state lives: postgresql://... for replicas (default: state.sqlite3 in the data folder)",
+        help="where sessions' state lives: postgresql://... for replicas (default: state.sqlite3 in the data folder); "
+        "a password here shows in ps: give it in ATTP_DATABASE_URL, the config file or ~/.pgpass instead",
     )
     group.add_argument(
         "--secret-file",
