@@ -14,11 +14,18 @@ from attp_server.model.catalog import (
     compact_signature,
     enabled_modules,
     shorten,
-    type_text,
 )
 from attp_server.run.startup import build_registry
 from attp_server.settings import Settings
-from attp_server.toolpack import Tool, ToolMarks, Toolpack, ToolpackLoadError, ToolRegistry, make_tool
+from attp_server.toolpack import (
+    Tool,
+    ToolMarks,
+    Toolpack,
+    ToolpackLoadError,
+    ToolRegistry,
+    annotation_text,
+    make_tool,
+)
 
 
 def settings_for(tmp_path: Path, **overrides: Any) -> Settings:
@@ -276,8 +283,9 @@ def test_compact_signature(function: Any, expected: str) -> None:
         pytest.param(Literal["a", "b"], "Literal['a', 'b']", id="literal"),
     ],
 )
-def test_type_text(annotation: Any, text: str) -> None:
-    assert type_text(annotation) == text
+def test_compact_type_text(annotation: Any, text: str) -> None:
+    """The description's spelling, of the one rendering of types (`annotation_text`) that help() and ATDF use too."""
+    assert annotation_text(annotation, 0, compact=True) == text
 
 
 GIT_SHOW = "Shows the contents of a commit, or of a file or directory given as <revision>:<path>"
@@ -306,3 +314,18 @@ def test_shorten_cuts_at_a_sentence_or_clause_and_keeps_formats(text: str, limit
     """Issue 34: "Read a UTF-8 text file from the…" said less than nothing; git's <revision>:<path> was cut away."""
     assert shorten(text, limit) == cut
     assert len(cut) <= limit
+
+
+@pytest.mark.parametrize(
+    ("annotation", "full", "compact"),
+    [
+        pytest.param(dict[str, int], "dict[str, int]", "dict", id="dict"),
+        pytest.param(tuple[int, str], "tuple[int, str]", "list", id="tuple"),
+        pytest.param(Any, "Any", "any", id="any"),
+        pytest.param(Annotated[int, "a note"], "int", "int", id="annotated"),
+        pytest.param(list[Annotated[str, "x"]] | None, "list[str] | None", "list[str] | None", id="nested-annotated"),
+    ],
+)
+def test_one_rendering_of_types_in_two_spellings(annotation: Any, full: str, compact: str) -> None:
+    """help() and ATDF spell a type in full; the description's line compactly; both from one function."""
+    assert (annotation_text(annotation), annotation_text(annotation, compact=True)) == (full, compact)

@@ -12,13 +12,10 @@ Built once at startup (signatures and docstrings never change while serving).
 
 from __future__ import annotations
 
-import collections.abc
 import difflib
 import functools
 import inspect
 import re
-import types
-import typing
 from collections.abc import Callable
 from typing import Any
 
@@ -27,7 +24,7 @@ from attp_server.sandbox.engines import ENGINES
 from attp_server.sandbox.engines.starlark.engine import LANGUAGE_NOTES
 from attp_server.sandbox.stdlib.modules import public_names
 from attp_server.settings import Settings
-from attp_server.toolpack import Tool, ToolRegistry, shape_fields
+from attp_server.toolpack import Tool, ToolRegistry, annotation_text
 
 LANGUAGES = {name: engine.language for name, engine in ENGINES.items()}
 """The name of each engine's language, as the model and the user read it."""
@@ -84,7 +81,7 @@ def _compact(tool: Tool, depth: int) -> str:
     required = 0
     for parameter in tool.signature.parameters.values():
         text = parameter.name
-        annotation = type_text(parameter.annotation, depth)
+        annotation = annotation_text(parameter.annotation, depth, compact=True)
         default = parameter.default
         if default is inspect.Parameter.empty or default is None:
             if annotation not in ("str", "str | None", "any", "any | None"):
@@ -108,47 +105,12 @@ def _compact(tool: Tool, depth: int) -> str:
         shown = shown[:-1]
     params = ", ".join(shown) + (", ..." if len(shown) < len(parts) else "")
     returns = tool.signature.return_annotation
-    arrow = "" if returns is inspect.Signature.empty else f" -> {type_text(returns, RETURN_SHAPE_DEPTH)}"
+    arrow = (
+        ""
+        if returns is inspect.Signature.empty
+        else f" -> {annotation_text(returns, RETURN_SHAPE_DEPTH, compact=True)}"
+    )
     return f"{tool.ref}({params}){arrow}"
-
-
-def type_text(annotation: Any, depth: int = 0) -> str:
-    """A short spelling of a type: ``list[dict]``, ``dict | None``, ``Literal['a', 'b']``; ``any`` when unknown.
-
-    A TypedDict (an upstream object schema) shows its keys to `depth` levels: ``{name: str, tags?: list[str]}``.
-    """
-    if annotation is inspect.Parameter.empty or annotation is Any:
-        return "any"
-    if annotation is None or annotation is type(None):
-        return "None"
-    if isinstance(annotation, typing.ForwardRef):
-        return annotation.__forward_arg__
-    if typing.is_typeddict(annotation):
-        if depth <= 0:
-            return "dict"
-        fields = [
-            f"{key if key.isidentifier() else repr(key)}{'' if required else '?'}: {type_text(value, depth - 1)}"
-            for key, value, required in shape_fields(annotation)
-        ]
-        return "{" + ", ".join(fields) + "}"
-    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
-    if origin is typing.Annotated:
-        return type_text(args[0], depth)
-    if origin is typing.Union or origin is types.UnionType:
-        return " | ".join(dict.fromkeys(type_text(arg, depth) for arg in args))
-    if origin is typing.Literal:
-        return "Literal[" + ", ".join(repr(arg) for arg in args) + "]"
-    if origin in (dict, collections.abc.Mapping):
-        return "dict"
-    if origin in (list, set, frozenset, collections.abc.Sequence, collections.abc.Iterable) and len(args) == 1:
-        name = "list" if origin is not set and origin is not frozenset else origin.__name__
-        return f"{name}[{type_text(args[0], depth)}]"
-    if origin is tuple:
-        return "list"  # tuples arrive as lists
-    if isinstance(annotation, type):
-        return annotation.__name__
-    text = str(annotation).replace("typing.", "")
-    return text if len(text) <= 40 else "any"
 
 
 _BOUNDARY = re.compile(r"[.!?](?=\s)|[,;:](?=\s)|\s(?=[(—–-]\s|\()")
