@@ -43,13 +43,6 @@ SOLUTIONS: dict[str, str] = {
     ErrorCode.INTERNAL_ERROR: "Retry the call; if it keeps failing, simplify the program.",
 }
 
-STARLARK_SOLUTIONS: dict[str, str] = {
-    ErrorCode.RUNTIME_ERROR: "Fix the code at that line; Starlark has no try/except, so check values first "
-    "(e.g. `if key in d`, `if x != None`).",
-    ErrorCode.SYNTAX_ERROR: "Write Starlark: no while (use for ... in range(n) with break), no try/except, class, "
-    "import, or ** (use pow).",
-}
-
 
 def from_worker(done: Mapping[str, Any], run: RunState, target: str | None, max_output_bytes: int) -> ExecutionResult:
     """The worker's ``done`` message and the run's trace and notices as a result; stdout cut to `max_output_bytes`."""
@@ -84,11 +77,12 @@ def error_result(target: str | None, info: ErrorInfo) -> ExecutionResult:
     return ExecutionResult(status="error", target=target, error=info)
 
 
-def add_solution(result: ExecutionResult, *, starlark: bool) -> None:
-    """Give an error that has no solution the generic one for its code (the engine's own first)."""
+def add_solution(result: ExecutionResult, engine: str) -> None:
+    """Give an error that has no solution the generic one for its code (the `engine`'s own first)."""
     if result.error is None or result.error.solution is not None:
         return
-    solution = STARLARK_SOLUTIONS.get(result.error.code) if starlark else None
+    known = ENGINES.get(engine)
+    solution = known.language.solutions.get(result.error.code) if known is not None else None
     result.error.solution = solution or SOLUTIONS.get(result.error.code)
 
 

@@ -17,6 +17,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from attp_server.store.layout import private_file
 from attp_server.toolpack import current_call
 from attp_server.toolpacks.memory.options import SegmentSpec
 from attp_server.toolpacks.memory.pages import Column, busy, like_pattern, stopped
@@ -100,7 +101,7 @@ class Store:
     def open(self, segments: Sequence[SegmentSpec]) -> None:
         """Create the file if needed, switch it to WAL, migrate the schema, and reconcile the segments."""
         check_sqlite()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_file(self.path)  # for the server's user only, and so its -wal and -shm files
         conn = connect(self.path, self.busy_timeout_s, check_same_thread=False)
         try:
             # Persistent in the file; readers no longer block the writer, nor the writer them.
