@@ -102,6 +102,22 @@ def test_healthz_needs_no_token_and_reveals_nothing_without_it(guarded: Served) 
     assert {"version", "workers", "sandbox"} <= set(insider.json())
 
 
+def test_the_start_up_log_says_which_tokens_guard_which_paths(tmp_path: Path) -> None:
+    """Named tokens are enforced and the log says so (by name, never a value), on the paths that do answer 401."""
+    tokens = '{"alice": "alice-token-0f3b9d", "bob": "bob-token-6e21c4"}'
+    log = tmp_path / "stderr.log"
+    with serving_http(tmp_path, *SERVE_FLAGS, env={"ATTP_AUTH_TOKENS": tokens}, stderr=log) as served:
+        for path in attp_server.faces.http.GUARDED_PATHS:
+            assert httpx.get(f"{served.url}{path}").status_code == 401, path
+        assert httpx.get(f"{served.url}/healthz").json() == {"status": "ok"}
+    text = log.read_text()
+    assert (
+        "; a token required on /mcp, /sse, /messages/, /metrics: alice, bob (auth_tokens); open: /healthz (its "
+        "details only with a token);"
+    ) in text
+    assert "no authentication" not in text and "alice-token" not in text
+
+
 def test_the_comparison_is_constant_time(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every presented value goes through hmac.compare_digest (no early-exit == anywhere)."""
     compared: list[tuple[bytes, bytes]] = []

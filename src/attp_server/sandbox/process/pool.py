@@ -402,9 +402,26 @@ def _private_directory(kind: str = "") -> str:
     return directory
 
 
+ONE_THREAD = dict.fromkeys(
+    ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS",
+     "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS"),
+    "1",
+)  # fmt: skip
+"""Read by the numeric libraries as they load: with numpy installed beside attp-server, asteval's import loads it,
+and its BLAS would start a thread pool in the worker, whose lockdown (Landlock, seccomp) binds one thread only and
+so refuses to run anything with more. One thread each: nothing an engine imports starts another."""
+
+
 def _worker_environment(directory: str) -> dict[str, str]:
     """The whole environment a worker gets: nothing of the server's (no tokens, no credentials)."""
-    return {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "HOME": directory, "TMPDIR": directory}
+    return {
+        "PATH": "/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "HOME": directory,
+        "TMPDIR": directory,
+        **ONE_THREAD,
+    }
 
 
 class WorkerPool:
