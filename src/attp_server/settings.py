@@ -20,7 +20,7 @@ import tomllib
 from collections.abc import Mapping
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any, Literal, get_origin
+from typing import Any, Literal, get_args, get_origin
 
 from pydantic import (
     Field,
@@ -46,7 +46,7 @@ from pydantic_settings.sources.utils import parse_env_vars
 from attp_server.access_config import AccessRule
 from attp_server.errors import ConfigError, suggest
 from attp_server.mcp_config import McpServer, merge_servers
-from attp_server.sandbox.engines import ENGINES
+from attp_server.sandbox.engines import ENGINES, EngineName
 from attp_server.sandbox.stdlib.namespaces import MODULE_NAMES
 
 ENV_PREFIX = "ATTP_"
@@ -59,7 +59,7 @@ PROXY_AND_CA_VARIABLES = (
     "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS",
 )  # fmt: skip
 """What a server behind a proxy, or one trusting a company CA, needs to reach the network (`env_passthrough`)."""
-_SECRET_BEARING = frozenset({"mcp_servers", "auth_token", "auth_tokens", "oauth_client_secret"})
+_SECRET_BEARING = frozenset({"mcp_servers", "auth_token", "auth_tokens", "oauth_client_secret", "database_url"})
 """Settings whose values are never repeated in an error message (env and headers of upstream servers, tokens)."""
 N8N_MCP_CLIENT = "@n8n/n8n-nodes-langchain.mcpClient"  # the clientInfo name of n8n's standalone MCP Client node
 
@@ -69,7 +69,11 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(extra="forbid", validate_default=True, env_prefix=ENV_PREFIX)
 
-    workspace: Path = Field(Path("workspace"), description="Root directory of the files toolpack (created if missing).")
+    workspace: Path = Field(
+        Path("workspace"),
+        description="Root directory of the files toolpack (created if missing). It must not hold any of the server's "
+        "own files.",
+    )
     toolpacks: list[str] = Field(
         default_factory=lambda: ["files", "skills", "memory"],
         description="Enabled toolpacks: entry-point names (files, shell, ...) or import specs 'module:attribute'.",
@@ -84,8 +88,15 @@ class Settings(BaseSettings):
         + ", ".join(MODULE_NAMES)
         + ". Default: all of them.",
     )
-    engine: Literal["python", "starlark"] = Field(
-        "python", description="Language of programs: python (sandboxed), or starlark (extra attp-server[starlark])."
+    engine: EngineName = Field(
+        "python",
+        description="The engine a program runs on when it names none: python (the project's evaluator), asteval "
+        "(asteval's own Interpreter), or starlark (extra attp-server[starlark]).",
+    )
+    engines: list[EngineName] = Field(
+        default_factory=list,
+        description="The engines a call (its engine argument, or an envelope's tool_call.engine) may pick, besides "
+        "engine, which is always offered. Default: engine alone; the tool's input schema lists them.",
     )
     timeout_s: float = Field(10.0, gt=0, le=3600, description="Wall-clock limit of one run; the worker is killed.")
     memory_mb: int = Field(256, ge=64, le=65536, description="Address-space limit of one worker process.")
@@ -121,7 +132,25 @@ class Settings(BaseSettings):
         "(lower-case letters, digits, - and _) gets its own folder and memory.",
     )
     allowed_hosts: list[str] = Field(default_factory=list, description="Extra Host values accepted over HTTP.")
-    db_path: Path = Field(Path(".attp/memory.sqlite3"), description="SQLite file of the memory toolpack.")
+    max_connections: int = Field(
+        512,
+        ge=1,
+        le=65536,
+        description="Most HTTP connections open at once (lowered to fit ulimit -n); past it a new connection closes "
+        "the one waiting longest for its request head, or is closed itself when every connection is serving.",
+    )
+    header_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        le=600,
+        description="How long an HTTP connection may take to send a request head (from when it opens, or from its "
+        "last answer when kept alive) before it is closed.",
+    )
+    db_path: Path = Field(
+        Path(".attp/memory.sqlite3"),
+        description="SQLite file of the memory toolpack. Its folder is the data folder (the store, secret.key), "
+        "created for the server's user only and never inside the workspace.",
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="Log level (stderr).")
     log_format: Literal["text", "json"] = Field("text", description="Log lines as text, or one JSON object each.")
     insecure_no_auth: bool = Field(
@@ -208,8 +237,9 @@ class Settings(BaseSettings):
     max_total_state_bytes: int = Field(
         256 * 1024 * 1024,
         ge=0,
-        description="Most JSON bytes of kept state the store holds for all sessions together; past it the sessions "
-        "used longest ago lose their kept variables (and are told so on their next call).",
+        description="Most JSON bytes of kept state the store holds for all sessions together. Each principal that "
+        "keeps state has an equal share: past the total, only the principals past their share lose kept variables, "
+        "their own sessions used longest ago first (each is told so on its next call).",
     )
     database_url: SecretStr | None = Field(
         None,
@@ -360,6 +390,15 @@ class Settings(BaseSettings):
             raise ValueError(missing)
         return engine
 
+    @field_validator("engines")
+    @classmethod
+    def _engines_are_installed(cls, engines: list[EngineName]) -> list[EngineName]:
+        for engine in engines:
+            missing = ENGINES[engine].missing()
+            if missing is not None:
+                raise ValueError(missing)
+        return list(dict.fromkeys(engines))  # each once, in the order given
+
     @model_validator(mode="after")
     def _read_mcp_config(self) -> Settings:
         try:
@@ -398,6 +437,11 @@ class Settings(BaseSettings):
         if self.oauth_audience is not None:
             return self.oauth_audience
         return self.public_url.rstrip("/") + "/mcp" if self.public_url is not None else None
+
+    @property
+    def offered_engines(self) -> tuple[EngineName, ...]:
+        """The engines a call may pick: `engine` (the default) first, then the others `engines` lists."""
+        return tuple(dict.fromkeys([self.engine, *self.engines]))
 
     @property
     def upstream_servers(self) -> dict[str, McpServer]:
@@ -581,19 +625,57 @@ def _problems(exc: ValidationError, sources: Mapping[str, PydanticBaseSettingsSo
         source, received = next(
             ((name, values[field]) for name, values in given if field in values), ("defaults", None)
         )
-        if error["type"] == "extra_forbidden":
-            hint = suggest(field, Settings.model_fields)
-            problems.append(f"unknown setting {field!r} in {source}" + (f"; did you mean {hint!r}?" if hint else ""))
-            continue
         if source == "environment":
             source = f"environment variable {ENV_PREFIX}{field.upper()}"
+        if error["type"] == "extra_forbidden":
+            problems.append(_unknown_key(tuple(str(part) for part in error["loc"]), source))
+            continue
+        message = str(error["msg"]).removeprefix("Value error, ")
         if field in _SECRET_BEARING:  # never echo a value that may hold a token; name where it is instead
             where = ".".join(str(part) for part in error["loc"])
-            problems.append(f"{where}: {error['msg']} (from {source})")
-            continue
-        shown = received if source != "defaults" else "<default>"
-        problems.append(f"{field}: {error['msg']} (got {shown!r} from {source})")
+            problems.append(f"{where}: {message} (from {source})")
+        elif source == "defaults":
+            problems.append(f"{field}: {message} (got <default>)")
+        elif not error["loc"]:  # a check across fields: its message names the culprit (mcp_config's file) already
+            problems.append(f"{field}: {message} (from {source})")
+        else:
+            problems.append(f"{field}: {message} (got {_plain(received)} from {source})")
     return problems
+
+
+def _plain(value: Any) -> str:
+    """A value as a person wrote it: a path as its text, a list as its items, never a Python repr of either."""
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_plain(item) for item in value) + "]"
+    return repr(value)
+
+
+def _unknown_key(path: tuple[str, ...], source: str) -> str:
+    """'unknown setting ...' naming the whole key path (``mcp_servers.github.exclude_tool``) and the closest key
+    known at that place (``exclude_tools``, a field of the table the key is in)."""
+    known = _keys_at(Settings, path[:-1])
+    hint = suggest(path[-1], known) if known else None
+    meant = ".".join([*path[:-1], hint]) if hint else None
+    return f"unknown setting {'.'.join(path)!r} in {source}" + (f"; did you mean {meant!r}?" if meant else "")
+
+
+def _keys_at(model: Any, path: tuple[str, ...]) -> list[str]:
+    """The keys a table at `path` below `model` may have: the fields of the model found there (a ``dict[str, M]``
+    field takes a name, then M's fields), or none when the place holds free keys."""
+    place: Any = model
+    for part in path:
+        fields = getattr(place, "model_fields", None)
+        if fields is not None and part in fields:
+            place = fields[part].annotation
+        elif get_origin(place) is dict:
+            place = get_args(place)[1]
+        else:
+            return []
+    if get_origin(place) is dict:
+        return []
+    return list(getattr(place, "model_fields", {}))
 
 
 LOOPBACK_NAMES = frozenset({"localhost", "ip6-localhost"})

@@ -37,6 +37,7 @@ from attp_server.faces.elicitation import (
     open_url_over_connection,
 )
 from attp_server.faces.http import tenant_of
+from attp_server.faces.published import PublishedNames
 from attp_server.faces.signals import on_stop_signal
 from attp_server.faces.signin import signed_in
 from attp_server.model.atdf import atdf_descriptor
@@ -45,6 +46,7 @@ from attp_server.model.results import ExecutionResult, render, structured
 from attp_server.model.skills import SkillError, SkillLibrary, default_skills_dirs
 from attp_server.run.reach import View
 from attp_server.run.runtime import CallContext, ExecuteRequest, Runtime
+from attp_server.sandbox.engines import ENGINES
 from attp_server.sessions.approvals import Ask
 from attp_server.sessions.isolation import NoSession
 from attp_server.sessions.registry import STDIO_SESSION, Caller
@@ -69,6 +71,28 @@ def instructions(engine: str) -> str:
         f"This server has one tool, attp_execute: write a short {LANGUAGES[engine]} program that calls the listed "
         "tools and assigns the answer to __result__. Prefer one program that does all the steps over many small calls."
     )
+
+
+def engine_inputs(settings: Settings) -> dict[str, Any]:
+    """The annotations of ``code`` and ``engine`` in attp_execute's input schema: the engines this server offers
+    (`Settings.offered_engines`, the default first) and their languages. A name outside the list is refused by
+    the runtime with an error naming the offered ones, never by schema validation."""
+    offered = settings.offered_engines
+    first = ENGINES[offered[0]].language.name
+    others = [f"{ENGINES[n].language.name} with engine = {n}" for n in offered if ENGINES[n].language.name != first]
+    code = f"The program to run ({', or '.join([first, *others])})."
+    if len(offered) == 1:
+        engine = f"The engine that runs the program: this server offers {offered[0]} only; omit it."
+    else:
+        engine = (
+            f"The engine that runs the program: one of {', '.join(offered)} (the tool description says how they "
+            f"differ); omit it for {offered[0]}, the default."
+        )
+    schema = {"type": "string", "enum": list(offered), "description": engine}
+    return {
+        "code": Annotated[str | None, Field(description=code)],
+        "engine": Annotated[str | None, WithJsonSchema(schema)],
+    }
 
 
 class _Clients:
@@ -102,6 +126,7 @@ def create_server(runtime: Runtime) -> MCPServer:
     """An `MCPServer` publishing exactly one tool, `attp_execute`."""
     settings = runtime.settings
     clients = _Clients()
+    published = PublishedNames()
     bus = InMemorySubscriptionBus()
     # Upstream servers' tools can change while serving, and so can the servers themselves (the config is watched).
     live = runtime.watching or any(pack.live is not None for pack in runtime.registry.packs.values())
@@ -111,24 +136,26 @@ def create_server(runtime: Runtime) -> MCPServer:
         instructions=instructions(settings.engine),
         log_level=settings.log_level,
         subscriptions=bus,
-        middleware=[clients, remember_request, functools.partial(own_description, runtime)],
+        middleware=[
+            clients,
+            remember_request,
+            published,
+            functools.partial(own_description, runtime),
+            functools.partial(check_arguments, settings),
+        ],
         request_state_security=request_state_security(runtime),
         cache_hints={"tools/list": CacheHint(ttl_ms=LIVE_TOOLS_TTL_MS if live else FIXED_TOOLS_TTL_MS)},
     )
+    published.watch(server)
 
     async def attp_execute(
-        code: Annotated[
-            str | None, Field(description="The program to run (Python, or Starlark with engine = starlark).")
-        ] = None,
+        code: Annotated[str | None, Field(description="The program to run.")] = None,
         envelope: Annotated[
             str | None, Field(description="Instead of code: a whole ATTP TOML envelope ([tool_call] with code).")
         ] = None,
         target: Annotated[str | None, Field(description="What this call is for (echoed in the result).")] = None,
         thought: Annotated[str | None, Field(description="Your reasoning, for the log; not executed.")] = None,
-        engine: Annotated[
-            Literal["python", "starlark"] | None,
-            Field(description="Language of the program: python or starlark; omit it for the server's default."),
-        ] = None,
+        engine: Annotated[str | None, Field(description="The engine that runs the program.")] = None,
         *,
         reset: Annotated[
             bool,
@@ -170,6 +197,7 @@ def create_server(runtime: Runtime) -> MCPServer:
             return await rounds.start(execute, owner)
         return await execute(None)
 
+    attp_execute.__annotations__.update(engine_inputs(settings))  # what this server offers, in the input schema
     relay = (
         Relay(runtime.store.rounds, runtime.sessions.instance)
         if runtime.store is not None and runtime.sessions is not None
@@ -219,6 +247,63 @@ def create_server(runtime: Runtime) -> MCPServer:
     return server
 
 
+ARGUMENTS: dict[str, tuple[type, str]] = {
+    "code": (str, "a string: the program"),
+    "envelope": (str, "a string: a whole ATTP TOML envelope"),
+    "target": (str, "a string"),
+    "thought": (str, "a string"),
+    "engine": (str, '"python" or "starlark"'),
+    "session": (str, 'a string: the session value an earlier reply returned, exactly as it came ("PTLa2HZahS3a...")'),
+    "reset": (bool, "true or false"),
+}
+"""attp_execute's arguments, and what each takes."""
+JSON_TYPES = {
+    str: "a string",
+    bool: "a boolean",
+    int: "an integer",
+    float: "a number",
+    list: "a list",
+    dict: "an object",
+}
+
+
+async def check_arguments(
+    settings: Settings, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+) -> HandlerResult:
+    """Server middleware: an attp_execute argument of the wrong type (``"session": 5``) gets a result that says
+    which argument, what it got and what it takes, as every other error does, instead of the SDK's validation
+    error (a pydantic report, written for a Python programmer)."""
+    params = ctx.params if ctx.method == "tools/call" else None
+    arguments = params.get("arguments") if params is not None and params.get("name") == "attp_execute" else None
+    error = wrong_argument(arguments) if isinstance(arguments, dict) else None
+    if error is None:
+        return await call_next(ctx)
+    return tool_result(ExecutionResult(status="error", error=error), text_format(settings, ctx))
+
+
+def wrong_argument(arguments: dict[str, Any]) -> ErrorInfo | None:
+    """The first of attp_execute's `arguments` whose type (or, for ``engine``, value) is not what it takes."""
+    for name, (kind, expected) in ARGUMENTS.items():
+        value = arguments.get(name)
+        if value is None or (type(value) is kind and (name != "engine" or value in LANGUAGES)):
+            continue
+        takes = expected.partition(":")[0]
+        shown = json.dumps(value, ensure_ascii=False, default=str)  # as the model sent it: JSON, not a Python repr
+        shown = shown if len(shown) <= 80 else shown[:65] + f"... ({len(shown)} chars)"
+        got = JSON_TYPES.get(type(value), type(value).__name__) if type(value) is not kind else shown
+        return ErrorInfo(
+            code=ErrorCode.INVALID_ARGUMENT,
+            message=f"attp_execute's {name} must be {takes}; it got {got}",
+            parameter_name=name,
+            received=shown,
+            expected=expected,
+            solution="Leave session out to start a new session, or pass the session value of a reply unchanged."
+            if name == "session"
+            else f"Send {name} as {takes}.",
+        )
+    return None
+
+
 async def own_description(runtime: Runtime, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
     """Server middleware: under access rules, the tool list a caller gets describes only the tools it may call."""
     result = await call_next(ctx)  # the result as it goes on the wire
@@ -252,7 +337,7 @@ def tool_result(result: ExecutionResult, text: Literal["toml", "json"]) -> CallT
     )
 
 
-def text_format(settings: Settings, ctx: Context) -> Literal["toml", "json"]:
+def text_format(settings: Settings, ctx: Context | ServerRequestContext[Any, Any]) -> Literal["toml", "json"]:
     """The text block's format for this caller: JSON for the clients `json_clients` names, else `result_format`.
 
     The name is the ``clientInfo.name`` the client sent. n8n's standalone MCP Client node (version 1)

@@ -4,7 +4,8 @@
 One Starlette app in one process, wrapped (outermost first) in: the bearer-token check when
 ``auth_token`` is set, and the SDK's own Host/Origin validation (DNS-rebinding protection) and
 request-body limit inside each transport. ``/healthz`` needs no token; without one it says only
-that the server is up.
+that the server is up. Below the app, before any request is read, `connections` bounds how many
+connections are open and how long a request head may take.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from attp_server import __version__
 from attp_server.errors import AttpError
 from attp_server.faces.connect import PATHS as CONNECT_PATHS
 from attp_server.faces.connect import connect_routes
+from attp_server.faces.connections import ConnectionBound
 from attp_server.faces.signals import on_stop_signal
 from attp_server.faces.signin import SignIn, Verifier, metadata_routes
 from attp_server.ops.metrics import CONTENT_TYPE
@@ -45,6 +47,8 @@ logger = logging.getLogger(__name__)
 
 PUBLIC_PATHS = frozenset({"/healthz", *CONNECT_PATHS})
 """Paths every request may reach: the health check, and the pages a browser connecting a person's account visits."""
+GUARDED_PATHS = ("/mcp", "/sse", "/messages/", "/metrics")
+"""The paths a token guards when the server has tokens or sign-in, as the start-up log names them."""
 TENANT_CLIENT_PREFIX = "attp-tenant:"
 
 
@@ -76,6 +80,26 @@ def check_exposure(settings: Settings) -> None:
         "could run programs with your tools. Set ATTP_AUTH_TOKEN (or auth_token in the config file), "
         "bind 127.0.0.1, or pass --insecure-no-auth if a proxy in front of it authenticates."
     )
+
+
+def enforced(settings: Settings) -> str:
+    """What the HTTP face demands of a request, for the start-up log: sign-in (through which issuer) and which
+    tokens, by name (never a value), on which paths; or that it demands nothing, and why it may serve so."""
+    if not server_tokens(settings) and settings.oauth_issuer is None:
+        if is_loopback(settings.host):
+            return "no authentication (loopback only: whoever can connect from this machine can run programs)"
+        return "no authentication (--insecure-no-auth: the proxy in front of it must authenticate)"
+    accepted = []
+    if settings.oauth_issuer is not None:
+        accepted.append(f"sign-in through {settings.oauth_issuer}")
+    if settings.auth_tokens:
+        accepted.append(f"{', '.join(settings.auth_tokens)} (auth_tokens)")
+    if settings.auth_token is not None:
+        accepted.append(f"{DEFAULT_TENANT} (auth_token)")
+    opened = ["/healthz (its details only with a token)"]
+    if any(server.identity == "per_user" for server in settings.upstream_servers.values()):
+        opened.append(", ".join(sorted(CONNECT_PATHS)) + " (a person connecting an account)")
+    return f"a token required on {', '.join(GUARDED_PATHS)}: {'; '.join(accepted)}; open: {', '.join(opened)}"
 
 
 def transport_security(settings: Settings) -> TransportSecuritySettings:
@@ -168,7 +192,7 @@ class TokenAuth:
         await send({"type": "http.response.body", "body": body})
 
 
-def http_app(server: MCPServer, runtime: Runtime) -> ASGIApp:
+def http_app(server: MCPServer, runtime: Runtime, bound: ConnectionBound | None = None) -> ASGIApp:
     """Streamable HTTP, SSE and /healthz from one Starlette app, behind the token check if configured."""
     settings = runtime.settings
     security = transport_security(settings)
@@ -181,7 +205,7 @@ def http_app(server: MCPServer, runtime: Runtime) -> ASGIApp:
     )
     sse = server.sse_app(transport_security=security, host=settings.host, max_request_body_size=limit)
     app.router.routes.extend(sse.routes)
-    app.router.routes.append(Route("/healthz", _healthz(runtime), methods=["GET"]))
+    app.router.routes.append(Route("/healthz", _healthz(runtime, bound), methods=["GET"]))
     app.router.routes.append(Route("/metrics", _metrics(runtime), methods=["GET"]))
     if any(server.identity == "per_user" for server in settings.upstream_servers.values()):
         app.router.routes.extend(connect_routes(settings))
@@ -263,7 +287,7 @@ class HostHint:
         )
 
 
-def _healthz(runtime: Runtime) -> Callable[[Request], Awaitable[JSONResponse]]:
+def _healthz(runtime: Runtime, bound: ConnectionBound | None) -> Callable[[Request], Awaitable[JSONResponse]]:
     tokens = server_tokens(runtime.settings)
     guarded = bool(tokens) or runtime.settings.oauth_issuer is not None
 
@@ -279,6 +303,7 @@ def _healthz(runtime: Runtime) -> Callable[[Request], Awaitable[JSONResponse]]:
                 "runs": runtime.admission.stats(),
                 "tools": runtime.tools.stats(),
                 "threads": threading.active_count(),
+                "connections": bound.stats() if bound is not None else None,
                 "sandbox": {**runtime.pool.lockdown, "containment": runtime.pool.containment_report()},
                 "store": {"kind": runtime.store.kind, "at": runtime.store.backend.label}
                 if runtime.store is not None
@@ -301,24 +326,23 @@ def _metrics(runtime: Runtime) -> Callable[[Request], Awaitable[Response]]:
 
 async def serve_http(server: MCPServer, runtime: Runtime) -> None:
     settings = runtime.settings
+    bound = ConnectionBound(settings.max_connections, settings.header_timeout_s)
     config = uvicorn.Config(
-        http_app(server, runtime),
+        http_app(server, runtime, bound),
         host=settings.host,
         port=settings.port,
+        http=bound.protocol(),
         log_config=None,
         log_level=settings.log_level.lower(),
         timeout_graceful_shutdown=2,
     )
     web = _Server(config)
-    auth = "token required" if server_tokens(settings) else "no authentication"
-    if settings.oauth_issuer is not None:
-        auth = f"sign-in through {settings.oauth_issuer}" + (" or a token" if server_tokens(settings) else "")
     logger.info(
         "attp-server %s: http://%s:%d/mcp (Streamable HTTP), /sse (SSE); %s; Host accepted: %s",
         __version__,
         settings.host,
         settings.port,
-        auth,
+        enforced(settings),
         ", ".join(transport_security(settings).allowed_hosts),
     )
 

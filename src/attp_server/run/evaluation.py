@@ -22,7 +22,7 @@ from attp_server.ops.metrics import bounded_code
 from attp_server.ops.tracing import Tracing, end, failed, now_ns
 from attp_server.run.dispatch import Dispatcher
 from attp_server.run.intake import Prepared
-from attp_server.run.outcome import from_worker, joined, point_to_renamed
+from attp_server.run.outcome import from_worker, hidden_by_filter, joined, point_to_renamed
 from attp_server.run.reload import Reconfiguration
 from attp_server.run.state import RunState
 from attp_server.sandbox.engines import ENGINES
@@ -70,6 +70,14 @@ class Evaluation:
             modules=settings.modules,
         )
 
+    def owner(self, run: RunState) -> str:
+        """Whose worker runs it: a worker serves one owner only (`WorkerPool.run`), which is the principal (the
+        token's name, or the one anonymous principal), and under ``isolation = "session"`` the principal's session.
+        Callers without a token are one principal: nothing tells them apart but a session."""
+        if self.settings.isolation == "session":
+            return f"{run.principal}/{run.session.key if run.session is not None else ''}"
+        return run.principal
+
     async def run(self, prepared: Prepared, run: RunState, registry: ToolRegistry) -> ExecutionResult:
         """Run the program on a worker; with `keep`, the session state goes in and what the program leaves comes
         back."""
@@ -85,6 +93,7 @@ class Evaluation:
         done = await self._on_worker(job, run)
         result = from_worker(done, run, prepared.target, self.settings.max_output_bytes)
         point_to_renamed(result.error, registry.renamed(), job.namespaces)
+        hidden_by_filter(result.error, registry)
         if result.error is not None and result.error.code == ErrorCode.NAME_NOT_FOUND and result.error.received:
             await self.dispatch.refused_by_filter(run, str(result.error.received))  # the check refused it unrun
         if result.error is not None and result.error.code == ErrorCode.UPSTREAM_UNAVAILABLE:
@@ -118,7 +127,12 @@ class Evaluation:
         try:
             with self.reconfiguration.run():
                 done = await self.pool.run(
-                    job, functools.partial(self.dispatch.traced_call, run), started, meanwhile=run.record_later
+                    job,
+                    functools.partial(self.dispatch.traced_call, run),
+                    started,
+                    meanwhile=run.record_later,
+                    owner=self.owner(run),
+                    slot=run.slot,
                 )
         finally:
             run.record_later()  # the metrics: before the reply

@@ -8,18 +8,22 @@ packs started (``attp tools``, ``attp prompt``, ``attp check``).
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
 
+from attp_server.errors import ConfigError
 from attp_server.model.docstrings import docstring_warnings
 from attp_server.ops.live import ConfigWatch, LivePacks, config_stamp
 from attp_server.run.runtime import Runtime
+from attp_server.sandbox.process import fallen
 from attp_server.sandbox.process.pool import WorkerPool
 from attp_server.settings import Settings
 from attp_server.store import open_store
+from attp_server.store.layout import check_layout
 from attp_server.toolpack import ToolpackLoadError, ToolRegistry, load_factory, load_toolpack
 
 __all__ = ["build_registry", "live_tools", "open_registry", "open_runtime", "postgres_url"]
@@ -105,10 +109,25 @@ async def open_runtime(
 ) -> AsyncIterator[Runtime]:
     """Start the live packs and the worker pool and yield a ready `Runtime`; stop them all on exit.
 
-    With `reload` (reads the configuration again) and `config_poll_s` > 0, edits of `config_file` and the
-    ``mcp_config`` files are applied while serving (`ConfigWatch`, `Reconfiguration.apply`)."""
+    `config_file` is the TOML file `settings` were read from, if any. With `reload` (reads the configuration again)
+    and `config_poll_s` > 0, edits of it and of the ``mcp_config`` files are applied while serving (`ConfigWatch`,
+    `Reconfiguration.apply`).
+
+    Raises:
+        AttpError: one of the server's own files lies where a program can reach it (`check_layout`), or what
+            starts here fails (the store, a toolpack).
+    """
+    check_layout(settings, config_file)
     # Stamped before anything starts: an edit made while the upstream servers start is applied at the first look.
     stamp = config_stamp(config_file, settings) if reload is not None else None
+    try:  # a test hook, read once here from the server process's own environment (`fallen`)
+        fallen_workers = fallen.requested(
+            os.environ, containment=settings.containment, transport=settings.transport, host=settings.host
+        )
+    except fallen.FallenRefused as exc:
+        raise ConfigError(str(exc)) from None
+    if fallen_workers:
+        logger.warning(fallen.WARNING, fallen.ENVIRONMENT)
     registry = registry if registry is not None else build_registry(settings)
     runtime: Runtime | None = None
 
@@ -126,6 +145,7 @@ async def open_runtime(
             max_workers=settings.max_workers,
             memory_mb=settings.memory_mb,
             containment=settings.containment,
+            fallen=fallen_workers,
         ) as pool,
         anyio.create_task_group() as tasks,
     ):

@@ -24,30 +24,43 @@ import sys
 import weakref
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from attp_server.sandbox.advice import attribute_advice, name_advice
 from attp_server.sandbox.limits import MAX_INT_BITS, MAX_SEQUENCE_LEN, Forbidden, SizeLimitError
 from attp_server.sandbox.stdlib.namespaces import MODULE_NAMES, Namespace, check_format_spec, check_substitution
 from attp_server.sandbox.stdlib.reprs import safe_ascii, safe_format, safe_repr, safe_str
 
+Loaded = TypeVar("Loaded")
 
-def _asteval_lists() -> tuple[Collection[str], Mapping[type, Collection[str]]]:
-    """asteval's lists of unsafe names, read with numpy hidden: asteval imports numpy when it is installed (a
-    benchmark's dependency may install it), and numpy's BLAS starts a thread in the worker, which would then be
-    refused its Landlock layer (a layer binds one thread). No value of numpy is reachable in the sandbox."""
-    hidden = "numpy" not in sys.modules
-    if hidden:
-        sys.modules["numpy"] = None  # type: ignore[assignment]  # `import numpy` raises ImportError meanwhile
+
+def without_numpy(load: Callable[[], Loaded]) -> Loaded:
+    """`load()`, an import of asteval, while numpy cannot be imported.
+
+    asteval imports numpy when it is installed (and numpy_financial), to offer its functions; the sandbox wants
+    only asteval's lists and its `Interpreter`, and in a worker numpy would cost tens of megabytes of every
+    program's ``memory_mb`` and start its BLAS threads (the lockdown binds one thread). ``sys.modules["numpy"] =
+    None`` makes that import fail meanwhile (the documented way to make an import raise); a numpy imported before,
+    or after, is untouched.
+    """
+    blocked = [name for name in ("numpy", "numpy_financial") if name not in sys.modules]
+    for name in blocked:
+        sys.modules[name] = None  # type: ignore[assignment]
     try:
-        from asteval.astutils import UNSAFE_ATTRS, UNSAFE_ATTRS_DTYPES
+        return load()
     finally:
-        if hidden:
-            del sys.modules["numpy"]
-    return UNSAFE_ATTRS, UNSAFE_ATTRS_DTYPES
+        for name in blocked:
+            del sys.modules[name]
 
 
-UNSAFE_ATTRS, UNSAFE_ATTRS_DTYPES = _asteval_lists()
+def _asteval_lists() -> tuple[frozenset[str], dict[type, tuple[str, ...]]]:
+    from asteval import astutils
+
+    return frozenset(astutils.UNSAFE_ATTRS), dict(astutils.UNSAFE_ATTRS_DTYPES)
+
+
+UNSAFE_ATTRS, UNSAFE_ATTRS_DTYPES = without_numpy(_asteval_lists)
+
 
 FORBIDDEN_NAMES = frozenset(
     {
@@ -417,8 +430,7 @@ def _strftime(obj: Any) -> Callable[..., str]:
 def _pattern_sub(name: str) -> Callable[[Any], Callable[..., Any]]:
     def wrap(pattern: Any) -> Callable[..., Any]:
         def sub(repl: Any, string: Any, count: int = 0) -> Any:
-            check_substitution(pattern, repl, string, count)
-            return getattr(pattern, name)(repl, string, count=count)
+            return getattr(pattern, name)(check_substitution(pattern, repl, string, count), string, count=count)
 
         return sub
 

@@ -1,9 +1,11 @@
 """The engines a program may run on, behind one small interface: the table here, one folder each.
 
-Owns: `ENGINES`, the table every part reads about an engine (its language as the model reads it, what a handle
-keeps of its runs between calls, whether it runs only behind every containment layer, the extra that installs
-it and whether it is installed here), and `EngineRun`, what a worker asks of an engine for one program.
-The engines: `python/` (the project's evaluator, the default), `starlark/` (starlark-pyo3).
+Owns: `ENGINES`, the table every part reads about an engine (its language as the model reads it, from the
+engine's own ``language.py``; what a handle keeps of its runs between calls; whether it runs only behind every
+containment layer; whether a worker that ran it may run another; the extra that installs it and whether it is
+installed here), and `EngineRun`, what a worker asks of an engine for one program.
+The engines: `python/` (the project's evaluator, the default), `starlark/` (starlark-pyo3), `asteval/` (asteval's
+own `Interpreter`).
 
 A worker builds each installed engine once, before its lockdown (`runner`), and for each ``run`` message asks
 that engine for an `EngineRun`; the worker maps what the run raises to error codes and the answer to the
@@ -19,6 +21,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from attp_server.sandbox.engines.asteval.language import LANGUAGE as ASTEVAL
+from attp_server.sandbox.engines.language import Language
+from attp_server.sandbox.engines.python.language import LANGUAGE as PYTHON
+from attp_server.sandbox.engines.starlark.language import LANGUAGE as STARLARK
+
+EngineName = Literal["python", "starlark", "asteval"]
+"""Every value of the ``engine`` setting (the table below has one entry for each)."""
+
 Keeps = Literal["names", "nothing"]
 """What a handle keeps of an engine's runs: ``names`` (the variables and ``def``s a program leaves, as data and
 source), or ``nothing`` (every run starts empty)."""
@@ -28,10 +38,11 @@ source), or ``nothing`` (every run starts empty)."""
 class Engine:
     """One engine, as the rest of the server knows it."""
 
-    name: str
+    name: EngineName
     """Its value of the ``engine`` setting and argument."""
-    language: str
-    """The language's name as the model and the user read it."""
+    language: Language
+    """Its language as the model reads it (each engine's ``language.py``): the description and prompt are built
+    from it."""
     keeps: Keeps
     walls: bool
     """It runs only where every containment layer holds (``containment = "required"``)."""
@@ -43,6 +54,9 @@ class Engine:
     """What installs `package`, as its users know it."""
     extra: str | None = None
     """The extra of attp-server that installs `distribution`."""
+    reuse: bool = True
+    """A worker that ran a program on it may run another. False where a program can change what its process
+    holds for later runs (asteval lets it set attributes on what it reaches): the worker retires after one run."""
 
     @property
     def install(self) -> str:
@@ -65,16 +79,24 @@ class Engine:
 ENGINES: Mapping[str, Engine] = {
     engine.name: engine
     for engine in (
-        Engine("python", "Python", "names", walls=False, runner="attp_server.sandbox.engines.python.engine:Python"),
+        Engine("python", PYTHON, "names", walls=False, runner="attp_server.sandbox.engines.python.engine:Python"),
         Engine(
             "starlark",
-            "Starlark",
+            STARLARK,
             "nothing",
             walls=False,
             runner="attp_server.sandbox.engines.starlark.engine:StarlarkEngine",
             package="starlark",
             distribution="starlark-pyo3",
             extra="starlark",
+        ),
+        Engine(
+            "asteval",
+            ASTEVAL,
+            "names",
+            walls=True,  # asteval bounds neither memory nor time, and a program reaches the protocol pipe
+            runner="attp_server.sandbox.engines.asteval.engine:Asteval",
+            reuse=False,
         ),
     )
 }

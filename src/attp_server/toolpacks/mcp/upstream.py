@@ -22,7 +22,6 @@ import fnmatch
 import functools
 import logging
 import math
-import os
 import re
 import time
 import urllib.parse
@@ -47,6 +46,7 @@ from attp_server import __version__
 from attp_server.mcp_config import ExpansionError, McpServer, expand
 from attp_server.toolpack import Tool, ToolError, ToolMarks, current_call, make_tool
 from attp_server.toolpacks.mcp.content import media_saver, result_data, scrub
+from attp_server.toolpacks.mcp.failure import not_started, withheld
 from attp_server.toolpacks.mcp.oauth import LoginNeeded, Provider, Vault, has_tokens
 from attp_server.toolpacks.mcp.oauth import provider as oauth_provider
 from attp_server.toolpacks.mcp.person import Person
@@ -64,15 +64,13 @@ MAX_PAGES = 100
 MAX_MESSAGE_FACTOR = 2
 """A stdio server's message may be this many times its ``max_result_bytes`` (plus 1 MiB) before it is refused
 unread (`bounded_stdio`): what the server reads and parses is bounded by the limit, not by what was sent."""
-_NEEDED = re.compile(
-    r"PROXY|CERT|CA_BUNDLE|SSL|TLS|^NODE_|^NPM_|^UV_|^PIP_|^PYTHON|^VIRTUAL_ENV$|^JAVA_HOME$|^XDG_", re.I
-)
-"""Variables servers commonly need that are worth naming when one fails without them."""
-_NETWORK = re.compile(r"PROXY|CERT|CA_BUNDLE|SSL|TLS", re.I)
 MIN_SECRET_CHARS = 6
 """Shorter values of env and headers are not blanked out (they would match ordinary text)."""
 MIN_PASSWORD_CHARS = 4
 """Shorter passwords in a URL are not blanked out."""
+MAX_HELD_TOKENS = 32
+"""OAuth secrets remembered after they were replaced (a refresh rotates both tokens): an upstream that quotes an old
+one has it blanked out too."""
 _URL_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s:]*:([^/?#@\s]+)@")
 
 Changed = Callable[[], Awaitable[None]]
@@ -118,6 +116,9 @@ class Upstream:
         self._client: Client | None = None
         self._tools: list[Tool] = []
         self._secrets: list[str] = []
+        """The configured credentials, as expanded when the server was started (see `_secret_values`)."""
+        self._held: dict[str, None] = {}
+        """The OAuth tokens and client secret this server was called with, newest last (see `secrets`)."""
         self._stderr: StderrTail | None = None
         self._changed: Changed | None = None
         self._wanted = anyio.Event()
@@ -148,12 +149,21 @@ class Upstream:
             "problem": self.problem,
             "tools": len(self._tools),
             "hidden": self.hidden,
+            "ignored": list(self.config.ignored),
+            "stderr": self._stderr.lines() if self.problem is not None and self._stderr is not None else [],
             "connects": self.connects,
             "failures": self.failures,
         }
 
     def hides(self, name: str) -> bool:
         return name in self._hidden_names
+
+    def secrets(self) -> list[str]:
+        """Every secret the server holds for this upstream, longest first: its configured credentials as expanded
+        (`_secret_values`), and its OAuth access and refresh tokens and client secret, those in use and the last
+        ones replaced. What it says reaches a program, a log line or the audit log only with all of them blanked."""
+        self._note_oauth()
+        return sorted({*self._secrets, *self._held}, key=len, reverse=True)
 
     def wake(self) -> None:
         if self._client is not None or self._request is not None or time.monotonic() < self._retry_at:
@@ -285,18 +295,15 @@ class Upstream:
         reason = _reason(cause)
         if self.config.command is not None:
             if isinstance(cause, FileNotFoundError | PermissionError):
-                reason, fix = self._not_started(cause, where)
+                reason, fix = not_started(str(self.config.command), cause, where, self.environ.get("PATH", ""))
             else:
                 if said:
                     reason = f"it exited at start; its stderr said: {said}"
-                    fix = f"correct the server or {where} (its whole stderr is in attp-server's log)"
+                    fix = f"correct the server or {where} (its stderr: `attp tools` prints it, attp serve logs it)"
                 else:
                     fix = f"run the command of {where} by hand to see its error, and correct it"
-                if withheld := self._withheld():
-                    fix += (
-                        f". It did not get these variables of attp-server's environment: {', '.join(withheld)} "
-                        "(add the ones it needs to env_passthrough, or to its env)"
-                    )
+                lines = self._stderr.lines() if self._stderr is not None else []
+                fix += self._withheld("\n".join([reason, *lines]))
             return f"{self.config.describe()}: {reason}. Fix: {fix}; it is retried on the next call."
         if self._challenge is not None or (
             isinstance(cause, httpx2.HTTPStatusError) and cause.response.status_code in (401, 403)
@@ -307,40 +314,17 @@ class Upstream:
             fix = f"check that the server is running and that {where}.url is right"
         return f"{self.config.describe()}: {reason}. Fix: {fix}; it is retried on the next call."
 
-    def _not_started(self, cause: BaseException, where: str) -> tuple[str, str]:
-        """Why the command did not start, and the fix: a program missing from PATH is the usual case (uvx, npx
-        and node live in folders an app such as Claude Desktop does not put on the PATH it starts us with)."""
-        command = str(self.config.command)
-        if isinstance(cause, PermissionError):
-            return (
-                f"the command {command!r} is not executable (PermissionError)",
-                f"make it executable, or correct {where}.command",
-            )
-        if os.sep in command or (os.altsep and os.altsep in command):
-            return f"the command {command!r} does not exist", f"correct {where}.command (an absolute path)"
-        path = self.environ.get("PATH", "")
-        reason = f"the command {command!r} was not found on the PATH attp-server was started with ({path[:300]})"
-        comes_with = {"uvx": "uv (https://docs.astral.sh/uv/)", "uv": "uv (https://docs.astral.sh/uv/)",
-                      "npx": "Node.js", "node": "Node.js", "npm": "Node.js"}.get(Path(command).name)  # fmt: skip
-        fix = f"install {comes_with}, or " if comes_with else "install it, or "
-        fix += (
-            f"give its absolute path as {where}.command (`which {command}` in a terminal prints it): an app such "
-            "as Claude Desktop starts attp-server with a shorter PATH than a terminal's"
+    def _withheld(self, said: str) -> str:
+        """The variables of attp-server's environment the server did not get, as a sentence, when its failure (`said`:
+        the reason and its stderr) looks like one they cause (`failure.withheld`); else nothing."""
+        found = withheld(said, self.environ, {*DEFAULT_INHERITED_ENV_VARS, *self.config.env}, self.passthrough)
+        if found is None:
+            return ""
+        kind, names = found
+        return (
+            f". It looks like {kind} problem, and it did not get these variables of attp-server's environment: "
+            f"{', '.join(names)} (add the ones it needs to env_passthrough, or to its env)"
         )
-        return reason, fix
-
-    def _withheld(self) -> list[str]:
-        """Variables of attp-server's environment a stdio server did not get that servers commonly need (proxies,
-        certificates, toolchain settings): names only, for the failure's reason."""
-        given = {*DEFAULT_INHERITED_ENV_VARS, *self.config.env}
-        withheld = [
-            name
-            for name in self.environ
-            if name not in given
-            and not any(fnmatch.fnmatchcase(name, pattern) for pattern in self.passthrough)
-            and _NEEDED.search(name)
-        ]
-        return sorted(withheld, key=lambda name: (not _NETWORK.search(name), name))[:20]  # proxies, CAs first
 
     def _needs_login(self, cause: BaseException) -> bool:
         """Whether the server wants an OAuth login: the provider found it needs a person, or the server answered
@@ -508,19 +492,22 @@ class Upstream:
             logger.warning("mcp server %r: the call to %s failed: %s", self.pack, ref, reason)
             raise ToolError("TOOL_ERROR", f"{ref} failed: {reason}") from None
 
-    def _scrub(self, text: str) -> str:
-        return scrub(text, self._secrets)
+    def _scrub(self, text: str, also: Sequence[str] = ()) -> str:
+        secrets = self.secrets()
+        return scrub(text, sorted({*secrets, *also}, key=len, reverse=True) if also else secrets)
 
     def _reason(self, exc: BaseException) -> str:
         return self._scrub(_reason(exc))
 
-    def _scrubbed(self, exc: ToolError) -> ToolError:
+    def _scrubbed(self, exc: ToolError, also: Sequence[str] = ()) -> ToolError:
+        """`exc` with every secret of this upstream blanked out, and `also` (a caller's own tokens)."""
+
         def clean(text: str | None) -> str | None:
-            return None if text is None else self._scrub(text)
+            return None if text is None else self._scrub(text, also)
 
         return ToolError(
             exc.code,
-            self._scrub(exc.message),
+            self._scrub(exc.message, also),
             parameter_name=exc.parameter_name,
             received=clean(exc.received),
             expected=clean(exc.expected),
@@ -532,7 +519,10 @@ class Upstream:
         context = current_call()
         if self.person is not None:  # a connection of the caller's own (identity per_user or token_exchange)
             async with self.person.connected(context, self._headers()) as (client, tokens):
-                result = await self._send(client, upstream_name, ref, shape, arguments)
+                try:
+                    result = await self._send(client, upstream_name, ref, shape, arguments)
+                except ToolError as exc:  # a JSON-RPC error quoting the caller's own tokens
+                    raise self._scrubbed(exc, tokens) from None
         else:
             client = await self._ready(context.remaining())
             if _closed(client):  # it died while idle: this request would never leave, so restart it first
@@ -540,7 +530,7 @@ class Upstream:
                 self._lost.set()
                 client = await self._ready(context.remaining())
             result = await self._send(client, upstream_name, ref, shape, arguments)
-            tokens = self._tokens()
+            tokens = []
         # Into the caller's own folder under isolation (the server is shared, what it saves is the caller's).
         workspace = context.workspace or self.workspace
         save = media_saver(workspace, f"mcp-media/{self.pack}") if self.config.save_media else None
@@ -549,7 +539,7 @@ class Upstream:
             result,
             unwrap=shape.unwrap_result,
             max_bytes=self.config.max_result_bytes,
-            secrets=[*self._secrets, *tokens],
+            secrets=[*self.secrets(), *tokens],
             save=save,
         )
         # Up to max_result_bytes of JSON to parse, walk and measure: off the event loop every session shares.
@@ -593,12 +583,23 @@ class Upstream:
             solution="Call it with less work, or fewer calls per program (timeout_s bounds the whole run).",
         )
 
-    def _tokens(self) -> list[str]:
-        """The OAuth tokens in use (blanked out of results like any credential)."""
-        tokens = self._auth.context.current_tokens if self._auth is not None else None
-        if tokens is None:
-            return []
-        return [t for t in (tokens.access_token, tokens.refresh_token) if t and len(t) >= MIN_SECRET_CHARS]
+    def _note_oauth(self) -> None:
+        """Remember the OAuth secrets in use now: the provider's tokens (and every set of tokens it stored since it
+        was made), the client registration's secret, and the token of its own a token-exchanging gateway lists the
+        tools with."""
+        found: list[str | None] = [self._own_token]
+        if self._auth is not None:
+            context = self._auth.context
+            found += self._auth.stored.seen
+            if context.current_tokens is not None:
+                found += [context.current_tokens.access_token, context.current_tokens.refresh_token]
+            if context.client_info is not None:
+                found.append(context.client_info.client_secret)
+        for secret in found:
+            if secret and len(secret) >= MIN_SECRET_CHARS and secret not in self._held:
+                self._held[secret] = None
+                if len(self._held) > MAX_HELD_TOKENS:
+                    del self._held[next(iter(self._held))]
 
     async def _ready(self, remaining: float | None) -> Client:
         """The connected client, connecting again first when the server is down and the backoff allows."""
