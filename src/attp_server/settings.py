@@ -11,6 +11,7 @@ and passed down; tests build ``Settings(...)`` directly (it reads no environment
 
 from __future__ import annotations
 
+import importlib.util
 import ipaddress
 import json
 import os
@@ -60,6 +61,11 @@ PROXY_AND_CA_VARIABLES = (
 """What a server behind a proxy, or one trusting a company CA, needs to reach the network (`env_passthrough`)."""
 _SECRET_BEARING = frozenset({"mcp_servers", "auth_token", "auth_tokens"})
 """Settings whose values are never repeated in an error message (env and headers of upstream servers, tokens)."""
+CPYTHON_PACKAGES = ("numpy", "pandas", "matplotlib")
+"""What ``cpython_packages`` lists by default (those installed): what ``attp-server[data]`` installs."""
+CPYTHON_MEMORY_MB = 2048
+"""A cpython worker's default address-space limit: the data stack's loaded size plus a pandas run's own memory, with
+room (measured by ``python -m bench``, section Data)."""
 N8N_MCP_CLIENT = "@n8n/n8n-nodes-langchain.mcpClient"  # the clientInfo name of n8n's standalone MCP Client node
 
 
@@ -83,8 +89,28 @@ class Settings(BaseSettings):
         + ", ".join(MODULE_NAMES)
         + ". Default: all of them.",
     )
-    engine: Literal["python", "starlark"] = Field(
-        "python", description="Language of programs: python (sandboxed), or starlark (extra attp-server[starlark])."
+    engine: Literal["python", "cpython", "starlark"] = Field(
+        "python",
+        description="Language of programs: python (sandboxed), cpython (real CPython behind every containment "
+        "layer, with the data stack of cpython_packages), or starlark (extra attp-server[starlark]).",
+    )
+    cpython_packages: list[str] = Field(
+        default_factory=lambda: [name for name in CPYTHON_PACKAGES if importlib.util.find_spec(name) is not None],
+        description="Packages a cpython program can import, loaded before the walls close (default: numpy, pandas "
+        "and matplotlib, those installed; pip install 'attp-server[data]' installs them).",
+    )
+    cpython_memory_mb: int = Field(
+        CPYTHON_MEMORY_MB,
+        ge=256,
+        le=65536,
+        description="Address-space limit of one cpython worker (the data stack it has loaded included).",
+    )
+    cpython_max_state_bytes: int = Field(
+        32 * 1024 * 1024,
+        ge=0,
+        le=48 * 1024 * 1024,
+        description="Most bytes a session keeps of its cpython runs (the pickled top-level names they leave, "
+        "DataFrames included); the rest is named in hint.",
     )
     timeout_s: float = Field(10.0, gt=0, le=3600, description="Wall-clock limit of one run; the worker is killed.")
     memory_mb: int = Field(256, ge=64, le=65536, description="Address-space limit of one worker process.")
@@ -314,6 +340,25 @@ class Settings(BaseSettings):
         if missing is not None:
             raise ValueError(missing)
         return engine
+
+    @field_validator("cpython_packages")
+    @classmethod
+    def _packages_are_installed(cls, packages: list[str]) -> list[str]:
+        for name in packages:
+            if not all(part.isidentifier() for part in name.split(".")):
+                raise ValueError(f"{name!r} is not a module name (e.g. numpy, pandas, sklearn)")
+            if importlib.util.find_spec(name.partition(".")[0]) is None:
+                raise ValueError(f"package {name!r} is not installed (pip install it beside attp-server)")
+        return list(dict.fromkeys(packages))
+
+    @model_validator(mode="after")
+    def _walls_for_cpython(self) -> Settings:
+        if self.engine == "cpython" and self.containment != "required":
+            raise ValueError(
+                'engine = "cpython" runs real CPython, which only every containment layer holds: it needs '
+                'containment = "required" (attp doctor shows what holds on this machine)'
+            )
+        return self
 
     @model_validator(mode="after")
     def _read_mcp_config(self) -> Settings:

@@ -288,6 +288,11 @@ class Toolpack:
     origin: str | None = None
     """The name the user gave it where that is not `name` (an upstream server named ``memory`` is the pack
     ``memory_mcp``): errors that use the old name point to the new one."""
+    unlisted: Sequence[str] = ()
+    """Tools, by name, that no description lists (the tool description, ``help()``, ``tools()``, the resources)
+    and no program finds as a name: an engine's own machinery calls them by ``pack.tool`` (the ``cpython`` engine's
+    ``open()`` reads workspace files with ``files.read_bytes``). Checked, approved, audited and counted like any
+    other tool."""
     forget: Callable[[ToolpackContext], None] | None = None
     """Remove what the pack keeps for the context's scope outside its folders (rows in the shared
     database): a session's scope ended (``isolation = "session"``). What is in the scope's folders goes
@@ -548,6 +553,8 @@ class ToolRegistry:
     ) -> None:
         self.packs: dict[str, Toolpack] = {}
         self.tools: dict[str, Tool] = {}
+        self.unlisted: dict[str, Tool] = {}
+        """The packs' `Toolpack.unlisted` tools, by ``pack.tool``: `resolve` finds them, nothing lists them."""
         self.aliases: dict[str, str] = {}
         self.skills_dirs = tuple(skills_dirs)
         self.db_path = db_path
@@ -647,7 +654,10 @@ class ToolRegistry:
                 raise ToolpackLoadError(
                     f"toolpack {pack.name!r}: {name!r} is async (on the event loop already): not inline"
                 )
-            tools.append(tool)
+            if name in pack.unlisted:
+                self.unlisted[f"{pack.name}.{name}"] = dataclasses.replace(tool, qualified=True)
+            else:
+                tools.append(tool)
         self._fixed[pack.name] = tools
         for tool in tools:
             if tool.name in self.packs or tool.name == pack.name or tool.name in RESERVED_NAMES:
@@ -711,7 +721,7 @@ class ToolRegistry:
 
     def resolve(self, name: str) -> Tool | None:
         """Find a tool by the name programs call it, an alias, or ``pack.tool``."""
-        found = self.tools.get(name) or self.tools.get(self.aliases.get(name, ""))
+        found = self.tools.get(name) or self.tools.get(self.aliases.get(name, "")) or self.unlisted.get(name)
         if found is not None or "." not in name:
             return found
         pack, _, short = name.partition(".")

@@ -22,7 +22,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError
 from mcp.server.request_state import RequestStateSecurity
 from mcp.server.subscriptions import InMemorySubscriptionBus, ToolsListChanged
-from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from mcp_types import CallToolResult, ImageContent, InputRequiredResult, TextContent, ToolAnnotations
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field, WithJsonSchema
 
@@ -117,8 +117,10 @@ def create_server(runtime: Runtime) -> MCPServer:
         target: Annotated[str | None, Field(description="What this call is for (echoed in the result).")] = None,
         thought: Annotated[str | None, Field(description="Your reasoning, for the log; not executed.")] = None,
         engine: Annotated[
-            Literal["python", "starlark"] | None,
-            Field(description="Language of the program: python or starlark; omit it for the server's default."),
+            Literal["python", "cpython", "starlark"] | None,
+            Field(
+                description="Language of the program: python, cpython or starlark; omit it for the server's default."
+            ),
         ] = None,
         *,
         reset: Annotated[
@@ -215,8 +217,11 @@ def request_state_security(runtime: Runtime) -> RequestStateSecurity:
 
 def tool_result(result: ExecutionResult, text: Literal["toml", "json"]) -> CallToolResult:
     """The MCP result of a run: its rendering as text, the object as structured content, isError on error."""
+    pictures = [
+        ImageContent(type="image", data=picture.data, mime_type=picture.mime_type) for picture in result.pictures
+    ]
     return CallToolResult(
-        content=[TextContent(type="text", text=render(result, text))],
+        content=[TextContent(type="text", text=render(result, text)), *pictures],
         structured_content=structured(result),
         is_error=result.is_error,
     )
@@ -410,7 +415,8 @@ async def serve_stdio(server: MCPServer, runtime: Runtime) -> None:
     def stop(_received: object) -> None:
         # The SDK reads stdin on a thread that cancellation cannot interrupt: an orderly unwind would
         # wait for the client's next line. Kill the workers, then end the process here.
-        runtime.pool.kill_now()
+        for pool in runtime.pools:
+            pool.kill_now()
         logging.shutdown()
         os._exit(0)
 

@@ -15,7 +15,9 @@ from __future__ import annotations
 import collections.abc
 import difflib
 import functools
+import importlib.metadata
 import inspect
+import platform
 import re
 import types
 import typing
@@ -54,6 +56,19 @@ STARLARK_MODULES = ("json", "math")
 def enabled_modules(settings: Settings) -> tuple[str, ...]:
     """The modules a program can use by name: the one list the description, prompt and help() read."""
     return STARLARK_MODULES if settings.engine == "starlark" else tuple(settings.modules)
+
+
+def package_line(packages: list[str]) -> str:
+    """The packages a ``cpython`` program can import, with their versions (as installed here, where the workers
+    load them from)."""
+    versions = []
+    for name in packages:
+        try:
+            versions.append(f"{name} {importlib.metadata.version(name)}")
+        except importlib.metadata.PackageNotFoundError:
+            versions.append(name)
+    listed = ", ".join(versions) or "none besides the standard library"
+    return f"Packages (CPython {platform.python_version()}): {listed}."
 
 
 def tool_text(tool: Tool) -> str:
@@ -192,6 +207,7 @@ class Catalog:
         """What a program may use, for the prompt (the description states the same)."""
         return CodeFacts(
             engine=self.settings.engine,
+            rules=self._cpython_rules() if self.settings.engine == "cpython" else None,
             modules=self.modules,
             timeout_s=self.settings.timeout_s,
             max_tool_calls=self.settings.max_tool_calls,
@@ -200,6 +216,9 @@ class Catalog:
             result_format=self.settings.result_format,
             reaching_out=self._reaching_out(),
         )
+
+    def _cpython_rules(self) -> str:
+        return f"- {ENGINES['cpython'].summary}\n- {package_line(self.settings.cpython_packages)}"
 
     def _reaching_out(self) -> list[str]:
         """The tools that reach beyond the workspace (the network, processes, other systems): those marked so,
@@ -211,7 +230,7 @@ class Catalog:
 
     def _rules(self) -> str:
         s = self.settings
-        engine = s.engine.capitalize()
+        engine = "Python" if s.engine == "cpython" else s.engine.capitalize()
         lines = [
             f"Run a short {engine} program that calls the tools listed below, and get back its result. One program "
             "can make many tool calls: loop, filter and combine their results in code instead of calling one tool "
@@ -224,6 +243,10 @@ class Catalog:
         if s.engine == "starlark":
             lines.append(f"- Modules ready to use: {modules}. Nothing can be imported.")
             lines.append(f"- {LANGUAGE_NOTES}")
+        elif s.engine == "cpython":
+            lines.append(f"- {ENGINES['cpython'].summary}")
+            lines.append(f"- {package_line(s.cpython_packages)}")
+            lines.append(f"- Modules ready to use without import: {modules}.")
         else:
             importing = "importing them is accepted and changes nothing" if s.allow_imports else "imports are refused"
             lines.append(f"- Modules ready to use without import ({importing}): {modules}.")
@@ -239,7 +262,8 @@ class Catalog:
                 "(e.g. FILE_NOT_FOUND), e.message, e.suggested_value, e.parameter_name, e.solution. Uncaught, it "
                 "ends the run with that error."
             )
-            lines.append(f"- Not available: {REFUSED_PYTHON}.")
+            if s.engine != "cpython":
+                lines.append(f"- Not available: {REFUSED_PYTHON}.")
             lines.append(
                 "- parallel(tool, [kwargs, ...]) runs one tool over many argument dicts at once; results in order."
             )
@@ -274,6 +298,14 @@ class Catalog:
         )
 
     def _state_rule(self) -> str:
+        if self.settings.session_state and self.settings.engine == "cpython":
+            return (
+                "- Between your calls in a session the top-level names a program leaves are kept: values that "
+                "pickle (DataFrames, arrays, lists, dicts, ...), def and class by their source, imported modules "
+                f"(at most {self.settings.cpython_max_state_bytes:,} bytes pickled; hint names what was not kept). "
+                "Pass the reply's session value back as session on your next call to use them; reset=true clears "
+                "them."
+            )
         if not self.settings.session_state or self.settings.engine != "python":
             if self.settings.isolation == "session":
                 return (

@@ -30,6 +30,8 @@ class CodeFacts:
     """What a program may use on this server: the catalog fills it from the settings and the registry."""
 
     engine: str = "python"
+    rules: str | None = None
+    """The language's rules when they are not the python engine's or Starlark's (the ``cpython`` engine's)."""
     modules: tuple[str, ...] = ()
     timeout_s: float = 10.0
     max_tool_calls: int = 200
@@ -265,7 +267,7 @@ def system_prompt(available_tools: str, language: str = "en", facts: CodeFacts |
         template.replace(PLACEHOLDER, available_tools.strip())
         .replace("{{MODULES}}", ", ".join(facts.modules) or "none")
         .replace("{{LANGUAGE}}", "Starlark" if starlark else "Python")
-        .replace("{{CODE_RULES}}", parts["starlark_rules" if starlark else "python_rules"])
+        .replace("{{CODE_RULES}}", facts.rules or parts["starlark_rules" if starlark else "python_rules"])
         .replace("{{LIMITS}}", limits)
         .replace("{{TOOL_ERRORS}}", parts["starlark_errors" if starlark else "python_errors"])
         .replace("{{REPLY_FORMAT}}", parts["toml" if facts.result_format == "toml" else "json"])

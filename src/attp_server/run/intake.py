@@ -31,7 +31,7 @@ class Prepared:
     target: str | None
     engine: Engine = "python"
     keep: bool = False
-    """The session's kept names go in and what the program leaves comes back (plain Python programs only)."""
+    """The session's kept names go in and what the program leaves comes back (Python and CPython programs only)."""
     tam: TamProgram | None = None
     """The TAM blocks the code was translated from: its errors are told in their terms."""
 
@@ -105,6 +105,22 @@ async def prepare(request: ExecuteRequest, settings: Settings, registry: ToolReg
                 solution=f"Write the program in Python (engine='python'), or have the operator run {engine.install}.",
             ),
         )
+    if engine.name == "cpython":
+        if settings.engine != "cpython":
+            return error_result(
+                target,
+                ErrorInfo(
+                    code=ErrorCode.INVALID_ARGUMENT,
+                    message="this server does not offer engine 'cpython' (real CPython): its operator chose another",
+                    parameter_name="engine",
+                    received="cpython",
+                    expected=settings.engine,
+                    suggested_value=settings.engine,
+                    solution=f"Leave engine out: programs run on {settings.engine} here.",
+                ),
+            )
+        # Real CPython: no static check (the whole language is allowed); the walls hold whatever it does.
+        return Prepared(program.code, target, "cpython", keep=True)
     if engine.name == "starlark":
         # No static check: the Python one does not apply, and Starlark is parsed only inside the worker
         # (a pathological program must never reach starlark-rust in the server process).

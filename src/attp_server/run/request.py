@@ -10,7 +10,7 @@ from typing import Literal
 from attp_server.sessions.approvals import Ask
 from attp_server.sessions.registry import Caller
 
-Engine = Literal["python", "starlark"]
+Engine = Literal["python", "cpython", "starlark"]
 
 
 @dataclass(frozen=True)

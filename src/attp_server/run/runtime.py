@@ -69,14 +69,17 @@ class Runtime:
         pool: WorkerPool,
         store: Store | None = None,
         *,
+        data_pool: WorkerPool | None = None,
         tracer_provider: trace.TracerProvider | None = None,
         meter_provider: otel_metrics.MeterProvider | None = None,
     ) -> None:
-        """`store`: where sessions live (None: every call stands alone). `tracer_provider` and `meter_provider`:
-        the OpenTelemetry globals unless given (the bench gives them)."""
+        """`store`: where sessions live (None: every call stands alone). `data_pool`: the ``cpython`` engine's workers
+        when that engine is offered beside a default engine whose workers are `pool`. `tracer_provider` and
+        `meter_provider`: the OpenTelemetry globals unless given (the bench gives them)."""
         self.settings = settings
         self.registry = registry
         self.pool = pool
+        self.data_pool = data_pool
         self.known = self.known_names(registry, settings.modules)
         self.listeners: list[Callable[[], Awaitable[None]]] = []
         """Told after `refresh` (the MCP face tells its clients that the tool list changed)."""
@@ -112,7 +115,15 @@ class Runtime:
         """Edits of the upstream servers' configuration while serving (its `live` is set by `open_runtime`)."""
         self.watching = False
         """Whether edits of the configuration are applied while serving (`ConfigWatch`)."""
-        self.evaluation = Evaluation(settings, pool, self.dispatch, self.tracing, self.reconfiguration)
+        self.evaluation = Evaluation(
+            settings,
+            pool,
+            self.dispatch,
+            self.tracing,
+            self.reconfiguration,
+            data_pool=data_pool,
+            seal_key=store.secret.key("cpython-state") if store is not None else None,
+        )
         self.deferred = AfterReply()
         """Telemetry made once replies are on their way (a face tells it when a response has been sent)."""
 
@@ -120,7 +131,7 @@ class Runtime:
         """What the server is doing right now (read at each scrape of the metrics)."""
         return Gauges(
             runs_waiting=self.admission.stats()["waiting"],
-            workers_busy=len(self.pool.running_pids()),
+            workers_busy=sum(len(pool.running_pids()) for pool in self.pools),
             sessions_active=self.sessions.active if self.sessions is not None else 0,
             upstream_up={
                 name: pack.live.health().get("status") == "ok"
@@ -128,6 +139,11 @@ class Runtime:
                 if pack.live is not None
             },
         )
+
+    @property
+    def pools(self) -> list[WorkerPool]:
+        """Every worker pool of the server (the default engine's, and the ``cpython`` engine's if apart)."""
+        return [self.pool, *([self.data_pool] if self.data_pool is not None else [])]
 
     @property
     def catalog(self) -> Catalog:

@@ -7,6 +7,7 @@ packs started (``attp tools``, ``attp prompt``, ``attp check``).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -14,10 +15,11 @@ from pathlib import Path
 
 import anyio
 
+from attp_server.errors import ConfigError
 from attp_server.model.docstrings import docstring_warnings
 from attp_server.ops.live import ConfigWatch, LivePacks, config_stamp
 from attp_server.run.runtime import Runtime
-from attp_server.sandbox.process.pool import WorkerPool
+from attp_server.sandbox.process.pool import WorkerPool, missing_layers
 from attp_server.settings import Settings
 from attp_server.store import open_store
 from attp_server.toolpack import ToolpackLoadError, ToolRegistry, load_factory, load_toolpack
@@ -118,18 +120,18 @@ async def open_runtime(
         else:
             registry.refresh()
 
+    pool, data_pool = worker_pools(settings)
     async with (
         open_store(settings) as store,
         live_tools(registry, changed) as live,
-        WorkerPool(
-            size=settings.workers,
-            max_workers=settings.max_workers,
-            memory_mb=settings.memory_mb,
-            containment=settings.containment,
-        ) as pool,
+        pool,
+        data_pool if data_pool is not None else contextlib.nullcontext(),
         anyio.create_task_group() as tasks,
     ):
-        runtime = Runtime(settings, registry, pool, store)
+        for each in (pool, data_pool):
+            if each is not None:
+                check_walls(each)
+        runtime = Runtime(settings, registry, pool, store, data_pool=data_pool)
         runtime.tasks = tasks
         runtime.reconfiguration.tasks = tasks
         runtime.reconfiguration.live = live
@@ -149,6 +151,49 @@ async def open_runtime(
             tasks.cancel_scope.cancel()
             await runtime.close()
             runtime.tools.close()
+
+
+def worker_pools(settings: Settings) -> tuple[WorkerPool, WorkerPool | None]:
+    """The server's worker pools: the default engine's, and the ``cpython`` engine's data-stack workers apart when it
+    is offered beside another default (one pool when it is the default)."""
+
+    def data(size: int) -> WorkerPool:
+        return WorkerPool(
+            size=max(size, 1),  # one ready at start: its lockdown says at once whether the engine may run here
+            max_workers=settings.max_workers,
+            memory_mb=settings.cpython_memory_mb,
+            containment=settings.containment,
+            engine="cpython",
+            packages=tuple(settings.cpython_packages),
+            startup_timeout_s=CPYTHON_STARTUP_S,
+        )
+
+    if settings.engine == "cpython":
+        return data(settings.workers), None
+    pool = WorkerPool(
+        size=settings.workers,
+        max_workers=settings.max_workers,
+        memory_mb=settings.memory_mb,
+        containment=settings.containment,
+    )
+    return pool, None
+
+
+CPYTHON_STARTUP_S = 120.0
+"""How long a data-stack worker may take to start: the first waits for its fork server to load the packages."""
+
+
+def check_walls(pool: WorkerPool) -> None:
+    """Refuse to start a server offering the ``cpython`` engine where its workers cannot hold every wall."""
+    if pool.engine != "cpython" or pool.refused is None:
+        return
+    missing = missing_layers(pool.lockdown)
+    layers = "; ".join(f"{layer}: {why}" for layer, why in missing.items()) or pool.refused
+    raise ConfigError(
+        f'engine = "cpython" runs real CPython only where every containment layer holds, and on this machine the '
+        f"workers could not apply {' and '.join(missing) or 'them'} ({layers}). Run `attp doctor` to see what holds "
+        'here; use engine = "python" on this machine.'
+    )
 
 
 SWEEP_PERIOD_S = 10.0

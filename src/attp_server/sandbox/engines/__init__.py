@@ -16,12 +16,13 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-Keeps = Literal["names", "nothing"]
+Keeps = Literal["names", "pickles", "nothing"]
 """What a handle keeps of an engine's runs: ``names`` (the variables and ``def``s a program leaves, as data and
-source), or ``nothing`` (every run starts empty)."""
+source), ``pickles`` (the top-level names a program leaves, pickled in the worker into one blob the server stores
+sealed to the handle and never reads), or ``nothing`` (every run starts empty)."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,9 @@ class Engine:
     """What installs `package`, as its users know it."""
     extra: str | None = None
     """The extra of attp-server that installs `distribution`."""
+    summary: str = ""
+    """The language in one rule of the tool description, when it is not the ``python`` engine's (whose rules
+    the catalog writes out)."""
 
     @property
     def install(self) -> str:
@@ -66,6 +70,24 @@ ENGINES: Mapping[str, Engine] = {
     engine.name: engine
     for engine in (
         Engine("python", "Python", "names", walls=False, runner="attp_server.sandbox.engines.python.engine:Python"),
+        Engine(
+            "cpython",
+            "Python",
+            "pickles",
+            walls=True,
+            runner="attp_server.sandbox.engines.cpython.engine:CPythonEngine",
+            extra="data",
+            summary=(
+                "Programs are real CPython: the whole language (classes, dataclasses, with, generators, "
+                "async/await), the standard library modules that need no files, network or processes, and the "
+                "packages listed below: import what you use. Workspace files open as usual, by a path relative "
+                'to the workspace: open("notes.txt"), pd.read_csv("sales.csv"), pd.read_excel(...), '
+                'df.to_parquet("out.parquet"), fig.savefig("chart.png"). show(fig) (or plt.show(), or a figure '
+                "left open) sends a matplotlib chart to the user as a PNG image with the result. __result__ may be "
+                "a DataFrame, Series or numpy value: it comes back as plain data (a DataFrame as row records). No "
+                "network, subprocess or threads."
+            ),
+        ),
         Engine(
             "starlark",
             "Starlark",
@@ -92,6 +114,10 @@ class Answer:
     """The value of the last expression statement and its line, when the program ended on one."""
     hint: str | None = None
     """What the engine tells the model about this run besides the result (an unnecessary import)."""
+    pictures: list[dict[str, str]] = field(default_factory=list)
+    """Pictures the program showed, each ``{"mime_type": "image/png", "data": base64}``."""
+    error: Mapping[str, Any] | None = None
+    """The run's error although the program ran to its end (its result cannot be returned: too large)."""
 
 
 class EngineRun(Protocol):

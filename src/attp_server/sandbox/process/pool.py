@@ -38,7 +38,7 @@ from attp_server.sandbox.process.forkserver import (
     drain_stderr,
     kill_worker,
 )
-from attp_server.sandbox.process.lockdown import CONTAINMENT
+from attp_server.sandbox.process.lockdown import CONTAINMENT, ONE_THREAD
 from attp_server.sandbox.process.protocol import (
     MAX_MESSAGE_BYTES,
     DoneMessage,
@@ -329,7 +329,26 @@ def _private_directory(kind: str = "") -> str:
 
 def _worker_environment(directory: str) -> dict[str, str]:
     """The whole environment a worker gets: nothing of the server's (no tokens, no credentials)."""
-    return {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "HOME": directory, "TMPDIR": directory}
+    return {
+        "PATH": "/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "HOME": directory,
+        "TMPDIR": directory,
+        **ONE_THREAD,
+        "MPLCONFIGDIR": _matplotlib_cache(directory),
+    }
+
+
+def _matplotlib_cache(fallback: str) -> str:
+    """Where a data-stack fork server keeps matplotlib's font list between server starts (building it takes
+    seconds): a folder of the server's user's own in the temporary directory (its workers can write nowhere)."""
+    path = Path(tempfile.gettempdir()) / f"attp-matplotlib-{os.getuid()}"
+    with contextlib.suppress(FileExistsError):
+        path.mkdir(mode=0o700)
+    if path.is_symlink() or not path.is_dir() or path.stat().st_uid != os.getuid():
+        return fallback  # someone else's: the process's own folder, rebuilt every time
+    return str(path)
 
 
 class WorkerPool:
@@ -346,6 +365,8 @@ class WorkerPool:
         probe: bool = False,
         without: tuple[str, ...] = (),
         fork_server: bool = True,
+        engine: str | None = None,
+        packages: tuple[str, ...] = (),
     ) -> None:
         if size < 0 or max_workers < 1:
             raise ValueError("pool size must be >= 0 and max_workers >= 1")
@@ -360,6 +381,11 @@ class WorkerPool:
         """Workers are forked from a fork server (`forkserver`) that has loaded what they load (``attp doctor``'s
         probes too: they must meet the workers as they serve). False (only in code: the benchmark's comparison)
         starts each as a new interpreter."""
+        self.engine = engine
+        """``cpython``: the workers are data-stack workers (their fork server loads `packages` first), each serves
+        one run and is never reused. None: workers for the other engines, reused while they stay well."""
+        self.packages = packages
+        self.reuse = engine != "cpython"
         self._forks: ForkServer | None = None
         self.refused: str | None = None
         """Why runs are refused (a containment layer missing under ``required``), once a worker said so."""
@@ -505,7 +531,7 @@ class WorkerPool:
                     _CLOCK.reset(token)
                 self._running.discard(worker)
                 self.runs += 1
-                if reusable and worker.alive and not worker.demoted:
+                if reusable and self.reuse and worker.alive and not worker.demoted:
                     self._idle.append(worker)
                 else:
                     await worker.kill()
@@ -640,6 +666,8 @@ class WorkerPool:
     def _arguments(self) -> list[str]:
         """A worker's command-line arguments (and its fork server's): ``<memory_mb> [probe] [without=layer ...]``."""
         flags = [*(["probe"] if self.probing else []), *(f"without={layer}" for layer in self.without)]
+        if self.engine is not None:
+            flags += [f"engine={self.engine}", f"packages={','.join(self.packages)}"]
         return [str(self.memory_mb), *flags]
 
     async def _start_fork_server(self) -> None:

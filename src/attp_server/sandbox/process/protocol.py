@@ -146,6 +146,8 @@ class DoneMessage(_Done, total=False):
     """The state the program left, when the `RunMessage` asked to keep it (None: keep what was kept)."""
     check_s: float
     """Seconds from the run's arrival to the end of the static check (the trace's static-check span)."""
+    pictures: list[dict[str, str]]
+    """What the program showed (``cpython``): ``{"mime_type": "image/png", "data": base64}`` each."""
 
 
 class ProbeMessage(TypedDict):

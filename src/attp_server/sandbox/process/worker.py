@@ -78,9 +78,16 @@ class Runner:
             finally:
                 if run.check_s is not None:
                     done["check_s"] = run.check_s
-            self._result(done, answer.symbols, answer.last, int(limits["max_result_bytes"]), printed=output.size > 0)
+            if answer.error is not None:
+                _fail(done, cast(ErrorReport, dict(answer.error)))
+            else:
+                self._result(
+                    done, answer.symbols, answer.last, int(limits["max_result_bytes"]), printed=output.size > 0
+                )
             if done["status"] == "ok" and answer.hint:
                 done["hint"] = _joined(done.get("hint"), answer.hint)
+            if answer.pictures:
+                done["pictures"] = answer.pictures
         except CheckRefused as refused:
             _fail(done, cast(ErrorReport, refused.error))
         except SyntaxError as exc:
@@ -231,6 +238,7 @@ def main() -> None:
     """
     memory_mb, probing, without = _arguments(sys.argv)
     lockdown.preload()
+    _preload_engine(sys.argv)
     _serve(memory_mb, probing, without)
 
 
@@ -239,6 +247,15 @@ def _arguments(argv: list[str]) -> tuple[int, bool, list[str]]:
     probing = argv[2:3] == ["probe"]
     without = [layer for arg in argv[2:] if arg.startswith("without=") for layer in arg[8:].split(",")]
     return memory_mb, probing, without
+
+
+def _preload_engine(argv: list[str]) -> None:
+    """``engine=cpython packages=numpy,pandas``: a data-stack worker loads its packages (in the fork server, once)."""
+    options = dict(arg.partition("=")[::2] for arg in argv[2:] if arg.startswith(("engine=", "packages=")))
+    if options.get("engine") == "cpython":
+        from attp_server.sandbox.engines.cpython.preload import preload
+
+        preload([name for name in options.get("packages", "").split(",") if name])
 
 
 def _serve(memory_mb: int, probing: bool, without: list[str]) -> None:
@@ -293,6 +310,7 @@ def forks() -> None:
 
     memory_mb, probing, without = _arguments(sys.argv)
     lockdown.preload()
+    _preload_engine(sys.argv)
     gc.freeze()  # shared with every fork, and never walked by their collectors
     control = socket.socket(fileno=os.dup(0))
     null = os.open(os.devnull, os.O_RDWR)
@@ -335,7 +353,7 @@ def _fork_one(data: bytes, fds: list[int], memory_mb: int, probing: bool, withou
         environment = {str(k): str(v) for k, v in dict(request["environment"]).items()}
         if len(fds) != 3:
             raise ValueError(f"{len(fds)} file descriptors instead of 3")
-        if len(os.listdir("/proc/self/task")) != 1:  # a fork of a threaded process may inherit a held lock
+        if lockdown.other_threads():  # a fork of a threaded process may inherit a held lock
             raise ValueError("the fork server runs more than one thread")
     except (ValueError, KeyError, TypeError, OSError):
         for fd in fds:
