@@ -9,6 +9,8 @@ import anyio
 import pytest
 from harness import running
 
+from attp_server.sandbox.process.lockdown import ONE_THREAD
+
 pytestmark = pytest.mark.anyio
 
 
@@ -30,7 +32,7 @@ async def test_worker_lockdown_matches_its_report(workspace: Path, monkeypatch: 
         report = runtime.pool.lockdown
         environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
         names = {entry.split(b"=", 1)[0].decode() for entry in environ if entry}
-        assert names <= {"PATH", "LANG", "LC_ALL", "HOME", "TMPDIR"}, names
+        assert names <= {"PATH", "LANG", "LC_ALL", "HOME", "TMPDIR", "MPLCONFIGDIR", *ONE_THREAD}, names
         cwd = Path(os.readlink(f"/proc/{pid}/cwd"))
         assert cwd != Path.cwd() and cwd.name.startswith("attp-worker-")
         for fd in (0, 1):

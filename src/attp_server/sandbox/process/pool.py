@@ -533,6 +533,11 @@ class WorkerPool:
                 self.runs += 1
                 if reusable and self.reuse and worker.alive and not worker.demoted:
                     self._idle.append(worker)
+                elif reusable and self._tasks is not None:  # done and well, but never reused: killed now, reaped after
+                    worker.killed = True
+                    kill_worker(worker.pid)
+                    self._tasks.start_soon(worker.kill)
+                    self._refill()
                 else:
                     await worker.kill()
                     self._refill()

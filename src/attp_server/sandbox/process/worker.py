@@ -41,6 +41,19 @@ from attp_server.sandbox.process.protocol import (
 from attp_server.sandbox.process.tools import OutputBuffer, ServerGone, ToolBridge, ToolError
 from attp_server.sandbox.suggestions import closest
 
+
+def _build_engines(only: str | None = None) -> dict[str, EngineRunner]:
+    """Each installed engine's worker side (only `only`'s, when given)."""
+    return {
+        name: engine.load()()
+        for name, engine in ENGINES.items()
+        if engine.missing() is None and (only is None or name == only)
+    }
+
+
+_PREBUILT: dict[str, EngineRunner] | None = None
+"""The engines a data-stack fork server built before forking (its forks share them, and start ~25 ms sooner)."""
+
 MAX_RUNS_PER_WORKER = 1000
 """A worker retires after this many runs, so slow leaks in C extensions cannot accumulate."""
 
@@ -51,9 +64,7 @@ class Runner:
 
     def __init__(self, channel: Channel) -> None:
         self.channel = channel
-        self.engines: dict[str, EngineRunner] = {
-            name: engine.load()() for name, engine in ENGINES.items() if engine.missing() is None
-        }
+        self.engines = _PREBUILT if _PREBUILT is not None else _build_engines()
 
     def run(self, job: RunMessage) -> DoneMessage:
         limits = job["limits"]
@@ -251,11 +262,13 @@ def _arguments(argv: list[str]) -> tuple[int, bool, list[str]]:
 
 def _preload_engine(argv: list[str]) -> None:
     """``engine=cpython packages=numpy,pandas``: a data-stack worker loads its packages (in the fork server, once)."""
+    global _PREBUILT
     options = dict(arg.partition("=")[::2] for arg in argv[2:] if arg.startswith(("engine=", "packages=")))
     if options.get("engine") == "cpython":
         from attp_server.sandbox.engines.cpython.preload import preload
 
         preload([name for name in options.get("packages", "").split(",") if name])
+        _PREBUILT = _build_engines("cpython")  # such a worker runs nothing else
 
 
 def _serve(memory_mb: int, probing: bool, without: list[str]) -> None:
