@@ -29,7 +29,7 @@ from attp_server.faces.logs import configure_logging
 from attp_server.model.atdf import atdf_descriptor
 from attp_server.model.catalog import LANGUAGES, Catalog, tool_text
 from attp_server.model.results import ExecutionResult, render
-from attp_server.run.checks import check_program, check_starlark
+from attp_server.run.checks import check_program, check_starlark, check_syntax
 from attp_server.run.envelope import Declined, EnvelopeError, looks_like_envelope, parse_envelope
 from attp_server.run.runtime import ExecuteRequest, Runtime
 from attp_server.run.startup import build_registry, open_registry, open_runtime
@@ -87,7 +87,9 @@ def _settings_flags(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help='MCP servers to put behind attp: a Claude-Desktop-style JSON {"mcpServers": ...} (repeatable)',
     )
-    group.add_argument("--engine", choices=["python", "starlark"], help="language of programs (default python)")
+    group.add_argument(
+        "--engine", choices=["python", "cpython", "starlark"], help="language of programs (default python)"
+    )
     group.add_argument("--timeout-s", dest="timeout_s", type=float, help="wall-clock limit per run")
     group.add_argument("--memory-mb", dest="memory_mb", type=int, help="memory limit per worker")
     group.add_argument("--max-tool-calls", dest="max_tool_calls", type=int, help="tool calls per run")
@@ -348,7 +350,7 @@ def _single_attp_error(group: BaseExceptionGroup[BaseException]) -> AttpError | 
     return exc if isinstance(exc, AttpError) else None
 
 
-CODE_SUFFIXES: dict[str, Literal["python", "starlark"]] = {".py": "python", ".star": "starlark"}
+CODE_SUFFIXES: dict[str, Literal["python", "cpython", "starlark"]] = {".py": "python", ".star": "starlark"}
 ENVELOPE_SUFFIXES = (".toml",)
 
 
@@ -369,6 +371,8 @@ def _input(args: argparse.Namespace, settings: Settings) -> Input:
     text = _read_input(args.file)
     suffix = "" if args.file in (None, "-") else Path(args.file).suffix.lower()
     engine = CODE_SUFFIXES.get(suffix)
+    if engine == "python" and settings.engine == "cpython":
+        engine = "cpython"  # a .py file is Python, and this server runs Python as real CPython
     if args.read_as is not None:
         as_code, why = args.read_as == "code", f"--as {args.read_as}"
     elif engine is not None:
@@ -446,8 +450,11 @@ def _check(settings: Settings, args: argparse.Namespace) -> int:
             else:
                 code = parsed.code
     if problem is None and code is not None:
-        starlark = (request.engine or settings.engine) == "starlark"
-        problem = check_starlark(code) if starlark else check_program(code, known)
+        engine = request.engine or settings.engine
+        if engine == "cpython":
+            problem = check_syntax(code)
+        else:
+            problem = check_starlark(code) if engine == "starlark" else check_program(code, known)
     result = ExecutionResult(status="error" if problem else "ok", error=problem, hint=None if problem else hint)
     print(render(result, settings.result_format))
     _say_how_it_was_read(args.file, given, problem)

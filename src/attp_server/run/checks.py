@@ -7,12 +7,14 @@ the server may check on several threads at once.
 
 from __future__ import annotations
 
+import ast
+
 from attp_server import pyast
 from attp_server.errors import ErrorInfo
 from attp_server.sandbox.engines.starlark import engine as starlark_engine
 from attp_server.sandbox.static_check import SOLUTIONS, KnownNames, check, source_line
 
-__all__ = ["KnownNames", "check_program", "check_starlark"]
+__all__ = ["KnownNames", "check_program", "check_starlark", "check_syntax"]
 
 
 def check_program(code: str, known: KnownNames, *, allow_imports: bool = True) -> ErrorInfo | None:
@@ -38,3 +40,21 @@ def check_starlark(code: str) -> ErrorInfo | None:
         source_line=source_line(code, problem.line),
         solution=SOLUTIONS.get(problem.code),
     )
+
+
+def check_syntax(code: str) -> ErrorInfo | None:
+    """Compile `code` as real CPython would (``engine = "cpython"``: top-level ``await`` allowed), running nothing:
+    its syntax error, or None. The whole language is the program's; only the walls stand around it."""
+    try:
+        pyast.compile_tree(pyast.parse(code), "<program>", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    except SyntaxError as exc:
+        return ErrorInfo(
+            code="SYNTAX_ERROR",
+            message=str(exc.msg),
+            line=exc.lineno,
+            column=exc.offset,
+            source_line=source_line(code, exc.lineno),
+        )
+    except (RecursionError, MemoryError, ValueError):
+        return ErrorInfo(code="SYNTAX_ERROR", message="the program is nested too deeply to parse")
+    return None
