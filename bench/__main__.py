@@ -29,6 +29,8 @@ Sections (each figure a median over many runs; each ratio two medians measured i
   PostgreSQL store (``bench/replicas.py``; needs Debian's postgresql and haproxy, as the tests do).
 - Telemetry: W1 with no OpenTelemetry SDK, with the SDK tracing (spans dropped), and with everything on
   (tracing, SDK metrics, the audit log, rate limits) (``bench/telemetry.py``).
+- Sign-in: checking an access token (an RS256 JWT, the issuer's keys cached) the first time and once seen, against
+  a static token's check in the same run (``bench/signin.py``).
 - Reliability: a normal client's W1 latency (p50, p99) and errors while hostile clients send issue
   12's programs and runaways; the server's threads, and how soon it is idle afterwards (``bench/load.py``).
 
@@ -54,6 +56,7 @@ from bench.memory_search import memory
 from bench.replicas import replicas
 from bench.report import Report
 from bench.sessions import sessions
+from bench.signin import signin
 from bench.store import postgres_server, store
 from bench.telemetry import telemetry
 from bench.transport import transport
@@ -74,6 +77,7 @@ SECTIONS = (
     "telemetry",
     "store",
     "replicas",
+    "signin",
 )
 
 
@@ -107,6 +111,8 @@ async def measure(quick: bool, only: list[str]) -> Report:
             await replicas(report, quick, postgres)
     if "telemetry" in only:
         await telemetry(report, quick)
+    if "signin" in only:
+        report.details["signin"] = await signin(report, quick)
     return report
 
 

@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "attp_server"
-FOUNDATIONS = {"errors", "settings", "toolpack", "mcp_config", "pyast", "__init__"}
+FOUNDATIONS = {"errors", "settings", "toolpack", "mcp_config", "access_config", "fetch", "pyast", "__init__"}
 # Which parts each part may import (itself always). Toolpacks are plug-ins: foundations, the skills library.
 ALLOWED: dict[str, set[str]] = {
-    "faces": {"run", "ops", "model", "sessions", "store", "foundations", "sandbox", "toolpacks"},
-    "run": {"ops", "model", "sessions", "store", "foundations", "sandbox"},
+    "faces": {"run", "access", "ops", "model", "sessions", "store", "foundations", "sandbox", "toolpacks"},
+    "run": {"access", "ops", "model", "sessions", "store", "foundations", "sandbox"},
+    "access": {"foundations"},
     "ops": {"foundations"},
     "model": {"foundations", "sandbox"},
     "sessions": {"store", "foundations", "sandbox"},
@@ -91,7 +92,7 @@ def test_the_worker_side_imports_nothing_above_the_sandbox(path: Path) -> None:
 
 def test_every_part_says_what_it_owns() -> None:
     for folder in [
-        PACKAGE / p for p in ("faces", "run", "ops", "model", "sessions", "store", "sandbox", "toolpacks")
+        PACKAGE / p for p in ("faces", "run", "access", "ops", "model", "sessions", "store", "sandbox", "toolpacks")
     ] + [PACKAGE / "sandbox" / p for p in ("engines", "engines/python", "engines/starlark", "stdlib", "process")]:
         doc = ast.get_docstring(ast.parse((folder / "__init__.py").read_text(encoding="utf-8")))
         assert doc and len(doc) > 80, folder

@@ -52,7 +52,20 @@ _JSON_TRANSPORTS: dict[str, Transport] = {
 """The ``type``/``transport`` spellings other clients write in their JSON, and what each means here."""
 
 _JSON_KEYS = frozenset(
-    {"command", "args", "env", "cwd", "url", "headers", "transport", "tools", "exclude_tools", "read_only"}
+    {
+        "command",
+        "args",
+        "env",
+        "cwd",
+        "url",
+        "headers",
+        "transport",
+        "tools",
+        "exclude_tools",
+        "read_only",
+        "identity",
+        "audience",
+    }
 )
 
 
@@ -92,6 +105,17 @@ class McpServer(BaseModel):
     read_only: bool = Field(
         False, description="Keep only the tools the server annotates read-only (readOnlyHint); hide the rest."
     )
+    identity: Literal["shared", "per_user", "token_exchange"] = Field(
+        "shared",
+        description="Whose account a remote server's calls use: shared (one for everyone: headers or attp login), "
+        "per_user (each signed-in person connects their own once), token_exchange (the caller's access token "
+        "exchanged at oauth_issuer for one naming this server's url, RFC 8693). A command is always shared.",
+    )
+    audience: str | None = Field(
+        None,
+        description="identity = token_exchange: the audience asked for in the exchange (default: url; Keycloak "
+        "wants the upstream's client id).",
+    )
 
     @field_validator("tools", "exclude_tools")
     @classmethod
@@ -127,6 +151,10 @@ class McpServer(BaseModel):
                 raise ValueError(f"transport {self.transport!r} needs url; a command is always spoken to over stdio")
             if self.headers:
                 raise ValueError("headers apply to a url; a command gets env instead")
+            if self.identity != "shared":
+                raise ValueError(
+                    f"identity = {self.identity!r} needs url: a command (stdio) runs once for everyone, so it is shared"
+                )
             self.transport = "stdio"
         else:
             if self.transport == "stdio":
@@ -136,6 +164,8 @@ class McpServer(BaseModel):
             if not str(self.url).startswith(("http://", "https://")):
                 raise ValueError(f"url must start with http:// or https:// (got {self.url!r})")
             self.transport = self.transport or "streamable-http"
+            if self.identity != "shared" and self.transport != "streamable-http":
+                raise ValueError(f'identity = {self.identity!r} needs transport = "streamable-http"')
         return self
 
     def describe(self) -> str:

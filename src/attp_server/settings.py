@@ -44,6 +44,7 @@ from pydantic_settings import (
 )
 from pydantic_settings.sources.utils import parse_env_vars
 
+from attp_server.access_config import AccessRule
 from attp_server.errors import ConfigError, suggest
 from attp_server.mcp_config import McpServer, merge_servers
 from attp_server.sandbox.engines import ENGINES
@@ -59,7 +60,7 @@ PROXY_AND_CA_VARIABLES = (
     "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS",
 )  # fmt: skip
 """What a server behind a proxy, or one trusting a company CA, needs to reach the network (`env_passthrough`)."""
-_SECRET_BEARING = frozenset({"mcp_servers", "auth_token", "auth_tokens"})
+_SECRET_BEARING = frozenset({"mcp_servers", "auth_token", "auth_tokens", "oauth_client_secret"})
 """Settings whose values are never repeated in an error message (env and headers of upstream servers, tokens)."""
 CPYTHON_PACKAGES = ("numpy", "pandas", "matplotlib")
 """What ``cpython_packages`` lists by default (those installed): what ``attp-server[data]`` installs."""
@@ -298,6 +299,50 @@ class Settings(BaseSettings):
         description="Tool calls per minute per principal (the token's name, or anonymous): a number for everyone, "
         "or a table {name = n, default = n}; past it a call fails with RATE_LIMITED. Off when unset.",
     )
+    # Sign-in through an OAuth 2.1 / OpenID Connect authorization server (docs/identity.md).
+    oauth_issuer: str | None = Field(
+        None,
+        description="The issuer URL of the OAuth 2.1 / OpenID Connect authorization server people sign in with "
+        "(turns sign-in on over HTTP; needs public_url).",
+    )
+    public_url: str | None = Field(
+        None, description="This server's URL as clients reach it (https://attp.example.com), without /mcp."
+    )
+    oauth_audience: str | None = Field(
+        None,
+        min_length=1,
+        description="The audience an access token must name (aud; the RFC 8707 resource clients ask for). Default: "
+        "public_url + /mcp.",
+    )
+    oauth_jwks_url: str | None = Field(
+        None, description="Where the issuer's signing keys are (JWKS). Default: jwks_uri of the issuer's metadata."
+    )
+    oauth_introspection_url: str | None = Field(
+        None,
+        description="Token introspection endpoint (RFC 7662) for opaque (non-JWT) access tokens; needs "
+        "oauth_client_id and oauth_client_secret.",
+    )
+    oauth_client_id: str | None = Field(
+        None, description="This server's client at the issuer: for introspection and token exchange (RFC 8693)."
+    )
+    oauth_client_secret: SecretStr | None = Field(None, description="The secret of oauth_client_id.")
+    oauth_scopes: list[str] = Field(
+        default_factory=list,
+        description="Scopes clients ask for when they sign in (the metadata's scopes_supported), when the "
+        "authorization server wants some (Entra: api://APP/.default; Okta, Auth0: a custom scope).",
+    )
+    oauth_principal_claim: str = Field(
+        "sub", min_length=1, description="The access-token claim that names the principal (sub, email, ...)."
+    )
+    oauth_groups_claim: str = Field(
+        "groups", min_length=1, description="The access-token claim that lists the principal's groups."
+    )
+    access: dict[str, AccessRule] = Field(
+        default_factory=dict,
+        description="Who reaches what, the file's [access.NAME] tables (principals, groups, tools globs of "
+        "pack.tool, engines, approval, rate_limit_per_minute); when any exists, each principal reaches only the "
+        "tools of the rules that match it.",
+    )
 
     @field_validator("auth_tokens")
     @classmethod
@@ -367,6 +412,37 @@ class Settings(BaseSettings):
         except ValueError as exc:
             raise ValueError(f"mcp_config: {exc}") from None
         return self
+
+    @model_validator(mode="after")
+    def _sign_in_is_complete(self) -> Settings:
+        for name in ("oauth_issuer", "public_url", "oauth_jwks_url", "oauth_introspection_url"):
+            value = getattr(self, name)
+            if value is not None and not value.startswith(("https://", "http://")):
+                raise ValueError(f"{name}: must be an http:// or https:// URL")
+        if self.oauth_issuer is not None and self.public_url is None:
+            raise ValueError("public_url: sign-in (oauth_issuer) needs this server's URL as clients reach it")
+        has_client = self.oauth_client_id is not None and self.oauth_client_secret is not None
+        if self.oauth_introspection_url is not None and not has_client:
+            raise ValueError("oauth_introspection_url: introspection needs oauth_client_id and oauth_client_secret")
+        for name, server in self._upstream.items():
+            if server.identity == "token_exchange" and (self.oauth_issuer is None or not has_client):
+                raise ValueError(
+                    f"mcp_servers: {name} has identity = token_exchange, which needs oauth_issuer, oauth_client_id "
+                    "and oauth_client_secret (the exchange is made at the issuer as that client)"
+                )
+            if server.identity == "per_user" and self.public_url is None:
+                raise ValueError(
+                    f"mcp_servers: {name} has identity = per_user, which needs public_url (people's browsers come "
+                    "back to public_url/oauth/callback)"
+                )
+        return self
+
+    @property
+    def resource_url(self) -> str | None:
+        """The audience an access token must name: `oauth_audience`, or `public_url` + ``/mcp``."""
+        if self.oauth_audience is not None:
+            return self.oauth_audience
+        return self.public_url.rstrip("/") + "/mcp" if self.public_url is not None else None
 
     @property
     def upstream_servers(self) -> dict[str, McpServer]:

@@ -178,6 +178,14 @@ class ToolCall:
     workspace: Path | None = None
     """The calling session's workspace folder (its own under ``isolation = "session"`` / ``"tenant"``): where a
     shared tool (an upstream MCP server's) writes what it saves for this caller; None outside a run."""
+    principal: str | None = None
+    """Who the call is for: the signed-in principal or the token's holder; None for an anonymous caller. An upstream
+    server with ``identity = "per_user"`` uses this principal's own account."""
+    credential: str | None = field(default=None, repr=False)
+    """The signed-in caller's access token, for an upstream with ``identity = "token_exchange"``; None otherwise."""
+    open_url: Callable[[str, str], Awaitable[bool]] | None = None
+    """Ask the person to open a link (message, URL), by URL-mode elicitation: True once they agreed to open it;
+    None when the client cannot be asked (the link then goes into the error text)."""
 
     def notice(self, text: str, *, key: str | None = None) -> None:
         """Tell the model something it must not miss about this call, in the result's ``hint``.
@@ -563,6 +571,7 @@ class ToolRegistry:
         self.workspace = workspace
         """The folder this registry's packs were built for (a session's own under isolation)."""
         self.options = options
+        self._withheld: dict[str, str] = {}
         self._built: dict[str, list[ToolFunction]] = {}
         self._fixed: dict[str, list[Tool]] = {}
         self._fixed_owner: dict[str, str] = {}
@@ -718,6 +727,37 @@ class ToolRegistry:
         """This registry as it is now, for one run: it keeps calling the tools it started with whatever is
         edited while it runs (`refresh` and `set_live` replace the dicts a snapshot shares, never change them)."""
         return copy.copy(self)
+
+    def restricted(self, admits: Callable[[Tool], bool], keeps_pack: Callable[[str], bool]) -> ToolRegistry:
+        """A snapshot with only the tools `admits` (one principal's, under access rules), the packs that keep one of
+        them (or, for a live pack with no tools yet, that `keeps_pack`) and the aliases of kept tools. The names it
+        leaves out are `withheld`: a program that calls one is refused as for an unknown name, and audited."""
+        view = copy.copy(self)
+        view.tools = {ref: tool for ref, tool in self.tools.items() if admits(tool)}
+        with_tools = {tool.pack for tool in self.tools.values()}
+        kept = {tool.pack for tool in view.tools.values()}
+        view.packs = {
+            name: pack
+            for name, pack in self.packs.items()
+            if name in kept or (name not in with_tools and pack.live is not None and keeps_pack(name))
+        }
+        view.aliases = {alias: target for alias, target in self.aliases.items() if target in view.tools}
+        withheld = {}
+        for ref, tool in self.tools.items():
+            if ref not in view.tools:
+                withheld[ref] = withheld[f"{tool.pack}.{tool.name}"] = f"{tool.pack}.{tool.name}"
+        for alias, target in self.aliases.items():
+            if alias not in view.aliases:
+                withheld[alias] = withheld[f"{self.tools[target].pack}.{alias}"] = f"{self.tools[target].pack}.{target}"
+        for name in self.packs:
+            if name not in view.packs:
+                withheld[name] = f"{name}.*"
+        view._withheld = withheld
+        return view
+
+    def withheld(self, name: str) -> str | None:
+        """``pack.tool`` when `name` names a tool this view leaves out (`restricted`), else None."""
+        return self._withheld.get(name)
 
     def resolve(self, name: str) -> Tool | None:
         """Find a tool by the name programs call it, an alias, or ``pack.tool``."""

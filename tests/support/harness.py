@@ -225,10 +225,15 @@ async def _streamable(url: str, headers: dict[str, str] | None) -> AsyncIterator
 
 @contextmanager
 def serving_http(
-    workspace: Path, *flags: str, env: dict[str, str] | None = None, stderr: Path | None = None
+    workspace: Path,
+    *flags: str,
+    env: dict[str, str] | None = None,
+    stderr: Path | None = None,
+    port: int | None = None,
 ) -> Iterator[Served]:
-    """A real `attp serve --transport http` on a free loopback port, in its own process group; killed after."""
-    port = free_port()
+    """A real `attp serve --transport http` on a free loopback port (or `port`), in its own process group; killed
+    after."""
+    port = port or free_port()
     log = stderr.open("wb") if stderr is not None else subprocess.DEVNULL
     process = subprocess.Popen(
         [sys.executable, "-m", "attp_server", "serve", "--transport", "http", "--port", str(port),

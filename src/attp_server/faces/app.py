@@ -28,13 +28,22 @@ from pydantic import Field, WithJsonSchema
 
 from attp_server import __version__
 from attp_server.errors import ErrorCode, ErrorInfo, suggest
-from attp_server.faces.elicitation import Relay, Rounds, ask_over_connection, can_elicit
+from attp_server.faces.elicitation import (
+    Relay,
+    Rounds,
+    ask_over_connection,
+    can_elicit,
+    can_open_urls,
+    open_url_over_connection,
+)
 from attp_server.faces.http import tenant_of
 from attp_server.faces.signals import on_stop_signal
+from attp_server.faces.signin import signed_in
 from attp_server.model.atdf import atdf_descriptor
 from attp_server.model.catalog import LANGUAGES, tool_text
 from attp_server.model.results import ExecutionResult, render, structured
 from attp_server.model.skills import SkillError, SkillLibrary, default_skills_dirs
+from attp_server.run.reach import View
 from attp_server.run.runtime import CallContext, ExecuteRequest, Runtime
 from attp_server.sessions.approvals import Ask
 from attp_server.sessions.isolation import NoSession
@@ -102,7 +111,7 @@ def create_server(runtime: Runtime) -> MCPServer:
         instructions=instructions(settings.engine),
         log_level=settings.log_level,
         subscriptions=bus,
-        middleware=[clients, remember_request],
+        middleware=[clients, remember_request, functools.partial(own_description, runtime)],
         request_state_security=request_state_security(runtime),
         cache_hints={"tools/list": CacheHint(ttl_ms=LIVE_TOOLS_TTL_MS if live else FIXED_TOOLS_TTL_MS)},
     )
@@ -142,14 +151,20 @@ def create_server(runtime: Runtime) -> MCPServer:
         )
         text = text_format(settings, ctx)
 
+        open_url = (
+            open_url_over_connection(ctx)
+            if ctx.session.can_send_request and can_open_urls(ctx.client_capabilities)
+            else None
+        )
+
         async def execute(ask: Ask | None) -> CallToolResult:
-            context = CallContext(session=caller.label, progress=progress, caller=caller, ask=ask)
+            context = CallContext(session=caller.label, progress=progress, caller=caller, ask=ask, open_url=open_url)
             return tool_result(await runtime.execute(request, context), text)
 
         owner = f"{caller.principal}|{session or caller.session or ''}"
         if ctx.request_state is not None and rounds is not None:
             return await rounds.resume(ctx.request_state, ctx.input_responses, owner)
-        if settings.approval == "never" or not can_elicit(ctx.client_capabilities):
+        if runtime.reach.approval(caller) == "never" or not can_elicit(ctx.client_capabilities):
             return await execute(None)
         if ctx.session.can_send_request:
             return await execute(ask_over_connection(ctx))
@@ -204,6 +219,21 @@ def create_server(runtime: Runtime) -> MCPServer:
             lowlevel.create_initialization_options, NotificationOptions(tools_changed=True)
         )
     return server
+
+
+async def own_description(runtime: Runtime, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    """Server middleware: under access rules, the tool list a caller gets describes only the tools it may call."""
+    result = await call_next(ctx)  # the result as it goes on the wire
+    if ctx.method != "tools/list" or not runtime.reach.active or not isinstance(result, dict):
+        return result
+    catalog = runtime.reach.view(caller_from(ctx), runtime.registry).catalog
+    if catalog is None:
+        return result
+    tools = [
+        {**tool, "description": catalog.description} if tool.get("name") == "attp_execute" else tool
+        for tool in result.get("tools", [])
+    ]
+    return {**result, "tools": tools}
 
 
 def request_state_security(runtime: Runtime) -> RequestStateSecurity:
@@ -292,26 +322,35 @@ def caller_from(context: ServerRequestContext[Any, Any] | None) -> Caller:
     modern = context.protocol_version in MODERN_PROTOCOL_VERSIONS
     if headers is None:
         return Caller(label="stdio") if modern else Caller(session=STDIO_SESSION, label="stdio")
-    tenant = tenant_of(getattr(request, "scope", {}))
+    scope = getattr(request, "scope", {})
+    person = signed_in(scope)
+    who: dict[str, Any] = {"tenant": tenant_of(scope)}
+    if person is not None:
+        who = {"person": person.principal, "groups": person.groups, "credential": person.token}
     if modern:
         client = getattr(request, "client", None)
-        return Caller(tenant=tenant, label=f"{client.host}:{client.port}" if client is not None else "-")
+        return Caller(**who, label=f"{client.host}:{client.port}" if client is not None else "-")
     if session := headers.get("mcp-session-id"):
-        return Caller(session=f"http:{session}", tenant=tenant, label=str(session)[:8])
+        return Caller(session=f"http:{session}", **who, label=str(session)[:8])
     if session := getattr(request, "query_params", {}).get("session_id"):
-        return Caller(session=f"sse:{session}", tenant=tenant, label=str(session)[:8])
+        return Caller(session=f"sse:{session}", **who, label=str(session)[:8])
     client = getattr(request, "client", None)
-    return Caller(tenant=tenant, label=f"{client.host}:{client.port}" if client is not None else "-")
+    return Caller(**who, label=f"{client.host}:{client.port}" if client is not None else "-")
 
 
 def _add_tool_resources(server: MCPServer, runtime: Runtime) -> None:
     """The tool descriptions and the system prompt, as resources and a prompt (SPEC §5)."""
     registry = runtime.registry  # the same object while serving; its tools change with the upstream servers
 
+    def view() -> View:
+        """The tools of the caller reading (its own under access rules)."""
+        return runtime.reach.view(caller_from(_REQUEST.get()), registry)
+
     def find(name: str) -> Tool:
-        tool = registry.resolve(name)
+        tools = view().tools
+        tool = tools.resolve(name)
         if tool is None:
-            hint = suggest(name, registry.callable_names())
+            hint = suggest(name, tools.callable_names())
             raise ResourceError(f"no tool named {name!r}" + (f"; did you mean {hint!r}?" if hint else ""))
         return tool
 
@@ -322,7 +361,7 @@ def _add_tool_resources(server: MCPServer, runtime: Runtime) -> None:
         description="Every enabled tool: signature and docstring.",
     )
     def all_tools() -> str:
-        return runtime.catalog.attp_text()
+        return (view().catalog or runtime.catalog).attp_text()
 
     @server.resource(
         "attp://tools/{name}", name="tool", mime_type="text/x-python", description="One tool's signature and docstring."
@@ -346,7 +385,7 @@ def _add_tool_resources(server: MCPServer, runtime: Runtime) -> None:
         description="The ATTP system prompt with the tools filled in.",
     )
     def prompt_resource() -> str:
-        return runtime.catalog.prompt()
+        return (view().catalog or runtime.catalog).prompt()
 
     memory_view = registry.tools.get("view")
     if memory_view is not None and memory_view.pack == "memory":
@@ -374,7 +413,7 @@ def _add_tool_resources(server: MCPServer, runtime: Runtime) -> None:
     )
     def attp_system_prompt(language: str = "en") -> str:
         """Args: language: "en" (default) or "zh" for the seed's Chinese wording."""
-        return runtime.catalog.prompt(language)
+        return (view().catalog or runtime.catalog).prompt(language)
 
 
 def _add_skill_resources(server: MCPServer, library: SkillLibrary) -> None:

@@ -168,6 +168,13 @@ def build_parser() -> argparse.ArgumentParser:
     login.add_argument("--wait-s", type=float, default=300.0, help="how long to wait for the browser (default 300)")
     _settings_flags(login)
 
+    logout = commands.add_parser(
+        "logout", help="remove the OAuth tokens kept for an upstream MCP server (everyone's, or one principal's)"
+    )
+    logout.add_argument("name", help="the server's name in [mcp_servers] or the --mcp-config file")
+    logout.add_argument("--principal", help="only this principal's own tokens (identity = per_user)")
+    _settings_flags(logout)
+
     bundle = commands.add_parser(
         "bundle", help="write an MCP Bundle (.mcpb) that Claude Desktop installs with one click"
     )
@@ -276,6 +283,8 @@ def main(argv: list[str] | None = None) -> int:
             return _config(settings, args)
         if args.command == "login":
             return _login(settings, args)
+        if args.command == "logout":
+            return _logout(settings, args)
         if args.command == "doctor":
             from attp_server.faces import doctor
 
@@ -599,6 +608,22 @@ def _login(settings: Settings, args: argparse.Namespace) -> int:
         return EXIT_FAILED
     _say(f"Logged in to {args.name!r}: {tools} tools. The tokens are kept in the server's store (encrypted) and")
     _say("refreshed before they expire; attp serve uses them from its next connection to this server.")
+    return EXIT_OK
+
+
+def _logout(settings: Settings, args: argparse.Namespace) -> int:
+    """``attp logout NAME [--principal P]``: remove the tokens kept for one remote server: the gateway's own
+    (``attp login``) and every person's (``identity = "per_user"``), or only one principal's."""
+    from attp_server.toolpacks.mcp.personal import forget
+
+    config = settings.upstream_servers.get(args.name)
+    if config is None or config.url is None:
+        known = ", ".join(sorted(n for n, c in settings.upstream_servers.items() if c.url is not None)) or "none"
+        print(f"attp: no remote upstream server named {args.name!r}; configured: {known}", file=sys.stderr)
+        return EXIT_USAGE
+    removed = anyio.run(forget, settings, args.name, str(config.url), args.principal)
+    whose = f"{args.principal}'s" if args.principal else "every"
+    _say(f"Logged out of {args.name!r}: removed {whose} tokens ({removed} kept record{'s' if removed != 1 else ''}).")
     return EXIT_OK
 
 

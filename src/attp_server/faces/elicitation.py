@@ -76,6 +76,31 @@ def can_elicit(capabilities: ClientCapabilities | None) -> bool:
     return elicitation is not None and (elicitation.form is not None or elicitation.url is None)
 
 
+def can_open_urls(capabilities: ClientCapabilities | None) -> bool:
+    """Whether the client declared URL-mode elicitation (it shows a link to its user, who opens it)."""
+    elicitation = capabilities.elicitation if capabilities is not None else None
+    return elicitation is not None and elicitation.url is not None
+
+
+def open_url_over_connection(ctx: Context) -> Callable[[str, str], Awaitable[bool]]:
+    """Ask the user to open a link with an ``elicitation/create`` request in URL mode, in the middle of the call
+    (protocols up to 2025-11-25): True once they agreed to open it."""
+
+    async def open_url(message: str, url: str) -> bool:
+        try:
+            reply = await ctx.session.elicit_url(
+                message, url, secrets.token_urlsafe(16), related_request_id=ctx.request_id
+            )
+        except NoBackChannelError:
+            return False
+        except MCPError as exc:
+            logger.info("the client answered a request to open a link with an error: %s", exc)
+            return False
+        return bool(reply.action == "accept")
+
+    return open_url
+
+
 def answer_of(action: str, content: Any, form: type[BaseModel]) -> Answer:
     """An elicitation reply as an `Answer`; an accept whose content does not fit the form allows this call only."""
     if action == "accept":

@@ -33,14 +33,18 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from attp_server import __version__
 from attp_server.errors import AttpError
+from attp_server.faces.connect import PATHS as CONNECT_PATHS
+from attp_server.faces.connect import connect_routes
 from attp_server.faces.signals import on_stop_signal
+from attp_server.faces.signin import SignIn, Verifier, metadata_routes
 from attp_server.ops.metrics import CONTENT_TYPE
 from attp_server.run.runtime import Runtime
 from attp_server.settings import DEFAULT_TENANT, Settings, is_loopback
 
 logger = logging.getLogger(__name__)
 
-PUBLIC_PATHS = frozenset({"/healthz"})
+PUBLIC_PATHS = frozenset({"/healthz", *CONNECT_PATHS})
+"""Paths every request may reach: the health check, and the pages a browser connecting a person's account visits."""
 TENANT_CLIENT_PREFIX = "attp-tenant:"
 
 
@@ -55,12 +59,12 @@ def check_exposure(settings: Settings) -> None:
     Raises:
         AttpError: naming the bind address and the two ways out.
     """
-    if settings.isolation == "tenant" and not settings.auth_tokens:
+    if settings.isolation == "tenant" and not settings.auth_tokens and settings.oauth_issuer is None:
         raise AttpError(
             "isolation = tenant tells its tenants apart by their tokens, and auth_tokens names none: set "
             'auth_tokens = {name = "token", ...} in the config file (or ATTP_AUTH_TOKENS as a JSON object)'
         )
-    if is_loopback(settings.host) or server_tokens(settings):
+    if is_loopback(settings.host) or server_tokens(settings) or settings.oauth_issuer is not None:
         return
     if settings.insecure_no_auth:
         logger.warning(
@@ -179,8 +183,19 @@ def http_app(server: MCPServer, runtime: Runtime) -> ASGIApp:
     app.router.routes.extend(sse.routes)
     app.router.routes.append(Route("/healthz", _healthz(runtime), methods=["GET"]))
     app.router.routes.append(Route("/metrics", _metrics(runtime), methods=["GET"]))
+    if any(server.identity == "per_user" for server in settings.upstream_servers.values()):
+        app.router.routes.extend(connect_routes(settings))
     tokens = server_tokens(settings)
     hinted = SpansAfterReply(HostHint(app, security.allowed_hosts), runtime)
+    if settings.oauth_issuer is not None:  # sign-in, the static tokens beside it
+        app.router.routes.extend(metadata_routes(settings))
+
+        async def static(scope: Scope) -> AuthenticatedUser | None:
+            holder = token_holder(scope, tokens)
+            return tenant_user(holder) if holder is not None else None
+
+        verifier = Verifier(settings, frozenset(tokens))
+        return SignIn(AuthContextMiddleware(hinted), settings, verifier, static, PUBLIC_PATHS)
     if not tokens:
         return hinted
     return TokenAuth(AuthContextMiddleware(hinted), tokens)
@@ -250,9 +265,10 @@ class HostHint:
 
 def _healthz(runtime: Runtime) -> Callable[[Request], Awaitable[JSONResponse]]:
     tokens = server_tokens(runtime.settings)
+    guarded = bool(tokens) or runtime.settings.oauth_issuer is not None
 
     async def healthz(request: Request) -> JSONResponse:
-        if tokens and token_holder(request.scope, tokens) is None:
+        if guarded and token_holder(request.scope, tokens) is None:
             return JSONResponse({"status": "ok"})  # up, and nothing more, for anyone without the token
         return JSONResponse(
             {
@@ -294,7 +310,9 @@ async def serve_http(server: MCPServer, runtime: Runtime) -> None:
         timeout_graceful_shutdown=2,
     )
     web = _Server(config)
-    auth = "token required" if settings.auth_token is not None else "no authentication"
+    auth = "token required" if server_tokens(settings) else "no authentication"
+    if settings.oauth_issuer is not None:
+        auth = f"sign-in through {settings.oauth_issuer}" + (" or a token" if server_tokens(settings) else "")
     logger.info(
         "attp-server %s: http://%s:%d/mcp (Streamable HTTP), /sse (SSE); %s; Host accepted: %s",
         __version__,

@@ -18,10 +18,20 @@ logger = logging.getLogger(__name__)
 
 
 def report_call(
-    call_id: str | None, session: str, *, status: str, error_code: str | None, tool_calls: int, elapsed_ms: float
+    call_id: str | None,
+    session: str,
+    *,
+    status: str,
+    error_code: str | None,
+    tool_calls: int,
+    elapsed_ms: float,
+    principal: str | None = None,
 ) -> None:
-    """Annotate the current span (the SDK's ``tools/call attp_execute``, when there is one) and log one line."""
+    """Annotate the current span (the SDK's ``tools/call attp_execute``, when there is one) and log one line.
+    `principal`: whose call it was, as a name the configuration gives or a keyed digest (``enduser.id``)."""
     outcome: dict[str, Any] = {"attp.status": status, "attp.tool_calls": tool_calls, "attp.elapsed_ms": elapsed_ms}
+    if principal is not None:
+        outcome["enduser.id"] = principal
     if error_code is not None:
         outcome["attp.error_code"] = bounded_code(error_code)
     annotate(trace.get_current_span(), outcome)
@@ -32,5 +42,6 @@ def report_call(
         "error": error_code,
         "tool_calls": tool_calls,
         "ms": elapsed_ms,
+        **({"principal": principal} if principal is not None else {}),
     }
     logger.info("attp_execute", extra={"fields": fields})

@@ -184,7 +184,7 @@ class Dispatcher:
         bound = await self._bind(run, tool, args, kwargs)
         if isinstance(bound, ErrorInfo):
             return reply_error(bound)
-        limited = self.limits.take(run.principal, tool.ref)
+        limited = self.limits.take(run.principal, tool.ref, run.grant.rate_limit_per_minute if run.grant else None)
         if limited is not None:
             self.metrics.rate_limited(run.principal)
             await self._audit(run, "rate_limited", tool, bound, limited.code)
@@ -193,7 +193,8 @@ class Dispatcher:
         async def decided(outcome: str) -> None:
             await self._audit(run, "approval", tool, bound, outcome)
 
-        refused = await self.approvals.check(tool, bound, run.session, run.ask, decided=decided)
+        mode = run.grant.approval if run.grant is not None else None
+        refused = await self.approvals.check(tool, bound, run.session, run.ask, decided=decided, mode=mode)
         if refused is not None:
             return reply_error(refused)
         if tool.marks.read_only or not self.audit.enabled:
@@ -205,12 +206,16 @@ class Dispatcher:
         return reply
 
     async def refused_by_filter(self, run: RunState, name: str) -> None:
-        """An audit line when `name` is refused because a server's filters hide it (not merely unknown)."""
+        """An audit line when `name` is refused because a server's filters hide it, or the caller's access rules
+        withhold it (not merely unknown)."""
         if self.audit.enabled and isinstance(name, str) and len(name) <= 200:
-            hidden = (run.tools or self.registry).filtered(name)
+            registry = run.tools or self.registry
+            withheld = registry.withheld(name)
+            hidden = registry.filtered(name) if withheld is None else withheld
             if hidden is not None:
+                event = "filter_refused" if withheld is None else "access_refused"
                 await self.audit.record(
-                    "filter_refused", principal=run.principal, handle=run.handle, tool=hidden, outcome="NAME_NOT_FOUND"
+                    event, principal=run.principal, handle=run.handle, tool=hidden, outcome="NAME_NOT_FOUND"
                 )
 
     async def _audit(
@@ -244,6 +249,9 @@ class Dispatcher:
                 progress=forward_progress(run, tool),
                 notices=run.notices,
                 workspace=(run.tools or self.registry).workspace,
+                principal=run.person,
+                credential=run.credential,
+                open_url=run.open_url,
             )
         )
         try:
@@ -306,7 +314,8 @@ class Dispatcher:
     def _meta(self, run: RunState, name: str, args: list[Any], kwargs: dict[str, Any]) -> ToolReply:
         """``help(name=None)`` and ``tools(query=None)``, answered by the catalog (a search that finds
         nothing says so in the result's hint, with the closest names)."""
-        meta = self.catalog.help if name == "help" else self.catalog.search
+        catalog = run.catalog or self.catalog  # the caller's own under access rules
+        meta = catalog.help if name == "help" else catalog.search
         too_long = any(isinstance(a, str) and len(a) > 200 for a in [*args, *kwargs.values()])
         if len(args) + len(kwargs) > 1 or set(kwargs) - {"name", "query"} or too_long:
             usage = "help(name=None)" if name == "help" else "tools(query=None)"
@@ -320,7 +329,7 @@ class Dispatcher:
             lead = (
                 f"tools({short_repr(query, 60)}) found no tool (it needs every word in a tool's name or description)."
             )
-            run.notices["tools-none"] = self.catalog.unknown(query, lead) if isinstance(query, str) else lead
+            run.notices["tools-none"] = catalog.unknown(query, lead) if isinstance(query, str) else lead
         return {"ok": True, "value": value}
 
     def _inline(self, tool: Tool, bound: dict[str, Any]) -> Any:

@@ -1,4 +1,4 @@
-"""Edits of the upstream servers' configuration, applied while serving.
+"""Edits of the upstream servers' configuration (and of the access rules), applied while serving.
 
 `Reconfiguration.apply` starts the added and changed servers, puts them in the tool list (clients are told),
 then stops the removed and replaced ones once the runs that started before have ended: a running program
@@ -16,13 +16,14 @@ import anyio
 import anyio.abc
 
 from attp_server.ops.live import LivePacks
+from attp_server.run.reach import Reach
 from attp_server.sessions.isolation import Scopes
 from attp_server.settings import Settings
 from attp_server.toolpack import Toolpack, ToolRegistry, load_factory
 
 logger = logging.getLogger(__name__)
 
-LIVE_SETTINGS = frozenset({"mcp_servers", "mcp_config"})
+LIVE_SETTINGS = frozenset({"mcp_servers", "mcp_config", "access"})
 """What an edit of the configuration changes while serving."""
 
 
@@ -30,12 +31,20 @@ class Reconfiguration:
     """The generation of the upstream configuration, the runs in flight under each, and applying an edit."""
 
     def __init__(
-        self, settings: Settings, registry: ToolRegistry, scopes: Scopes, refresh: Callable[[], Awaitable[None]]
+        self,
+        settings: Settings,
+        registry: ToolRegistry,
+        scopes: Scopes,
+        refresh: Callable[..., Awaitable[None]],
+        reach: Reach | None = None,
     ) -> None:
+        """`refresh`: rebuild what the tools' changes change (``changed=True``: tell the clients even if the server's
+        own description is as it was); `reach`: the access rules, which an edit changes too."""
         self.settings = settings
         self.registry = registry
         self.scopes = scopes
         self.refresh = refresh
+        self.reach = reach
         self.live: LivePacks | None = None
         """The live packs' tasks (upstream MCP servers); None: nothing is live, edits change nothing."""
         self.tasks: anyio.abc.TaskGroup | None = None
@@ -58,7 +67,10 @@ class Reconfiguration:
                 del self._running[generation]
 
     async def apply(self, settings: Settings) -> None:
-        """Serve the upstream servers `settings` configures (see the module's docstring)."""
+        """Apply the access rules of `settings` (from the next call on), and serve the upstream servers it configures
+        (see the module's docstring)."""
+        if self.reach is not None and self.reach.update(settings):
+            await self.refresh(changed=True)  # what some callers read changed
         if self.live is None:
             return
         async with self._lock:
@@ -76,8 +88,8 @@ class Reconfiguration:
             removed = [pack for pack in current if not any(pack is new for new in wanted)]
             ignored = other_changes(self.settings, settings)
             if ignored:
-                logger.warning("configuration edited: %s changed; only the upstream servers apply while serving, the "
-                               "rest at the next start", ", ".join(ignored))  # fmt: skip
+                logger.warning("configuration edited: %s changed; only the upstream servers and the access rules "
+                               "apply while serving, the rest at the next start", ", ".join(ignored))  # fmt: skip
             if not added and not removed:
                 logger.info("configuration read again: the upstream servers are as they were")
                 return

@@ -30,6 +30,9 @@ class ExecuteRequest:
     or continues the transport's own session on a handshake-era connection."""
 
 
+OpenUrl = Callable[[str, str], Awaitable[bool]]
+"""Asks the person to open a link (message, URL): True once they agreed."""
+
 Progress = Callable[[float, str], Awaitable[None]]
 """Told after each tool call of a run (how many calls are done, and a message naming the tool), and while
 a long call reports its own progress (calls done plus the fraction of this one)."""
@@ -46,3 +49,6 @@ class CallContext:
     """Whose session this call belongs to (None: no session, e.g. the CLI)."""
     ask: Ask | None = None
     """How to ask the user to approve a tool call (MCP elicitation); None when nobody can be asked."""
+    open_url: OpenUrl | None = None
+    """How to ask the user to open a link (URL-mode elicitation: connecting their own account to an upstream
+    server); None when the client cannot be asked."""

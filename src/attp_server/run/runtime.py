@@ -26,13 +26,14 @@ from attp_server.ops.after_reply import AfterReply, record_all
 from attp_server.ops.audit import AuditLog, handle_digest
 from attp_server.ops.call_log import report_call
 from attp_server.ops.metrics import Gauges, Metrics
-from attp_server.ops.rate_limits import RateLimits, known_principals, principal_of
+from attp_server.ops.rate_limits import RateLimits, known_principals
 from attp_server.ops.tracing import Tracing, now_ns
 from attp_server.run.admission import Admission
 from attp_server.run.dispatch import Dispatcher
 from attp_server.run.evaluation import Evaluation
 from attp_server.run.intake import prepare
 from attp_server.run.outcome import add_solution, error_result, with_session
+from attp_server.run.reach import Reach, for_caller
 from attp_server.run.reload import Reconfiguration
 from attp_server.run.request import CallContext, Engine, ExecuteRequest, Progress
 from attp_server.run.state import RunState
@@ -100,6 +101,7 @@ class Runtime:
         self.limits = RateLimits(settings)
         for name in self.limits.unknown_names():
             logger.warning("rate_limit_per_minute names %r, which no token in auth_tokens has", name)
+        self.reach = Reach(settings, store)  # the access rules: each call runs on its caller's view of the tools
         self.dispatch = Dispatcher(
             settings,
             registry,
@@ -111,7 +113,7 @@ class Runtime:
             audit=self.audit,
             limits=self.limits,
         )
-        self.reconfiguration = Reconfiguration(settings, registry, self.scopes, self.refresh)
+        self.reconfiguration = Reconfiguration(settings, registry, self.scopes, self.refresh, self.reach)
         """Edits of the upstream servers' configuration while serving (its `live` is set by `open_runtime`)."""
         self.watching = False
         """Whether edits of the configuration are applied while serving (`ConfigWatch`)."""
@@ -163,15 +165,16 @@ class Runtime:
         unavailable = tuple(registry.unavailable().items())
         return known_names(tuple(registry.callable_names()), packs, unavailable, module_members(tuple(modules)))
 
-    async def refresh(self) -> None:
+    async def refresh(self, *, changed: bool = False) -> None:
         """A live pack's tools or availability changed: settle the names again, rebuild what is derived from
-        them (catalog and description, known names), and tell the listeners if what a client reads changed."""
+        them (catalog and description, known names), and tell the listeners if what a client reads changed (or
+        `changed`: what some callers read did, their access rules)."""
         before = (self.catalog.description, self.catalog.attp_text())
         self.registry.refresh()
         self.scopes.refresh()
         self.dispatch.catalog = Catalog(self.registry, self.settings)
         self.known = self.known_names(self.registry, self.settings.modules)
-        if (self.catalog.description, self.catalog.attp_text()) == before:
+        if (self.catalog.description, self.catalog.attp_text()) == before and not changed:
             return
         for listener in list(self.listeners):
             try:
@@ -209,6 +212,7 @@ class Runtime:
             error_code=code,
             tool_calls=len(result.calls),
             elapsed_ms=result.elapsed_ms,
+            principal=self.reach.label(context.caller),
         )
         return result
 
@@ -235,13 +239,20 @@ class Runtime:
             except NoSession as refused:
                 return error_result(request.target, refused.info)
             caller = context.caller
+            view = self.reach.view(caller, tools)
+            forbidden = self.reach.refused_engine(view.grant, request.engine or self.settings.engine)
+            if forbidden is not None:
+                return error_result(request.target, forbidden)
             run = RunState(
                 progress=context.progress,
                 session=session,
                 owner=context.session,
-                tools=tools,
+                tools=view.tools,
+                catalog=view.catalog,
+                grant=view.grant,
                 ask=context.ask,
-                principal=principal_of(caller.tenant if caller is not None else None),
+                **for_caller(caller),
+                open_url=context.open_url,
                 handle=handle_digest(session.handle if session is not None else None),
                 later=[],
                 spans=spans,

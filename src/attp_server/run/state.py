@@ -7,9 +7,11 @@ from dataclasses import dataclass, field
 
 from opentelemetry.trace import Span
 
+from attp_server.access.policy import Grant
+from attp_server.model.catalog import Catalog
 from attp_server.model.results import CallRecord
 from attp_server.ops.after_reply import record_all
-from attp_server.run.request import Progress
+from attp_server.run.request import OpenUrl, Progress
 from attp_server.sandbox.process.pool import run_clock
 from attp_server.sessions.approvals import Ask
 from attp_server.sessions.registry import Session
@@ -37,7 +39,18 @@ class RunState:
     """The tools of the call's scope (isolation); None means the server's own registry."""
     ask: Ask | None = None
     principal: str = "anonymous"
-    """Whose calls these are, for rate limits, metrics and the audit log: the token's name, or anonymous."""
+    """Whose calls these are, for rate limits, metrics and the audit log: the signed-in principal, the token's name,
+    or anonymous."""
+    catalog: Catalog | None = None
+    """What the caller's model reads about its tools (``help()``, ``tools()``) under access rules; None: the
+    server's own."""
+    grant: Grant | None = None
+    """What the caller's access rules give it (its approval mode, rate limit); None: no rules apply."""
+    person: str | None = None
+    """Whom upstream servers that see the person act for (`ToolCall.principal`); None for an anonymous caller."""
+    credential: str | None = field(default=None, repr=False)
+    """The signed-in caller's access token (`ToolCall.credential`), for token exchange."""
+    open_url: OpenUrl | None = None
     handle: str | None = None
     """A digest of the session handle, for the audit log (never the handle itself)."""
     span: Span | None = None

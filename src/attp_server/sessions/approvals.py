@@ -94,10 +94,12 @@ class Approvals:
         self.fallback = settings.approval_fallback
         self.timeout_s = settings.approval_timeout_s
 
-    def needed(self, tool: Tool, session: Session | None) -> bool:
-        if self.mode == "never" or (session is not None and (tool.pack, tool.name) in session.approved):
+    def needed(self, tool: Tool, session: Session | None, mode: str | None = None) -> bool:
+        """Whether a call of `tool` waits for the user's approval (`mode`: the caller's own, under access rules)."""
+        mode = mode or self.mode
+        if mode == "never" or (session is not None and (tool.pack, tool.name) in session.approved):
             return False
-        return self.mode == "always" or tool.marks.destructive
+        return mode == "always" or tool.marks.destructive
 
     async def check(
         self,
@@ -107,12 +109,13 @@ class Approvals:
         ask: Ask | None,
         *,
         decided: Decided | None = None,
+        mode: str | None = None,
     ) -> ErrorInfo | None:
         """None when the call may run; else the error that refuses it (nothing has been done).
 
         `decided` hears the decision on a call that needed approval (for the audit log): ``granted``,
         ``granted_for_session``, ``allowed_by_fallback``, or the error code that refuses it."""
-        if not self.needed(tool, session):
+        if not self.needed(tool, session, mode):
             return None
         refused, outcome = await self._decide(tool, arguments, session, ask)
         if decided is not None:

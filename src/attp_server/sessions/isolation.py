@@ -3,12 +3,12 @@
 A `Scope` is a folder under `workspace` and a memory database beside `db_path`. ``shared`` is the
 server's own pair. ``tenant`` gives each token holder (`auth_tokens`) ``workspace/tenants/<name>/``
 and ``<db dir>/tenants/<name>/<db file>``, kept across their sessions; the name is the operator's,
-checked by the settings. ``session`` gives each session (a handle, or a handshake-era transport's
-session) ``workspace/sessions/<key>/`` (and the same under the database's folder), where the key is
-the session's keyed digest (`Session.folder`, equal on every replica that shares `secret_file`),
-never anything the client sent. A session's folders are removed when it ends, by whichever replica
-notices (`end_sessions`, idempotent), and `sweep_stale` removes any whose session the store no
-longer has (a replica that died between the two).
+checked by the settings (a signed-in principal's is ``person.`` and a digest of its name). ``session``
+gives each session (a handle, or a handshake-era transport's session) ``workspace/sessions/<key>/`` (and
+the same under the database's folder), where the key is the session's keyed digest (`Session.folder`,
+equal on every replica that shares `secret_file`), never anything the client sent. A session's folders
+are removed when it ends, by whichever replica notices (`end_sessions`, idempotent), and `sweep_stale`
+removes any whose session the store no longer has (a replica that died between the two).
 
 `Scopes` builds each scope's tools once, on first use, from the server's registry: the packs that
 may keep things (built from their `ToolpackContext`, not read-only) are bound to the scope's pair,
@@ -17,6 +17,7 @@ the rest (skills, upstream servers, packs of fixed tools) are shared.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 import shutil
@@ -42,6 +43,8 @@ holds open files, e.g. a memory database connection, so their number is bounded)
 
 SESSIONS_DIR = "sessions"
 TENANTS_DIR = "tenants"
+PERSON_PREFIX = "person."
+"""A signed-in principal's tenant folder is this and a digest of its name: never a token's name (those have no dot)."""
 _SESSION_FOLDER = re.compile(r"[0-9a-f]{32}")
 _OLD_SESSION_FOLDER = re.compile(r"(\d+)-[0-9a-f]{16}")
 """Folders of earlier versions, named by the process that made them."""
@@ -93,6 +96,8 @@ class Scopes:
         """The scope of a call. Raises `NoSession` under session isolation for a request without a session."""
         if self.isolation == "tenant":
             tenant = (caller.tenant if caller is not None else None) or DEFAULT_TENANT
+            if caller is not None and caller.person is not None:  # a signed-in principal: its name may be any text
+                tenant = PERSON_PREFIX + hashlib.sha256(caller.person.encode("utf-8", "surrogatepass")).hexdigest()[:32]
             return Scope(
                 f"tenant {tenant}",
                 self.workspace / TENANTS_DIR / tenant,

@@ -91,11 +91,18 @@ class Caller:
     """The name of the token the request carried (a name from `auth_tokens`, or "default" for `auth_token`)."""
     label: str = "-"
     """A short, non-secret label for the log line."""
+    person: str | None = None
+    """The principal a signed-in request's access token names (its `oauth_principal_claim`); never a token's
+    holder's name (sign-in refuses those)."""
+    groups: frozenset[str] = frozenset()
+    """The signed-in principal's groups (`oauth_groups_claim`)."""
+    credential: str | None = field(default=None, repr=False)
+    """The signed-in request's access token, for upstream servers that exchange it for their own (RFC 8693)."""
 
     @property
     def principal(self) -> str:
-        """Whose sessions these are: the token's name, or the one anonymous principal."""
-        return self.tenant or ANONYMOUS
+        """Whose sessions these are: the signed-in principal, the token's name, or the one anonymous principal."""
+        return self.person or self.tenant or ANONYMOUS
 
 
 @dataclass(eq=False)

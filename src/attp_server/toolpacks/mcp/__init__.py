@@ -19,6 +19,7 @@ from typing import Any
 from attp_server.mcp_config import default_environment
 from attp_server.toolpack import RESERVED_NAMES, Toolpack, ToolpackFactory
 from attp_server.toolpacks.mcp.oauth import Vault
+from attp_server.toolpacks.mcp.person import Person
 from attp_server.toolpacks.mcp.upstream import Upstream
 
 logger = logging.getLogger(__name__)
@@ -58,6 +59,7 @@ def updated_toolpacks(settings: Any, current: Sequence[Toolpack], taken: frozens
             if pack_name != name:
                 logger.warning("mcp server %r is the toolpack %r: %s", name, pack_name, _why_renamed(name, pack_name))
             used.add(pack_name)
+        person = Person(pack_name, name, config, settings, vault) if config.identity != "shared" and vault else None
         live = Upstream(
             pack_name,
             config,
@@ -67,6 +69,7 @@ def updated_toolpacks(settings: Any, current: Sequence[Toolpack], taken: frozens
             config_name=name,
             passthrough=tuple(settings.env_passthrough),
             vault=vault,
+            person=person,
         )
         description = f"Tools of the MCP server {name!r} ({config.describe()})."
         if pack_name != name:

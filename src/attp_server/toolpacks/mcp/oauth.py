@@ -88,6 +88,16 @@ class Vault:
                 logger.warning("the stored OAuth tokens of an upstream server do not unseal (secret_file changed?)")
                 return None
 
+    async def delete(self, server: str) -> int:
+        """Remove the record of `server`; 1 if there was one, else 0."""
+        if self.settings.database_url is None and not (data_folder(self.settings) / STATE_FILE_NAME).exists():
+            return 0
+        async with self._store() as store:
+            key = store.secret.digest("oauth-server", server)
+            rows = await store.backend.execute("SELECT server FROM attp_oauth WHERE server = ?", key)
+            await store.backend.execute("DELETE FROM attp_oauth WHERE server = ?", key)
+            return len(rows)
+
     async def save(self, server: str, record: dict[str, Any]) -> None:
         async with self._store() as store:
             key = store.secret.digest("oauth-server", server)
@@ -144,6 +154,10 @@ class StoredTokens:
         record = await self.record()
         record["client"] = client_info.model_dump(mode="json", exclude_none=True)
         await self.vault.save(self.server, record)
+
+    def kept(self, name: str) -> Any:
+        """Another value of the record, once it has been read (None before, or if it has none)."""
+        return (self._record or {}).get(name)
 
     async def expires_at(self) -> float | None:
         value = (await self.record()).get("expires_at")

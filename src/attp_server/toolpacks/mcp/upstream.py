@@ -39,8 +39,6 @@ from mcp import Client
 from mcp.client.auth import OAuthFlowError
 from mcp.client.sse import sse_client
 from mcp.client.stdio import DEFAULT_INHERITED_ENV_VARS, StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
@@ -51,6 +49,8 @@ from attp_server.toolpack import Tool, ToolError, ToolMarks, current_call, make_
 from attp_server.toolpacks.mcp.content import media_saver, result_data, scrub
 from attp_server.toolpacks.mcp.oauth import LoginNeeded, Provider, Vault, has_tokens
 from attp_server.toolpacks.mcp.oauth import provider as oauth_provider
+from attp_server.toolpacks.mcp.person import Person
+from attp_server.toolpacks.mcp.personal import streamable
 from attp_server.toolpacks.mcp.schema import ToolShape, identifier, shape_of
 from attp_server.toolpacks.mcp.stderr import StderrTail
 from attp_server.toolpacks.mcp.stdio import REFUSED_UNREAD, bounded_stdio
@@ -96,9 +96,13 @@ class Upstream:
         config_name: str | None = None,
         passthrough: tuple[str, ...] = (),
         vault: Vault | None = None,
+        person: Person | None = None,
     ) -> None:
         self.pack = pack
         self.vault = vault
+        self.person = person
+        """Calls as the caller (``identity`` per_user or token_exchange); None: one connection for everyone."""
+        self._own_token: str | None = None
         """Where the OAuth tokens of a remote server are kept (`attp login NAME`); None: no OAuth."""
         self._auth: Provider | None = None
         self._challenge: str | None = None
@@ -272,6 +276,11 @@ class Upstream:
                 f"{self.config.describe()}: it needs an OAuth login (it answered 401 with OAuth metadata). Fix: run "
                 f"`attp login {self.config_name}` once (with the same --config / --mcp-config); the tokens are kept in "
                 "the server's store and refreshed; it is retried on the next call."
+                + (
+                    " (identity = per_user: that login only lists its tools; each person's calls use their own account)"
+                    if self.config.identity == "per_user"
+                    else ""
+                )
             )
         reason = _reason(cause)
         if self.config.command is not None:
@@ -365,6 +374,7 @@ class Upstream:
     @asynccontextmanager
     async def _connect(self) -> AsyncIterator[Client]:
         self._auth = await self._oauth()
+        self._own_token = await self.person.own_token() if self.person is not None else None
         self._challenge = None
         transport, self._stderr = self._transport()
         client = Client(
@@ -406,14 +416,22 @@ class Upstream:
             # A message may be the result's JSON with every character escaped, plus its envelope.
             limit = MAX_MESSAGE_FACTOR * config.max_result_bytes + 1024 * 1024
             return bounded_stdio(parameters, max_line=limit, errlog=tail.file), tail
-        headers = {
-            k: expand(v.get_secret_value(), self.environ, f"{where}.headers.{k}") for k, v in config.headers.items()
-        }
+        headers = self._headers()
         url = str(config.url)
         self._secrets = _secret_values(headers, url=url)
         if config.transport == "sse":
             return sse_client(url, headers=headers or None), None
-        return _streamable(url, headers, self._auth, self._note_challenge), None
+        if self._own_token is not None:  # token exchange: the gateway lists the tools with a token of its own
+            headers = {**headers, "Authorization": f"Bearer {self._own_token}"}
+        return streamable(url, headers, self._auth, self._note_challenge), None
+
+    def _headers(self) -> dict[str, str]:
+        """A remote server's `headers`, with ``${VAR}`` expanded now (the secrets live only here)."""
+        where = f"mcp_servers.{self.config_name}"
+        return {
+            k: expand(v.get_secret_value(), self.environ, f"{where}.headers.{k}")
+            for k, v in self.config.headers.items()
+        }
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
@@ -512,11 +530,36 @@ class Upstream:
 
     async def _call(self, upstream_name: str, ref: str, shape: ToolShape, arguments: Mapping[str, Any]) -> Any:
         context = current_call()
-        client = await self._ready(context.remaining())
-        if _closed(client):  # it died while idle: this request would never leave, so restart it first
-            self._client = None
-            self._lost.set()
+        if self.person is not None:  # a connection of the caller's own (identity per_user or token_exchange)
+            async with self.person.connected(context, self._headers()) as (client, tokens):
+                result = await self._send(client, upstream_name, ref, shape, arguments)
+        else:
             client = await self._ready(context.remaining())
+            if _closed(client):  # it died while idle: this request would never leave, so restart it first
+                self._client = None
+                self._lost.set()
+                client = await self._ready(context.remaining())
+            result = await self._send(client, upstream_name, ref, shape, arguments)
+            tokens = self._tokens()
+        # Into the caller's own folder under isolation (the server is shared, what it saves is the caller's).
+        workspace = context.workspace or self.workspace
+        save = media_saver(workspace, f"mcp-media/{self.pack}") if self.config.save_media else None
+        convert = functools.partial(
+            result_data,
+            result,
+            unwrap=shape.unwrap_result,
+            max_bytes=self.config.max_result_bytes,
+            secrets=[*self._secrets, *tokens],
+            save=save,
+        )
+        # Up to max_result_bytes of JSON to parse, walk and measure: off the event loop every session shares.
+        return await anyio.to_thread.run_sync(convert)
+
+    async def _send(
+        self, client: Client, upstream_name: str, ref: str, shape: ToolShape, arguments: Mapping[str, Any]
+    ) -> types.CallToolResult:
+        """One ``tools/call`` on `client`, bounded by the run's deadline, with upstream progress forwarded."""
+        context = current_call()
         remaining = context.remaining()
 
         async def on_progress(progress: float, total: float | None, message: str | None) -> None:
@@ -527,7 +570,7 @@ class Upstream:
 
         with anyio.move_on_after(math.inf if remaining is None else remaining) as bounded:
             try:
-                result = await client.call_tool(
+                return await client.call_tool(
                     upstream_name, shape.wire_arguments(arguments), progress_callback=on_progress
                 )
             except MCPError as exc:
@@ -541,27 +584,14 @@ class Upstream:
             except (httpx2.HTTPError, OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
                 if self._client is client:  # no call may take it while the connection is being closed
                     self._client = None
-                self._lost.set()
+                    self._lost.set()
                 raise self._unavailable(f"the connection broke during the call ({self._reason(exc)})") from None
-        if bounded.cancelled_caught:
-            raise ToolError(
-                "TIMEOUT",
-                f"{ref} did not answer within the run's remaining {remaining or 0:.1f} s; the request was cancelled",
-                solution="Call it with less work, or fewer calls per program (timeout_s bounds the whole run).",
-            )
-        # Into the caller's own folder under isolation (the server is shared, what it saves is the caller's).
-        workspace = context.workspace or self.workspace
-        save = media_saver(workspace, f"mcp-media/{self.pack}") if self.config.save_media else None
-        convert = functools.partial(
-            result_data,
-            result,
-            unwrap=shape.unwrap_result,
-            max_bytes=self.config.max_result_bytes,
-            secrets=[*self._secrets, *self._tokens()],
-            save=save,
+        assert bounded.cancelled_caught
+        raise ToolError(
+            "TIMEOUT",
+            f"{ref} did not answer within the run's remaining {remaining or 0:.1f} s; the request was cancelled",
+            solution="Call it with less work, or fewer calls per program (timeout_s bounds the whole run).",
         )
-        # Up to max_result_bytes of JSON to parse, walk and measure: off the event loop every session shares.
-        return await anyio.to_thread.run_sync(convert)
 
     def _tokens(self) -> list[str]:
         """The OAuth tokens in use (blanked out of results like any credential)."""
@@ -607,7 +637,7 @@ class Upstream:
         if code == types.CONNECTION_CLOSED and _closed(client, default=True):
             if self._client is client:  # no call may take it while the connection is being closed
                 self._client = None
-            self._lost.set()
+                self._lost.set()
             return self._unavailable(
                 f"it closed the connection during the call to {ref}; it is restarted on the next call"
             )
@@ -666,20 +696,6 @@ def _secret_values(values: Mapping[str, str], *, url: str = "") -> list[str]:
             query = urllib.parse.parse_qsl(urllib.parse.urlsplit(value.strip()).query)
             secrets += [v for _, v in query if len(v) >= MIN_SECRET_CHARS]
     return sorted(set(secrets), key=len, reverse=True)
-
-
-@asynccontextmanager
-async def _streamable(
-    url: str,
-    headers: Mapping[str, str],
-    auth: httpx2.Auth | None = None,
-    on_response: Callable[[httpx2.Response], Awaitable[None]] | None = None,
-) -> AsyncIterator[Any]:
-    http = create_mcp_http_client(headers=dict(headers) or None, auth=auth)
-    if on_response is not None:
-        http.event_hooks = {"request": [], "response": [on_response]}
-    async with http, streamable_http_client(url, http_client=http) as streams:
-        yield streams
 
 
 def _closed(client: Client, *, default: bool = False) -> bool:

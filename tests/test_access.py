@@ -1,0 +1,143 @@
+"""Who reaches what, through the real server: two people signed in through the real OpenID provider, in different
+groups, see different catalogs (the tool description, ``tools()``, ``help()``, the tool resources), are refused each
+other's tools exactly as if they did not exist, and every such refusal is in the audit log; their handles are their
+own; an edit of the rules applies while serving.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from harness import execute, free_port, serving_http
+from idp import Idp, identity_provider
+
+pytestmark = pytest.mark.anyio
+
+RULES = """
+[access.engineering]
+groups = ["eng"]
+tools = ["files.*"]
+
+[access.sales]
+groups = ["sales"]
+tools = ["demo.add", "demo.records"]
+rate_limit_per_minute = 1000
+"""
+
+
+@pytest.fixture(scope="module")
+def idp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Idp]:
+    users = {"alice": ["eng"], "bob": ["sales"], "carol": ["visitors"]}
+    with identity_provider(tmp_path_factory.mktemp("idp"), users) as provider:
+        yield provider
+
+
+@pytest.fixture(scope="module")
+def served(idp: Idp, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    tmp = tmp_path_factory.mktemp("access")
+    port = free_port()
+    config = tmp / "attp.toml"
+    head = (
+        f'oauth_issuer = "{idp.issuer}"\npublic_url = "http://127.0.0.1:{port}"\n'
+        f'audit_log = "{tmp / "audit.jsonl"}"\nconfig_poll_s = 0.2\n'
+    )
+    config.write_text(head + RULES)
+    flags = ["--config", str(config), "--toolpack", "files", "--toolpack", "demo_pack:toolpack"]
+    with serving_http(tmp / "ws", *flags, port=port) as server:
+        server.extra["config"], server.extra["head"], server.extra["audit"] = config, head, tmp / "audit.jsonl"
+        yield server
+
+
+@pytest.fixture(scope="module")
+def tokens(idp: Idp, served: Any) -> dict[str, str]:
+    return {name: idp.access_token(name, served.url + "/mcp") for name in ("alice", "bob", "carol")}
+
+
+def as_person(served: Any, token: str, **options: Any) -> Any:
+    return served.client(headers={"Authorization": f"Bearer {token}"}, **options)
+
+
+async def description(served: Any, token: str, mode: str = "auto") -> str:
+    async with as_person(served, token, mode=mode) as client:
+        listed = await client.list_tools()
+    return str(listed.tools[0].description)
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_two_people_in_different_groups_read_different_catalogs(
+    served: Any, tokens: dict[str, str], mode: str
+) -> None:
+    alice, bob = await description(served, tokens["alice"], mode), await description(served, tokens["bob"], mode)
+    assert "read_file(" in alice and "add(" not in alice and "records(" not in alice
+    assert "add(" in bob and "records(" in bob and "read_file(" not in bob and "slow_echo(" not in bob
+    for token, mine, theirs in ((tokens["alice"], "read_file", "add"), (tokens["bob"], "add", "read_file")):
+        async with as_person(served, token, mode=mode) as client:
+            listed = await execute(client, "__result__ = [t['name'] for t in tools()]")
+            assert mine in listed["result"] and theirs not in listed["result"]
+            helped = await execute(client, f"__result__ = help({theirs!r})")
+            assert helped["result"].startswith(f"No tool named {theirs!r}.")
+            everything = await client.read_resource("attp://tools")
+            text = everything.contents[0].text  # type: ignore[union-attr]
+            assert f"def {mine}(" in text and f"def {theirs}(" not in text
+
+
+async def test_nobody_matched_reaches_nothing(served: Any, tokens: dict[str, str]) -> None:
+    text = await description(served, tokens["carol"])
+    assert "read_file(" not in text and "add(" not in text
+    async with as_person(served, tokens["carol"]) as client:
+        data = await execute(client, "__result__ = tools()")
+    assert data["result"] == []
+
+
+async def test_another_persons_tool_is_refused_as_absent_and_audited(served: Any, tokens: dict[str, str]) -> None:
+    async with as_person(served, tokens["alice"]) as client:
+        theirs = await execute(client, "__result__ = records(2)")
+        qualified = await execute(client, "__result__ = demo.add(1, 2)")
+        by_name = await execute(client, "__result__ = parallel('demo.add', [{'a': 1, 'b': 2}])")
+        absent = await execute(client, "__result__ = no_such_tool(2)")
+    assert theirs["error"]["code"] == absent["error"]["code"] == "NAME_NOT_FOUND"
+    assert theirs["error"]["message"].replace("records", "X") == absent["error"]["message"].replace("no_such_tool", "X")
+    assert qualified["error"]["code"] == "NAME_NOT_FOUND"
+    assert by_name["error"]["code"] == "NAME_NOT_FOUND" or by_name["result"][0]["error"]["code"] == "NAME_NOT_FOUND"
+    async with as_person(served, tokens["bob"]) as client:
+        assert (await execute(client, "__result__ = add(1, 2)"))["result"] == 3
+        refused = await execute(client, "__result__ = read_file('x.txt')")
+    assert refused["error"]["code"] == "NAME_NOT_FOUND"
+    lines = [json.loads(line) for line in Path(served.extra["audit"]).read_text().splitlines()]
+    refusals = {(line["principal"], line["tool"]) for line in lines if line["event"] == "access_refused"}
+    assert ("alice", "demo.records") in refusals and ("alice", "demo.add") in refusals
+    assert ("bob", "files.read_file") in refusals
+
+
+async def test_a_handle_stays_with_the_person_who_made_it(served: Any, tokens: dict[str, str]) -> None:
+    async with as_person(served, tokens["alice"]) as client:
+        kept = await execute(client, "secret = 'alice'\n__result__ = 1")
+    handle = kept["session"]
+    async with as_person(served, tokens["bob"]) as client:
+        taken = await execute(client, "__result__ = secret", session=handle)
+    assert taken["error"]["code"] == "SESSION_NOT_FOUND"
+    async with as_person(served, tokens["alice"]) as client:
+        again = await execute(client, "__result__ = secret", session=handle)
+    assert again["result"] == "alice"
+
+
+async def test_an_edit_of_the_rules_applies_while_serving(served: Any, tokens: dict[str, str]) -> None:
+    config: Path = served.extra["config"]
+    try:
+        config.write_text(served.extra["head"] + RULES.replace('tools = ["files.*"]', 'tools = ["files.*", "demo.*"]'))
+        with anyio.fail_after(20):
+            while "add(" not in await description(served, tokens["alice"]):
+                await anyio.sleep(0.2)
+        async with as_person(served, tokens["alice"]) as client:
+            assert (await execute(client, "__result__ = add(20, 22)"))["result"] == 42
+    finally:
+        config.write_text(served.extra["head"] + RULES)
+        deadline = time.monotonic() + 20
+        while "add(" in await description(served, tokens["alice"]) and time.monotonic() < deadline:
+            await anyio.sleep(0.2)
