@@ -296,11 +296,12 @@ class Toolpack:
     origin: str | None = None
     """The name the user gave it where that is not `name` (an upstream server named ``memory`` is the pack
     ``memory_mcp``): errors that use the old name point to the new one."""
-    unlisted: Sequence[str] = ()
-    """Tools, by name, that no description lists (the tool description, ``help()``, ``tools()``, the resources)
-    and no program finds as a name: an engine's own machinery calls them by ``pack.tool`` (the ``cpython`` engine's
-    ``open()`` reads workspace files with ``files.read_bytes``). Checked, approved, audited and counted like any
-    other tool."""
+    unlisted: Mapping[str, str] = field(default_factory=dict)
+    """Tools that no description lists (the tool description, ``help()``, ``tools()``, the resources) and no
+    program finds as a name, each with the listed tool of the pack whose access it follows (under access rules it
+    is reachable exactly when that one is): an engine's own machinery calls them by ``pack.tool`` (the ``cpython``
+    engine's ``open()`` reads workspace files with ``files.read_bytes``, which follows ``read_file``). Checked,
+    approved, audited and counted like any other tool."""
     forget: Callable[[ToolpackContext], None] | None = None
     """Remove what the pack keeps for the context's scope outside its folders (rows in the shared
     database): a session's scope ended (``isolation = "session"``). What is in the scope's folders goes
@@ -563,6 +564,8 @@ class ToolRegistry:
         self.tools: dict[str, Tool] = {}
         self.unlisted: dict[str, Tool] = {}
         """The packs' `Toolpack.unlisted` tools, by ``pack.tool``: `resolve` finds them, nothing lists them."""
+        self._follows: dict[str, str] = {}
+        """An unlisted tool's ``pack.tool`` -> the name of the listed tool whose access it follows."""
         self.aliases: dict[str, str] = {}
         self.skills_dirs = tuple(skills_dirs)
         self.db_path = db_path
@@ -654,6 +657,12 @@ class ToolRegistry:
             raise ToolpackLoadError(f"toolpack {pack.name!r}: marks name unknown tools {sorted(unknown)}")
         if unknown := set(pack.inline) - names:
             raise ToolpackLoadError(f"toolpack {pack.name!r}: inline names unknown tools {sorted(unknown)}")
+        if unknown := ({*pack.unlisted, *pack.unlisted.values()} - names) | (
+            set(pack.unlisted.values()) & set(pack.unlisted)
+        ):
+            raise ToolpackLoadError(
+                f"toolpack {pack.name!r}: unlisted names unknown or unlisted tools {sorted(unknown)}"
+            )
         tools = []
         for function in functions:
             name = str(getattr(function, "__name__", ""))
@@ -665,6 +674,7 @@ class ToolRegistry:
                 )
             if name in pack.unlisted:
                 self.unlisted[f"{pack.name}.{name}"] = dataclasses.replace(tool, qualified=True)
+                self._follows[f"{pack.name}.{name}"] = pack.unlisted[name]
             else:
                 tools.append(tool)
         self._fixed[pack.name] = tools
@@ -742,7 +752,11 @@ class ToolRegistry:
             if name in kept or (name not in with_tools and pack.live is not None and keeps_pack(name))
         }
         view.aliases = {alias: target for alias, target in self.aliases.items() if target in view.tools}
-        withheld = {}
+        admitted = {(tool.pack, tool.name) for tool in view.tools.values()}
+        view.unlisted = {
+            ref: tool for ref, tool in self.unlisted.items() if (tool.pack, self._follows[ref]) in admitted
+        }
+        withheld = {ref: ref for ref in self.unlisted if ref not in view.unlisted}
         for ref, tool in self.tools.items():
             if ref not in view.tools:
                 withheld[ref] = withheld[f"{tool.pack}.{tool.name}"] = f"{tool.pack}.{tool.name}"

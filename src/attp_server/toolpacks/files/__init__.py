@@ -32,5 +32,5 @@ toolpack = Toolpack(
         "file_info": READ_ONLY,
         "write_bytes": ToolMarks(destructive=True, idempotent=True),
     },
-    unlisted=("read_bytes", "write_bytes", "file_info"),
+    unlisted={"read_bytes": "read_file", "file_info": "read_file", "write_bytes": "write_file"},
 )
