@@ -317,7 +317,7 @@ def render(diagnosis: dict[str, Any]) -> str:
         packages = ", ".join(f"{name} {version}" for name, version in diagnosis["cpython"]["packages"].items())
         lines += [
             "",
-            f'engine = "cpython": the column cpython ran each probe in a data-stack worker ({packages or "no packages"} '
+            f'engine = "cpython": column cpython ran each probe in a data-stack worker ({packages or "no packages"} '
             f"loaded before its walls closed; memory limit {diagnosis['cpython']['memory_mb']} MB).",
         ]
     escaped = [
