@@ -313,6 +313,8 @@ async def test_a_session_keeps_dataframes_functions_classes_and_imports(data_run
     assert first.hint is not None and "handle (it cannot be pickled" in first.hint
     second = await run(data_runtime, "__result__ = [top(df), len(df), keep_me.amount, pd.__name__]", first.session)
     assert ok(second) == ["south", 4, 1.0, "pandas"]
+    third = await run(data_runtime, "__result__ = len(df)", first.session)  # the second sent nothing back: unchanged
+    assert ok(third) == 4
 
 
 async def test_kept_state_is_sealed_to_its_handle(data_runtime: Runtime) -> None:
@@ -329,3 +331,16 @@ async def test_kept_state_is_sealed_to_its_handle(data_runtime: Runtime) -> None
     assert ok(swapped) == []
     assert swapped.hint is not None and "did not carry this server's seal" in swapped.hint
     assert json.loads(rows[mine_key])["pickle"]  # the row held a pickle, and the server never read it
+
+
+async def test_a_state_left_as_it_was_is_not_sent_back() -> None:
+    from attp_server.sandbox.engines.cpython.state import collect, restore
+
+    first = collect({"rows": [1, 2], "name": "x"}, {}, {}, 1 << 20)
+    assert first is not None and first["names"] == ["name", "rows"]
+    namespace: dict[str, Any] = {}
+    restored = restore(first["pickle"], namespace)
+    assert collect(namespace, {}, {}, 1 << 20, restored.kept) is None
+    namespace["rows"].append(3)
+    changed = collect(namespace, {}, {}, 1 << 20, restored.kept)
+    assert changed is not None and changed["names"] == ["name", "rows"]

@@ -120,6 +120,8 @@ class CPythonRun:
         self.given: dict[str, Any] = {}
         self.sources: dict[str, str] = {}
         self.hints: list[str] = []
+        self.before: dict[str, Any] | None = None
+        """What the handle kept before this run (None: nothing, or it could not be read)."""
 
     def names(self) -> list[str]:
         return [*(self.namespace or {}), *dir(builtins)]
@@ -183,6 +185,7 @@ class CPythonRun:
         if not isinstance(blob, str) or not blob:
             return
         restored = restore(blob, namespace)
+        self.before = restored.kept
         self.sources.update(restored.sources)
         if restored.dropped:
             names = "; ".join(f"{name} ({why})" for name, why in list(restored.dropped.items())[:5])
@@ -204,7 +207,8 @@ class CPythonRun:
             return None
         try:
             with alarm.armed(self.clock):
-                return collect(self.namespace, self.given, self.sources, int(self.limits.get("max_state_bytes", 0)))
+                max_bytes = int(self.limits.get("max_state_bytes", 0))
+                return collect(self.namespace, self.given, self.sources, max_bytes, self.before)
         except BaseException:  # out of time or memory while pickling: the handle keeps what it had
             return None
 

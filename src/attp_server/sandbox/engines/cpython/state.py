@@ -40,6 +40,8 @@ class Restored:
 
     sources: dict[str, str] = field(default_factory=dict)
     dropped: dict[str, str] = field(default_factory=dict)
+    kept: dict[str, Any] = field(default_factory=dict)
+    """What the blob held (``sources``, ``modules``, ``values``): a run that leaves the same sends nothing back."""
 
 
 def restore(blob: str, namespace: dict[str, Any]) -> Restored:
@@ -50,6 +52,7 @@ def restore(blob: str, namespace: dict[str, Any]) -> Restored:
     except Exception as exc:
         restored.dropped["*"] = f"the kept state could not be read ({type(exc).__name__})"
         return restored
+    restored.kept = kept
     for name, module in kept.get("modules", {}).items():
         if module in sys.modules:
             namespace[name] = sys.modules[module]
@@ -95,8 +98,10 @@ def collect(
     given: Mapping[str, Any],
     sources: Mapping[str, str],
     max_bytes: int,
-) -> dict[str, Any]:
-    """The state a run leaves: ``{"pickle": base64, "names": [...], "dropped": [[name, why], ...]}``.
+    before: Mapping[str, Any] | None = None,
+) -> dict[str, Any] | None:
+    """The state a run leaves: ``{"pickle": base64, "names": [...], "dropped": [[name, why], ...]}``, or None when
+    it is exactly the state `before` the run (pickled the same: nothing to send, check or store again).
 
     `given` holds what the run was given besides the program's own names (tools, modules, ``show``): kept only when
     the program bound the name to something else. `sources` are the definitions the program (or a kept state)
@@ -123,6 +128,8 @@ def collect(
             kept[kind][name] = data
     order = list(sources)  # definitions run again in the order they were made
     kept["sources"].sort(key=lambda item: order.index(item[0]) if item[0] in order else len(order))
+    if not dropped and before is not None and _same(kept, before):
+        return None
     names = sorted([*(name for name, _ in kept["sources"]), *kept["modules"], *kept["values"]])
     blob = base64.b64encode(pickle.dumps(kept, protocol=pickle.HIGHEST_PROTOCOL)).decode("ascii") if names else ""
     return {
@@ -130,6 +137,14 @@ def collect(
         "names": names,
         "dropped": [[name, why] for name, why in list(dropped.items())[:MAX_DROPPED]],
     }
+
+
+def _same(kept: Mapping[str, Any], before: Mapping[str, Any]) -> bool:
+    return (
+        [tuple(item) for item in kept["sources"]] == [tuple(item) for item in before.get("sources", [])]
+        and kept["modules"] == before.get("modules", {})
+        and kept["values"] == before.get("values", {})
+    )
 
 
 class _NotKept(Exception):
