@@ -141,6 +141,11 @@ the main one: numpy imported by anything would otherwise start a thread per core
 threaded worker), Arrow's system allocator (its jemalloc arenas would want threads of their own), and the
 matplotlib backend that draws without a display."""
 
+WITHOUT_NUMPY = "import sys; sys.modules.update({} if 'engine=cpython' in sys.argv else {'numpy': None}); "
+"""The first statement of a worker's (and a fork server's) program: a worker that is not a data-stack worker never
+imports numpy, whatever is installed beside the server (asteval, which the sandbox imports, loads it when it can:
+its memory and its BLAS would be every worker's, for nothing)."""
+
 ALLOWED_THREADS = frozenset({"jemalloc_bg_thd"})
 """Threads a fork server may run besides its own: pyarrow's allocator starts this idle one when its library loads
 (no setting stops it; the ``cpython`` engine's data stack loads it). jemalloc makes its own state safe across

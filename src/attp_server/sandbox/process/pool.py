@@ -38,7 +38,7 @@ from attp_server.sandbox.process.forkserver import (
     drain_stderr,
     kill_worker,
 )
-from attp_server.sandbox.process.lockdown import CONTAINMENT, ONE_THREAD
+from attp_server.sandbox.process.lockdown import CONTAINMENT, ONE_THREAD, WITHOUT_NUMPY
 from attp_server.sandbox.process.protocol import (
     MAX_MESSAGE_BYTES,
     DoneMessage,
@@ -64,7 +64,7 @@ LONG_RUN_NICE = 19
 calls) go first and runaways share what is left. Its worker retires afterwards: raising a priority back
 needs a privilege the server may not have."""
 
-_BOOT = "from attp_server.sandbox.process.worker import main; main()"
+_BOOT = WITHOUT_NUMPY + "from attp_server.sandbox.process.worker import main; main()"
 """The worker's whole program: the installed package (a wheel, or an editable checkout) is importable as is."""
 
 _DIRECTORY_PREFIX = "attp-worker-"
