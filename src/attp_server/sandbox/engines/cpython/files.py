@@ -85,6 +85,17 @@ def preload_tree(root: Path, limit: int = 64 * 1024 * 1024) -> None:
                 parent = os.path.dirname(parent)
 
 
+def preload_file(path: str) -> None:
+    """Read one file into `PRELOADED` (a font matplotlib picked outside its own folder), before the lockdown."""
+    real = os.path.realpath(path)
+    with builtins.open(real, "rb") as file:
+        PRELOADED[real] = file.read()
+    parent = os.path.dirname(real)
+    while parent not in _PRELOADED_DIRS and parent != "/":
+        _PRELOADED_DIRS.add(parent)
+        parent = os.path.dirname(parent)
+
+
 def workspace_path(file: Any) -> str | None:
     """`file` as a workspace-relative path, or None when it is outside the workspace."""
     path = os.fsdecode(os.fspath(file))

@@ -53,8 +53,9 @@ COMPANIONS = {
 }  # fmt: skip
 """Modules a package loads only when a program first reads or writes a file, draws in 3D or saves an image."""
 
-WALKED = ("numpy", "pandas", "matplotlib", "openpyxl")
-"""Packages whose every submodule is imported (those that import cleanly): they import many lazily, on first use."""
+WALKED = ("openpyxl",)
+"""Companions whose every submodule is imported too, like every package of ``cpython_packages`` (those that import
+cleanly): packages import many submodules lazily, on first use, which a locked-down worker no longer can."""
 
 SKIPPED_PARTS = frozenset({
     "tests", "testing", "conftest", "_pyinstaller", "f2py", "distutils", "_build_utils", "benchmarks", "sphinxext",
@@ -103,7 +104,7 @@ def _load_package(package: str) -> None:
         for backend in BACKENDS:
             _quietly(importlib.import_module, backend)
         _quietly(importlib.import_module, "matplotlib.pyplot")
-    for walked in (name for name in WALKED if name == package or name in COMPANIONS.get(package, ())):
+    for walked in (package, *(name for name in WALKED if name in COMPANIONS.get(package, ()))):
         _walk(walked)
 
 
@@ -247,6 +248,17 @@ def _warm_matplotlib() -> None:
     import numpy as np
 
     files.preload_tree(Path(matplotlib.get_data_path()) / "fonts")
+    from matplotlib import font_manager
+
+    for family in ("sans-serif", "serif", "monospace", "cursive", "fantasy"):  # the fonts the defaults resolve to
+        for properties in (
+            font_manager.FontProperties(family=family),
+            font_manager.FontProperties(family=family, weight="bold"),
+            font_manager.FontProperties(family=family, style="italic"),
+        ):
+            found = font_manager.findfont(properties)
+            if os.path.realpath(found) not in files.PRELOADED:
+                _quietly(files.preload_file, found)
     figure, axes = plt.subplots(2, 2, figsize=(6, 4))
     days = np.arange("2024-01-01", "2024-03-01", dtype="datetime64[D]")
     axes[0, 0].plot(days, np.arange(len(days)), label="line")
