@@ -15,6 +15,8 @@ Sections (each figure a median over many runs; each ratio two medians measured i
 - Containment: deadline to TIMEOUT for a Python loop and for a C-level regex hang; a concurrent
   session's W1 latency meanwhile against its idle latency.
 - Walls: worker start-up and W1 with Landlock + seccomp and without them, in the same run (``bench/walls.py``).
+- Owners: W1 when a worker serves one owner only: on its owner's kept worker, with a new owner each run, with 32
+  owners in turn; and bursts of 8 (``bench/owners.py``).
 - Scale: W1 throughput with 1, 4 and 16 HTTP clients; server RSS before and after 10,000 calls;
   cold start of ``attp serve`` to a completed initialize.
 - Memory: ``find_page`` over a 100,000-page tree, per kind of query (``bench/memory_search.py``,
@@ -53,6 +55,7 @@ from bench.evaluation import evaluation
 from bench.gateway import gateway
 from bench.load import load
 from bench.memory_search import memory
+from bench.owners import owners
 from bench.replicas import replicas
 from bench.report import Report
 from bench.sessions import sessions
@@ -70,6 +73,7 @@ SECTIONS = (
     "transport",
     "containment",
     "walls",
+    "owners",
     "memory",
     "load",
     "gateway",
@@ -95,6 +99,8 @@ async def measure(quick: bool, only: list[str]) -> Report:
         await containment(report, quick)
     if "walls" in only:
         await walls(report, quick)
+    if "owners" in only:
+        await owners(report, quick)
     if "memory" in only:
         await anyio.to_thread.run_sync(memory, report, quick)
     if "load" in only:  # before gateway, whose upstream servers configure logging for this process

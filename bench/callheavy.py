@@ -23,7 +23,16 @@ from attp_server.run.runtime import Runtime
 from attp_server.run.startup import open_runtime
 from attp_server.settings import Settings
 from attp_server.toolpack import ToolRegistry
-from bench.engines import Engine, EvaluatorEngine, ExecEngine, RuntimeEngine, checked, close, optional_engines
+from bench.engines import (
+    AstevalEngine,
+    Engine,
+    EvaluatorEngine,
+    ExecEngine,
+    RuntimeEngine,
+    checked,
+    close,
+    optional_engines,
+)
 from bench.report import Report
 from bench.timing import Call, interleaved, median_ms, ratio
 from bench.transport import rss_mb
@@ -179,11 +188,17 @@ TARGET = "<= 10"
 
 async def callheavy(report: Report, quick: bool) -> None:
     with tempfile.TemporaryDirectory() as workspace:
-        settings = Settings(workspace=Path(workspace), toolpacks=[], workers=2, timeout_s=60)
+        settings = Settings(workspace=Path(workspace), toolpacks=[], workers=2, timeout_s=60, engines=["asteval"])
         registry = ToolRegistry([toolpack], Path(workspace), {})
         async with open_runtime(settings, registry=registry) as runtime:
             optional, missing = optional_engines()
-            engines: list[Engine] = [RuntimeEngine(runtime), ExecEngine(), EvaluatorEngine(), *optional]
+            engines: list[Engine] = [
+                RuntimeEngine(runtime),
+                ExecEngine(),
+                EvaluatorEngine(),
+                AstevalEngine(runtime),
+                *optional,
+            ]
             if missing:
                 report.notes.append(f"not installed, so not compared: {', '.join(missing)} (pip install -e '.[bench]')")
             try:

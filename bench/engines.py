@@ -7,6 +7,7 @@
   functions: the cost of the sandbox language without the worker and its IPC.
 - ``runtime``: `Runtime.execute`, the real path: worker process, tool calls back to the server.
 - ``runtime_new_program``: the same, each run's text new to every worker (``runtime`` sends the same text).
+- ``asteval``: the same real path with ``engine = "asteval"`` (asteval's own Interpreter; a worker per run).
 - ``smolagents``: `LocalPythonExecutor` (in process, its default timeout on), tools as functions.
 - ``monty``: `pydantic_monty.Monty` (a pool of sandbox processes), tools as ``external_lookup`` callbacks.
 - ``starlark``: `starlark-pyo3` (in process), tools through ``Module.add_callable``.
@@ -151,6 +152,19 @@ class RuntimeEngine:
         result = await self.runtime.execute(ExecuteRequest(code=workload.code))
         if result.status != "ok":
             raise RuntimeError(f"{workload.name} failed in the runtime: {result.error}")
+        return result.result
+
+
+class AstevalEngine(RuntimeEngine):
+    """`Runtime.execute` with ``engine = "asteval"`` (the runtime must offer it): asteval's Interpreter in the worker,
+    a fresh worker for every run."""
+
+    name = "asteval"
+
+    async def run(self, workload: Workload) -> Any:
+        result = await self.runtime.execute(ExecuteRequest(code=workload.code, engine="asteval"))
+        if result.status != "ok":
+            raise RuntimeError(f"{workload.name} failed on asteval: {result.error}")
         return result.result
 
 

@@ -40,12 +40,13 @@ def _call(runtime: Runtime, session: str | None) -> Call:
 
 
 async def sessions(report: Report, quick: bool) -> None:
-    with tempfile.TemporaryDirectory() as workspace:
+    with tempfile.TemporaryDirectory() as scratch:
+        workspace = Path(scratch) / "ws"  # the data folder beside it: never inside the workspace
         settings = Settings(
-            workspace=Path(workspace), toolpacks=[], workers=2, timeout_s=60,
-            db_path=Path(workspace) / ".attp" / "memory.sqlite3",
+            workspace=workspace, toolpacks=[], workers=2, timeout_s=60,
+            db_path=Path(scratch) / ".attp" / "memory.sqlite3",
         )  # fmt: skip
-        registry = ToolRegistry([toolpack], Path(workspace), {})
+        registry = ToolRegistry([toolpack], workspace, {})
         async with open_runtime(settings, registry=registry) as runtime:
             rows = 200 if quick else 18_000
             seeded = await runtime.execute(

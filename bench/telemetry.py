@@ -75,9 +75,9 @@ async def _over_http(scratch: Path, repeats: int, warmup: int) -> dict[str, list
 
 
 async def _in_process(scratch: Path, repeats: int, warmup: int) -> dict[str, list[float]]:
-    plain = Settings(workspace=scratch, toolpacks=[], workers=2, timeout_s=60)
+    plain = Settings(workspace=scratch / "ws", toolpacks=[], workers=2, timeout_s=60)
     audited = plain.model_copy(update={"audit_log": scratch / "audit.jsonl", "rate_limit_per_minute": 10**9})
-    registry = ToolRegistry([toolpack], scratch, {})
+    registry = ToolRegistry([toolpack], scratch / "ws", {})
     spans, meters = tracer_provider(), meter_provider()
     async with open_runtime(plain, registry=registry) as first:
         none = {"tracer_provider": NoOpTracerProvider(), "meter_provider": NoOpMeterProvider()}

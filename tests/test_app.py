@@ -12,6 +12,8 @@ import pytest
 from harness import running
 from mcp import Client, Implementation
 from mcp.server.mcpserver import MCPServer
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
 
 from attp_server.faces.app import create_server
 from attp_server.model.catalog import DESCRIPTION_BUDGET
@@ -75,6 +77,26 @@ async def test_is_error_exactly_for_status_error(
     assert (result.structured_content["status"], result.is_error) == (status, is_error)
     rendered = json.loads(result.content[0].text)  # type: ignore[union-attr]
     assert rendered["status"] == status
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_name_this_server_does_not_publish_is_a_protocol_error(server: MCPServer, mode: str) -> None:
+    """JSON-RPC -32602 naming what is published, as the specification's tools and prompts pages say: not a tool
+    result marked isError (a client takes that for a tool that ran), not an internal error."""
+    async with Client(server, mode=mode) as client:
+        with pytest.raises(MCPError) as tool:
+            await client.call_tool("attp_exec", {"code": "1"})
+        with pytest.raises(MCPError) as prompt:
+            await client.get_prompt("system_prompt")
+        assert (await client.get_prompt("attp_system_prompt")).messages
+        assert (await client.call_tool("attp_execute", {"code": "__result__ = 1"})).structured_content
+    assert tool.value.code == INVALID_PARAMS
+    assert tool.value.error.message.startswith("Unknown tool: 'attp_exec' (did you mean 'attp_execute'?)")
+    assert prompt.value.code == INVALID_PARAMS
+    assert prompt.value.error.message == (
+        "Unknown prompt: 'system_prompt' (did you mean 'attp_system_prompt'?); "
+        "the prompts this server publishes (prompts/list): attp_system_prompt"
+    )
 
 
 async def test_text_is_the_lean_json_view_and_structured_content_the_whole_result(workspace: Path) -> None:

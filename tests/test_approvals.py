@@ -258,7 +258,7 @@ async def test_long_arguments_are_shortened_in_the_question(workspace: Path) -> 
 
 async def test_a_starlark_program_waits_with_its_clock_stopped_too(workspace: Path) -> None:
     user = User("accept", delay=1.5)  # longer than timeout_s = 1
-    async with served_in_process(workspace, "legacy", user, timeout_s=1.0) as client:
+    async with served_in_process(workspace, "legacy", user, timeout_s=1.0, engines=["starlark"]) as client:
         code = 'write_file("s.txt", "star")\ntotal = 0\nfor i in range(20000):\n    total += i\n__result__ = total'
         data = await run(client, code, engine="starlark")
     assert data["status"] == "ok", data

@@ -186,3 +186,23 @@ def test_a_declined_approval_over_http_leaves_one_line(approving: tuple[Served, 
     assert (line["event"], line["tool"], line["outcome"]) == ("approval", "files.write_file", "APPROVAL_DENIED")
     assert SECRET not in log.read_text()
     assert not (served.workspace / "no.txt").exists()
+
+
+async def test_audit_arguments_redact_an_upstreams_credentials_as_expanded(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 33, item 5: the configured ``${VAR}`` of an upstream's env is not the secret; its value, expanded when
+    the server starts, is (so is an OAuth token the server holds), and the audit log redacts it too."""
+    from upstreams import time_stdio
+
+    from attp_server.mcp_config import McpServer
+
+    value = "planted-" + SECRET
+    monkeypatch.setenv("ATTP_TEST_PLANTED", value)
+    server = McpServer.model_validate({**time_stdio(), "env": {"API_KEY": "${ATTP_TEST_PLANTED}"}})
+    async with audited(workspace, audit_arguments=True, mcp_servers={"clock": server}) as (runtime, log):
+        data = await run(runtime, f'write_file("k.txt", "the key is {value}")')
+        assert data["status"] == "ok", data
+    [line] = lines(log)
+    assert line["arguments"] == {"path": "k.txt", "content": "[redacted]"}
+    assert value not in log.read_text()

@@ -11,6 +11,8 @@ import pytest
 from harness import run_quick_bench
 
 from bench.breakdown import breakdown
+from bench.engine_passes import QUICK
+from bench.engine_passes import main as engine_passes
 from bench.gateway import table as gateway_table
 
 pytestmark = pytest.mark.process
@@ -24,6 +26,7 @@ REQUIRED = [
     "timeout_python_loop_overshoot_ms", "timeout_c_regex_overshoot_ms",
     "worker_start_walls_ms", "worker_start_no_walls_ms", "worker_start_new_interpreter_ms",
     "worker_start_forked_vs_new_interpreter", "w1_walls_ms", "w1_no_walls_ms", "w1_walls_vs_none", "getpid_walls_ns", "getpid_no_walls_ns",
+    "owners.w1_same_ms", "owners.w1_new_ms", "owners.w1_turns_ms", "owners.new_vs_same", "owners.burst_new_vs_one",
     "concurrent_python_loop_ratio", "concurrent_c_regex_ratio",
     "throughput_1_clients", "throughput_4_clients", "throughput_16_clients",
     "errors_16_clients", "server_rss_before_mb", "server_rss_growth_pct", "cold_start_to_initialize_ms",
@@ -127,3 +130,17 @@ def test_profile_names_the_evaluator_functions_a_workload_spends_its_time_in() -
 
     text = profile("c2", rows=5)
     assert "function calls" in text and "sandbox" in text
+
+
+def test_engine_passes_counts_each_engine(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`python -m bench.engine_passes --quick`: a row per engine, every program's outcome in the JSON."""
+    assert (
+        engine_passes(
+            ["--quick", "--engines", "python,asteval", "--only", "corpus", "--json", str(tmp_path / "e.json")]
+        )
+        == 0
+    )
+    assert "| python | 4 of 4 |" in capsys.readouterr().out
+    report = json.loads((tmp_path / "e.json").read_text(encoding="utf-8"))
+    assert set(report["corpus"]) == {"python", "asteval"}
+    assert all(len(outcomes) == QUICK for outcomes in report["corpus"].values())

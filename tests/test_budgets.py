@@ -115,6 +115,26 @@ async def test_static_check_bomb_costs_the_server_process_little_cpu(files_serve
     assert spent < 1.0, f"the server process spent {spent:.2f} CPU-s on one program's static check"
 
 
+SUBSTITUTIONS = {
+    "function": "s = re.sub('a', lambda m: 'x' * 10_000_000, 'a' * 10)\n__result__ = len(s)",
+    "method": "s = re.compile('a').sub(lambda m: 'x' * 10_000_000, 'a' * 10)\n__result__ = len(s)",
+    "subn": "s, n = re.subn('a', lambda m: 'x' * 10_000_000, 'a' * 10)\n__result__ = len(s)",
+    "group-reference": "s = re.sub('(a+)', '\\\\1' * 1000, 'a' * 100_000)\n__result__ = len(s)",
+}
+"""Issue 33's item 7: a substitution whose replacements add up to 100,000,000 characters (the limit is 10,000,000):
+a function returning a long text for each match, or a template repeating what each match found."""
+
+
+@pytest.mark.parametrize("way", list(SUBSTITUTIONS))
+async def test_a_substitution_never_builds_more_than_the_size_limit(files_server: Served, way: str) -> None:
+    async with files_server.client() as client:
+        data = await execute(client, SUBSTITUTIONS[way])
+        fits = await execute(client, "__result__ = re.sub('a', lambda m: m.group() * 3, 'banana')")
+    assert data["status"] == "error" and data["error"]["code"] == "MEMORY_LIMIT", data
+    assert "re.sub" in data["error"]["message"] and "10,000,000" in data["error"]["message"], data["error"]
+    assert fits["result"] == "baaanaaanaaa"
+
+
 async def test_forty_static_check_bombs_at_once_leave_a_normal_call_and_healthz_answering(files_server: Served) -> None:
     """Before: the forty checks held the GIL and every thread of the limiter; nothing else answered for minutes."""
     outcomes: list[str] = []

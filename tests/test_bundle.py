@@ -135,3 +135,32 @@ async def test_the_installed_bundle_serves_with_the_users_choices(
     assert (home / ".attp-server" / "secret.key").is_file()  # the server's data in the user's folder,
     assert os.listdir(started_in) == []  # not where Claude Desktop started it
     assert sorted(os.listdir(workspace)) == ["never.txt"]  # nor in the workspace the programs see
+
+
+def test_a_workspace_chosen_around_the_servers_own_files_is_refused(built: tuple[Path, Path], tmp_path: Path) -> None:
+    """The install dialog's choices are the user's: an upstream servers file inside the chosen workspace (a program
+    could add a server to it, and the live reload would start it), or the home folder as the workspace (it holds
+    ~/.attp-server), make the server refuse to start, saying what to move where."""
+    _, unpacked = built
+    home = tmp_path / "home"
+    workspace = home / "Projects"
+    workspace.mkdir(parents=True)
+    (workspace / "servers.json").write_text(json.dumps({"mcpServers": {}}))
+    choices = [
+        {"workspace": str(workspace), "upstream_servers": str(workspace / "servers.json"), "approval": "never"},
+        {"workspace": str(home), "approval": "never"},
+    ]
+    expected = [
+        f"{workspace / 'servers.json'}, an upstream servers file (mcp_config): the server reads it again while serving",
+        f"{home / '.attp-server'}, the data folder",
+    ]
+    for config, named in zip(claude_desktop_commands(unpacked, choices, home), expected, strict=True):
+        done = subprocess.run(
+            [config["command"], *config["args"]],
+            env={**config["env"], "HOME": str(home)}, cwd=tmp_path, capture_output=True, text=True, timeout=60,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )  # fmt: skip
+        assert done.returncode == 2, done.stderr
+        assert "refusing to start: the workspace" in done.stderr and named in done.stderr
+    assert not (home / ".attp-server").exists()

@@ -106,7 +106,7 @@ async def test_login_then_serve_with_refreshed_tokens(tmp_path: Path) -> None:
 
             done = login(tmp_path, flags)
             assert done.returncode == 0, done.stdout + done.stderr
-            assert "Logged in to 'secure': 2 tools" in done.stdout
+            assert "Logged in to 'secure': 3 tools" in done.stdout
 
             for mode in ("2026-07-28", "legacy"):
                 async with served.client(mode=mode) as client:
@@ -151,3 +151,56 @@ async def test_login_errors_are_one_line(tmp_path: Path) -> None:
     assert waited.returncode == 1, waited.stderr
     assert "attp: login to 'secure' failed: no redirect came back within 1 s (--wait-s)" in waited.stderr
     assert "Traceback" not in waited.stderr
+
+
+PROGRAM = """
+said = []
+for how in ["jsonrpc", "is_error", "text", "structured"]:
+    try:
+        said.append(secure.echo_credentials(how=how))
+    except ToolError as e:
+        said.append([e.code, e.message])
+write_file("said.txt", str(said))
+__result__ = said
+"""
+
+
+async def test_no_secret_of_an_oauth_upstream_reaches_a_program_by_any_path(tmp_path: Path) -> None:
+    """Issue 33, item 5: an upstream that quotes its caller's credentials (the Authorization header with the access
+    token, the refresh tokens, before and after a refresh) in a JSON-RPC error's message, an isError text or a
+    result: the program, the audit log (arguments written), the log and /healthz get none of them."""
+    issued = tmp_path / "issued.txt"
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    log, audit = tmp_path / "serve.log", tmp_path / "audit.jsonl"
+    env = {"ATTP_AUDIT_LOG": str(audit), "ATTP_AUDIT_ARGUMENTS": "true"}
+    with oauth_server(issued) as url:
+        upstream = tmp_path / "upstream.json"
+        upstream.write_text(json.dumps({"mcpServers": {"secure": {"url": url}}}))
+        flags = ["--mcp-config", str(upstream), "--db-path", str(tmp_path / "data" / "memory.sqlite3")]
+        with serving_http(workspace, "--toolpack", "files", *flags, env=env, stderr=log) as served:
+            assert served.url is not None
+            done = login(tmp_path, flags)
+            assert done.returncode == 0, done.stdout + done.stderr
+            said = []
+            for mode in ("2026-07-28", "legacy"):
+                async with served.client(mode=mode) as client:
+                    said.append(await until_ok(client, PROGRAM))
+            await anyio.sleep(LIFETIME_S + 1)  # the tokens rotate: the old ones are still the server's secrets
+            async with served.client(mode="legacy") as client:
+                said.append(await until_ok(client, PROGRAM))
+            health = httpx.get(served.url + "/healthz").text
+    for data in said:
+        assert data["status"] == "ok", data
+        jsonrpc, is_error, text, _ = data["result"]
+        assert jsonrpc[0] == "TOOL_ERROR" and "header was Bearer [redacted]" in jsonrpc[1], jsonrpc
+        assert is_error[0] == "TOOL_ERROR" and "header was Bearer [redacted]" in is_error[1], is_error
+        assert text.startswith("header was Bearer [redacted]"), text
+    tokens = [t for t in issued.read_text().split() if t]
+    assert len(tokens) >= 4  # the login's pair and the refreshed pair
+    outputs = {
+        "results": json.dumps(said), "audit log": audit.read_text(), "log": log.read_text(), "healthz": health,
+        "workspace": (workspace / "said.txt").read_text(),
+    }  # fmt: skip
+    leaked = {where: token[:6] for where, text in outputs.items() for token in tokens if token in text}
+    assert leaked == {}, leaked

@@ -221,3 +221,65 @@ def test_a_public_bind_starts_with_a_token_or_when_insisted(
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+HALF_SENT = b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+"""A request head that never ends (no blank line)."""
+
+
+def _descriptors(pid: int) -> int:
+    import os
+
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+@pytest.mark.anyio
+async def test_half_sent_requests_cannot_take_every_descriptor_before_authentication(tmp_path: Path) -> None:
+    """Issue 33, item 7: 1,100 connections that each send half a request head took every descriptor of a server
+    limited to 1,024 before any token was checked; nothing else was served. Now they are bounded in number (the
+    one waiting longest makes room) and in time (header_timeout_s), and a caller with the token gets through."""
+    import resource
+    import socket
+    import time
+
+    import anyio
+    from harness import execute, stop_process, wait_for_health
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 4096:
+        pytest.skip("the test itself needs 4,096 descriptors")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 4096), hard))
+    port, token = free_port(), "tok-0123456789abcdef"
+    env = {**server_env(), "ATTP_AUTH_TOKEN": token, "ATTP_HEADER_TIMEOUT_S": "3"}
+
+    process = subprocess.Popen(
+        ["prlimit", "--nofile=1024:1024", "--", sys.executable, "-m", "attp_server", "serve", "--transport", "http", "--port", str(port), *SERVE_FLAGS,
+         "--workspace", str(tmp_path / "ws"), "--db-path", str(tmp_path / "data" / "m.sqlite3")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=tmp_path, start_new_session=True,
+    )  # fmt: skip
+    sockets: list[socket.socket] = []
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_for_health(url, process)  # type: ignore[arg-type]
+        for _ in range(1100):
+            sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+            sock.sendall(HALF_SENT)
+            sockets.append(sock)
+        assert _descriptors(process.pid) < 1024 - 100, "the half-sent requests hold the server's descriptors"
+        served = Served("streamable-http", tmp_path / "ws", url=url, process=process)  # type: ignore[arg-type]
+        with anyio.fail_after(20):
+            async with served.client(headers={"Authorization": f"Bearer {token}"}) as client:
+                data = await execute(client, "__result__ = 6 * 7")
+        assert data["result"] == 42, data
+        health = httpx.get(url + "/healthz", headers={"Authorization": f"Bearer {token}"}, timeout=10).json()
+        assert health["connections"]["closed"]["max_connections"] >= 1100 - 512
+        # Past header_timeout_s every half-sent request still open is closed by the server.
+        deadline = time.monotonic() + 15
+        for sock in sockets[-100:]:
+            sock.settimeout(max(0.1, deadline - time.monotonic()))
+            assert sock.recv(1) == b"", "a half-sent request outlived header_timeout_s"
+    finally:
+        for sock in sockets:
+            sock.close()
+        stop_process(process)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

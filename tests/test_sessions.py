@@ -351,7 +351,8 @@ async def test_a_session_with_many_kept_names_does_not_fill_a_shared_worker_with
     monkeypatch.setattr(pool_module, "LONG_RUN_S", 60.0)
     pad = "_" * 400
     limits: dict[str, Any] = {"memory_mb": 96, "max_code_chars": 1_000_000, "max_state_bytes": 4 * 1024 * 1024}
-    async with running(workspace, workers=1, max_workers=1, **limits) as runtime:
+    # No fresh worker kept ready: the one idle worker is the one kept for this caller, which serves every call.
+    async with running(workspace, workers=0, max_workers=1, **limits) as runtime:
         for start in range(0, 6000, 1500):  # 4 calls of 1,500 names
             names = ",".join(f"v{i}{pad}" for i in range(start, start + 1500))
             data = await run(runtime, f"{names} = [0] * 1500\n__result__ = 1", session="A")

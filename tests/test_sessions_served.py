@@ -8,6 +8,7 @@ Streamable HTTP one per ``Mcp-Session-Id``: each stands for a handle, so nothing
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -87,3 +88,39 @@ async def test_a_2026_request_keeps_state_only_through_its_handle(http: Served) 
         # The description says variables stay in a session; this call is told how to continue one.
         assert "send this program again with session set to" in result["hint"]
         assert (await run(client, "__result__ = x", session=handle))["result"] == 1
+
+
+async def test_one_principals_sessions_do_not_evict_another_principals_kept_state(tmp_path: Path) -> None:
+    """Issue 33, item 7: `max_total_state_bytes` was one pool, so one token holder opening sessions made every
+    other holder's kept state go, oldest first. Each principal now has a share and its own go first."""
+    import sqlite3
+
+    import anyio
+
+    tokens = {"alice": "tok-alice-0123456789", "mallory": "tok-mallory-0123456789"}
+    env = {"ATTP_AUTH_TOKENS": json.dumps(tokens), "ATTP_MAX_STATE_BYTES": "2000", "ATTP_MAX_TOTAL_STATE_BYTES": "6000"}
+    data = tmp_path / "data"
+    flags = [*SERVE_FLAGS, "--db-path", str(data / "memory.sqlite3")]
+    with serving_http(tmp_path / "ws", *flags, env=env) as served:
+        async with served.client(headers={"Authorization": f"Bearer {tokens['alice']}"}) as alice:
+            mine = await run(alice, "blob = 'a' * 1000")
+            assert mine["status"] == "ok", mine
+            handles = []
+            async with served.client(headers={"Authorization": f"Bearer {tokens['mallory']}"}) as mallory:
+                for _ in range(8):
+                    theirs = await run(mallory, "blob = 'm' * 1000")
+                    handles.append(theirs["session"])
+
+            def kept() -> int:  # what any replica's sweep (every 10 s) keeps the store within
+                with sqlite3.connect(f"file:{data / 'state.sqlite3'}?mode=ro", uri=True) as db:
+                    return int(db.execute("SELECT SUM(state_bytes) FROM attp_handles").fetchone()[0])
+
+            with anyio.fail_after(30):
+                while kept() > 6000:
+                    await anyio.sleep(0.25)
+            still = await run(alice, "__result__ = len(blob)", session=mine["session"])
+            assert still["status"] == "ok" and still["result"] == 1000, still
+            async with served.client(headers={"Authorization": f"Bearer {tokens['mallory']}"}) as mallory:
+                oldest = await run(mallory, "__result__ = len(blob)", session=handles[0])
+    assert oldest["error"]["code"] == "NAME_NOT_FOUND", oldest
+    assert oldest["hint"].startswith("The variables kept from this session's earlier calls were dropped")

@@ -1,13 +1,19 @@
-"""FairSlots: a bounded number of slots, a per-session cap, a bounded line served fairly, deadlines."""
+"""FairSlots: a bounded number of slots, a per-session cap, a bounded line served fairly, deadlines; and a run waiting
+for a person, which gives its slot back (`Admission.slot`)."""
 
 from __future__ import annotations
 
+import functools
 import time
 
 import anyio
 import pytest
 
+from attp_server.errors import ErrorInfo
+from attp_server.run.admission import PAUSED_PER_PRINCIPAL, Admission
 from attp_server.run.slots import FairSlots
+from attp_server.sandbox.process.pool import PauseRefused
+from attp_server.settings import Settings
 
 pytestmark = pytest.mark.anyio
 
@@ -109,3 +115,54 @@ async def test_a_cancelled_waiter_leaves_the_line() -> None:
     assert slots.waiting == 0
     slots.release("a")
     assert slots.in_use == 0 and slots.try_acquire("b")
+
+
+async def test_a_run_taking_its_slot_back_goes_first_past_its_cap_and_a_full_line() -> None:
+    slots = FairSlots(capacity=1, per_owner=1, max_waiting=1)
+    assert slots.try_acquire("busy")
+    order: list[str] = []
+
+    async def wait(owner: str, *, first: bool = False) -> None:
+        assert await slots.acquire(owner, soon(), first=first)
+        order.append(owner)
+        slots.release(owner)
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(wait, "new")
+        await anyio.sleep(0.01)
+        tasks.start_soon(functools.partial(wait, "busy", first=True))  # the line is full, and busy holds its cap
+        await anyio.sleep(0.01)
+        assert slots.waiting == 2
+        slots.release("busy")
+    assert order == ["busy", "new"]
+
+
+async def test_a_paused_run_gives_its_slot_back_and_takes_one_again() -> None:
+    admission = Admission(Settings(max_workers=2, queue_timeout_s=0.2))
+    paused = []
+    for _ in range(PAUSED_PER_PRINCIPAL):
+        ticket = await admission.enter("alice-session", "alice")
+        assert isinstance(ticket, int)
+        slot = admission.slot(ticket)
+        await slot.give_back()  # waiting for alice: its slot is free for others
+        paused.append((ticket, slot))
+    running = await admission.enter("alice-session", "alice")
+    assert isinstance(running, int)
+    with pytest.raises(PauseRefused, match="4 of your programs are already waiting"):
+        await admission.slot(running).give_back()
+    bob = await admission.enter("bob-session", "bob")  # four of alice's runs wait for her: bob still runs
+    assert isinstance(bob, int)
+    carol = await admission.enter("carol-session", "carol")  # two run: the server is full
+    assert isinstance(carol, ErrorInfo) and carol.code == "SERVER_BUSY"
+    assert admission.stats()["waiting_for_person"] == PAUSED_PER_PRINCIPAL
+    async with anyio.create_task_group() as tasks:
+        _, slot = paused[0]
+        tasks.start_soon(slot.take_back)  # alice answered: her run waits for a slot, ahead of any new run
+        await anyio.sleep(0.01)
+        assert admission.stats()["in_flight"] == 2
+        admission.leave(bob)
+    assert admission.stats() | {"in_flight": 2, "waiting_for_person": PAUSED_PER_PRINCIPAL - 1} == admission.stats()
+    for ticket, _ in paused:
+        admission.leave(ticket)  # three never took a slot back: leaving gives nothing back
+    admission.leave(running)
+    assert admission.stats()["in_flight"] == 0

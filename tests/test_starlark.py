@@ -10,6 +10,7 @@ import dataclasses
 import functools
 import sys
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -456,7 +457,15 @@ def test_missing_extra_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
 # ---------------------------------------------------------------- wired into the runtime, the CLI and the MCP tool
 
 
-async def test_execute_with_the_engine_input(runtime: Runtime) -> None:
+@pytest.fixture
+async def offering_starlark(workspace: Path) -> AsyncIterator[Runtime]:
+    """A runtime whose calls may pick starlark (the `engines` setting), python staying the default."""
+    async with running(workspace, engines=["starlark"]) as runtime:
+        yield runtime
+
+
+async def test_execute_with_the_engine_input(offering_starlark: Runtime) -> None:
+    runtime = offering_starlark
     code = "_rows = [r['name'] for r in records(2)]\nprint(f'{len(_rows)} rows')\n__result__ = dir(_rows)[:1]"
     result = await runtime.execute(ExecuteRequest(code=code, engine="starlark"))
     assert result.status == "ok", result.error  # `_` names and dir() are Starlark, not refused by the Python check
@@ -481,7 +490,10 @@ async def test_starlark_setting_changes_the_default_and_the_texts(workspace: Pat
         assert translated.status == "ok", translated.error
 
 
-async def test_without_the_extra_starlark_is_a_clear_error(runtime: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_without_the_extra_starlark_is_a_clear_error(
+    offering_starlark: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runtime = offering_starlark
     uninstalled = dataclasses.replace(ENGINES["starlark"], package="starlark_is_not_installed_here")
     monkeypatch.setitem(ENGINES, "starlark", uninstalled)  # type: ignore[index]  # the table, as a dict
     result = await runtime.execute(ExecuteRequest(code="__result__ = 1", engine="starlark"))
@@ -501,8 +513,8 @@ def test_attp_check_parses_starlark(capsys: pytest.CaptureFixture[str], workspac
     assert '"line":2' in out
 
 
-async def test_mcp_tool_takes_the_engine_argument(runtime: Runtime) -> None:
-    async with Client(create_server(runtime)) as client:
+async def test_mcp_tool_takes_the_engine_argument(offering_starlark: Runtime) -> None:
+    async with Client(create_server(offering_starlark)) as client:
         result = await client.call_tool(
             "attp_execute", {"code": "x = add(2, 3)\n__result__ = f'{x:03d}'", "engine": "starlark"}
         )

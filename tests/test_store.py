@@ -138,6 +138,17 @@ async def test_past_the_total_bound_the_state_used_longest_ago_is_dropped_and_ma
     assert isinstance(last, Record) and last.state == "x" * 100 and not last.evicted
 
 
+async def test_past_the_total_bound_only_principals_past_their_share_lose_state(store: Store) -> None:
+    """Each principal that keeps state has an equal share; bob's one old session outlives alice's newer ones."""
+    await store.handles.create("bob", "bob", kind=KIND_HANDLE, now=900.0, state="b" * 100, state_bytes=100)
+    for n in range(5):
+        await store.handles.create(f"k{n}", "alice", kind=KIND_HANDLE, now=1000.0 + n, state="x" * 100, state_bytes=100)
+    assert await store.handles.trim_state(400, now=1010.0) == 2  # alice's share is 200, but bob needs only 100
+    kept = {key: isinstance(r := await claim(store, key, principal=p, lease=key, now=1011.0), Record) and not r.evicted
+            for key, p in [("bob", "bob"), *((f"k{n}", "alice") for n in range(5))]}  # fmt: skip
+    assert kept == {"bob": True, "k0": False, "k1": False, "k2": True, "k3": True, "k4": True}
+
+
 async def test_implicit_handles_come_into_being_with_their_first_call_and_end_with_their_process(store: Store) -> None:
     got = await store.handles.claim("conn", "anonymous", "l", now=1000.0, idle_s=600, max_age_s=DAY,
                                     create=KIND_LASTING, instance="proc-1")  # fmt: skip

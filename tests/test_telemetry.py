@@ -211,7 +211,7 @@ class _Broken(SpanProcessor):
 async def test_telemetry_that_fails_never_fails_a_run(workspace: Path) -> None:
     """A tracing backend, a metrics backend that raise, and an audit log that cannot be written: the run
     still answers."""
-    blocked = workspace / "not-a-dir"
+    blocked = workspace.parent / "not-a-dir"  # beside the workspace: the audit log is the server's own
     blocked.write_text("a file where the audit log's folder should be")
     spans = TracerProvider()
     spans.add_span_processor(_Broken())

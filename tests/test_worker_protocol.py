@@ -4,15 +4,17 @@ that lists error fields uses that list, and a program reads each field of a tool
 from __future__ import annotations
 
 from pathlib import Path
-from typing import get_type_hints
+from typing import Any, get_type_hints
 
 import pytest
 from harness import run_code, running
 
 from attp_server.errors import ErrorInfo
 from attp_server.sandbox.policy import EXCEPTION_ATTRIBUTES
+from attp_server.sandbox.process import pool as pool_module
 from attp_server.sandbox.process import protocol
-from attp_server.sandbox.process.pool import Job
+from attp_server.sandbox.process.pool import Job, WorkerPool
+from attp_server.sandbox.process.protocol import ToolReply
 from attp_server.sandbox.process.tools import ToolError
 
 pytestmark = pytest.mark.anyio
@@ -77,3 +79,54 @@ async def test_received_and_expected_reach_the_program_through_the_worker(tmp_pa
     error = uncaught["error"]
     assert (error["code"], error["parameter_name"], error["received"]) == ("INVALID_ARGUMENT", "max_lines", "0")
     assert error["expected"].startswith("an integer from 1 to ")
+
+
+# ---------------------------------------------------------------- the pool decides reuse (fallen workers)
+
+
+def fallen_job(code: str) -> Job:
+    return Job(code=code, tools=[], namespaces={}, timeout_s=5, max_output_bytes=1000, max_result_bytes=10_000,
+               max_tool_calls=5)  # fmt: skip
+
+
+async def no_calls(name: str, args: list[Any], kwargs: dict[str, Any]) -> ToolReply:
+    raise AssertionError(f"no tool call expected, got {name}")
+
+
+PID = "import os\n__result__ = os.getpid()"
+
+
+async def test_the_pool_keeps_a_worker_for_its_owner_alone_and_counts_its_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(pool_module, "MAX_RUNS_PER_WORKER", 3)
+    async with WorkerPool(size=1, max_workers=2, memory_mb=256, fallen=True) as pool:
+        first = [(await pool.run(fallen_job(PID), no_calls, owner="alice"))["result"] for _ in range(4)]
+        bob = (await pool.run(fallen_job(PID), no_calls, owner="bob"))["result"]
+    assert first[0] == first[1] == first[2], "a worker kept for its owner serves its next runs"
+    assert first[3] != first[2], "the pool counts runs: the fourth is another worker's, whatever the worker says"
+    assert bob not in first
+
+
+@pytest.mark.parametrize(
+    ("retire", "reused"), [("True", False), ("'no'", False), ("None", False), ("False", True)], ids=str
+)
+async def test_a_worker_may_only_ask_to_retire_sooner(retire: str, reused: bool) -> None:
+    code = f"import os\nchannel.send({{'op': 'done', 'status': 'ok', 'result': os.getpid(), 'retire': {retire}}})"
+    async with WorkerPool(size=0, max_workers=1, memory_mb=256, fallen=True) as pool:
+        first = await pool.run(fallen_job(code), no_calls, owner="alice")
+        second = await pool.run(fallen_job(PID), no_calls, owner="alice")
+    if retire in ("'no'", "None"):
+        assert first["status"] == "error" and "sandbox process sent" in first["error"]["message"], first
+    assert (second["result"] == first.get("result")) is reused
+
+
+async def test_an_honest_worker_refuses_a_call_the_server_would_refuse(tmp_path: Path) -> None:
+    """A tool call past what the server reads (`protocol.MAX_CALL_VALUES`) is the program's INVALID_ARGUMENT, said
+    by its worker before anything is sent, never a killed worker."""
+    async with running(tmp_path, timeout_s=20, memory_mb=512) as runtime:
+        data = await run_code(runtime, f"write_file('a.csv', 'a,' * {protocol.MAX_CALL_VALUES})")
+        fits = await run_code(runtime, "write_file('b.csv', 'a,' * 1000)\n__result__ = read_file('b.csv')[:4]")
+    assert data["error"]["code"] == "INVALID_ARGUMENT", data["error"]
+    assert "a tool call carries at most 2,000,000" in data["error"]["message"]
+    assert fits["result"] == "a,a,"

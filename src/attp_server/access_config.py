@@ -24,8 +24,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
 
+from attp_server.sandbox.engines import EngineName
+
 Approval = Literal["never", "destructive", "always"]
-Engine = Literal["python", "starlark"]
+Engine = EngineName
 
 MAX_NAMES = 1000
 """Most principals, groups or tool patterns one rule lists."""

@@ -47,7 +47,7 @@ from pydantic_settings.sources.utils import parse_env_vars
 from attp_server.access_config import AccessRule
 from attp_server.errors import ConfigError, suggest
 from attp_server.mcp_config import McpServer, merge_servers
-from attp_server.sandbox.engines import ENGINES
+from attp_server.sandbox.engines import ENGINES, EngineName
 from attp_server.sandbox.stdlib.namespaces import MODULE_NAMES
 
 ENV_PREFIX = "ATTP_"
@@ -75,7 +75,11 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(extra="forbid", validate_default=True, env_prefix=ENV_PREFIX)
 
-    workspace: Path = Field(Path("workspace"), description="Root directory of the files toolpack (created if missing).")
+    workspace: Path = Field(
+        Path("workspace"),
+        description="Root directory of the files toolpack (created if missing). It must not hold any of the server's "
+        "own files.",
+    )
     toolpacks: list[str] = Field(
         default_factory=lambda: ["files", "skills", "memory"],
         description="Enabled toolpacks: entry-point names (files, shell, ...) or import specs 'module:attribute'.",
@@ -90,10 +94,16 @@ class Settings(BaseSettings):
         + ", ".join(MODULE_NAMES)
         + ". Default: all of them.",
     )
-    engine: Literal["python", "cpython", "starlark"] = Field(
+    engine: EngineName = Field(
         "python",
-        description="Language of programs: python (sandboxed), cpython (real CPython behind every containment "
-        "layer, with the data stack of cpython_packages), or starlark (extra attp-server[starlark]).",
+        description="The engine a program runs on when it names none: python (the project's evaluator), asteval "
+        "(asteval's own Interpreter), cpython (real CPython behind every containment layer, with the data stack of "
+        "cpython_packages), or starlark (extra attp-server[starlark]).",
+    )
+    engines: list[EngineName] = Field(
+        default_factory=list,
+        description="The engines a call (its engine argument, or an envelope's tool_call.engine) may pick, besides "
+        "engine, which is always offered. Default: engine alone; the tool's input schema lists them.",
     )
     cpython_packages: list[str] = Field(
         default_factory=lambda: [name for name in CPYTHON_PACKAGES if importlib.util.find_spec(name) is not None],
@@ -147,7 +157,25 @@ class Settings(BaseSettings):
         "(lower-case letters, digits, - and _) gets its own folder and memory.",
     )
     allowed_hosts: list[str] = Field(default_factory=list, description="Extra Host values accepted over HTTP.")
-    db_path: Path = Field(Path(".attp/memory.sqlite3"), description="SQLite file of the memory toolpack.")
+    max_connections: int = Field(
+        512,
+        ge=1,
+        le=65536,
+        description="Most HTTP connections open at once (lowered to fit ulimit -n); past it a new connection closes "
+        "the one waiting longest for its request head, or is closed itself when every connection is serving.",
+    )
+    header_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        le=600,
+        description="How long an HTTP connection may take to send a request head (from when it opens, or from its "
+        "last answer when kept alive) before it is closed.",
+    )
+    db_path: Path = Field(
+        Path(".attp/memory.sqlite3"),
+        description="SQLite file of the memory toolpack. Its folder is the data folder (the store, secret.key), "
+        "created for the server's user only and never inside the workspace.",
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="Log level (stderr).")
     log_format: Literal["text", "json"] = Field("text", description="Log lines as text, or one JSON object each.")
     insecure_no_auth: bool = Field(
@@ -234,8 +262,9 @@ class Settings(BaseSettings):
     max_total_state_bytes: int = Field(
         256 * 1024 * 1024,
         ge=0,
-        description="Most JSON bytes of kept state the store holds for all sessions together; past it the sessions "
-        "used longest ago lose their kept variables (and are told so on their next call).",
+        description="Most JSON bytes of kept state the store holds for all sessions together. Each principal that "
+        "keeps state has an equal share: past the total, only the principals past their share lose kept variables, "
+        "their own sessions used longest ago first (each is told so on its next call).",
     )
     database_url: SecretStr | None = Field(
         None,
@@ -386,6 +415,15 @@ class Settings(BaseSettings):
             raise ValueError(missing)
         return engine
 
+    @field_validator("engines")
+    @classmethod
+    def _engines_are_installed(cls, engines: list[EngineName]) -> list[EngineName]:
+        for engine in engines:
+            missing = ENGINES[engine].missing()
+            if missing is not None:
+                raise ValueError(missing)
+        return list(dict.fromkeys(engines))  # each once, in the order given
+
     @field_validator("cpython_packages")
     @classmethod
     def _packages_are_installed(cls, packages: list[str]) -> list[str]:
@@ -397,11 +435,13 @@ class Settings(BaseSettings):
         return list(dict.fromkeys(packages))
 
     @model_validator(mode="after")
-    def _walls_for_cpython(self) -> Settings:
-        if self.engine == "cpython" and self.containment != "required":
+    def _walls_hold(self) -> Settings:
+        walled = [name for name in self.offered_engines if ENGINES[name].walls]
+        if walled and self.containment != "required":
             raise ValueError(
-                'engine = "cpython" runs real CPython, which only every containment layer holds: it needs '
-                'containment = "required" (attp doctor shows what holds on this machine)'
+                f"engine {walled[0]!r} runs only where every containment layer holds (real CPython, or an "
+                'interpreter that bounds neither memory nor time): it needs containment = "required" (attp doctor '
+                "shows what holds on this machine)"
             )
         return self
 
@@ -443,6 +483,11 @@ class Settings(BaseSettings):
         if self.oauth_audience is not None:
             return self.oauth_audience
         return self.public_url.rstrip("/") + "/mcp" if self.public_url is not None else None
+
+    @property
+    def offered_engines(self) -> tuple[EngineName, ...]:
+        """The engines a call may pick: `engine` (the default) first, then the others `engines` lists."""
+        return tuple(dict.fromkeys([self.engine, *self.engines]))
 
     @property
     def upstream_servers(self) -> dict[str, McpServer]:

@@ -266,6 +266,11 @@ class LiveTools(Protocol):
         keep from programs: a call to it is refused like any unknown name, and the audit log records the refusal."""
         ...
 
+    def secrets(self) -> list[str]:
+        """Every credential the pack holds now (expanded env and headers values, OAuth tokens), longest first: the
+        pack blanks them out of everything it says, and the audit log out of the arguments it writes."""
+        ...
+
 
 @dataclass(frozen=True)
 class Toolpack:
@@ -582,6 +587,10 @@ class ToolRegistry:
         for pack in packs:
             self._add_pack(pack, workspace, options.get(pack.name, {}), reuse.get(pack.name) if reuse else None)
         self.refresh()
+
+    def held_secrets(self) -> list[str]:
+        """The credentials every live pack holds now (`LiveTools.secrets`)."""
+        return [secret for pack in self.packs.values() if pack.live is not None for secret in pack.live.secrets()]
 
     def rebuilt(self, workspace: Path, db_path: Path, scope: str = "shared") -> ToolRegistry:
         """The same packs, those that may keep things (built, not read-only) bound to another folder and database.

@@ -24,6 +24,7 @@ import httpx
 import pytest
 from harness import server_env, serving_http
 
+from attp_server.faces.doctor import SERVER_PROBES
 from attp_server.sandbox.process.pool import WorkerPool
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Landlock and seccomp are Linux's")
@@ -119,6 +120,10 @@ def assert_every_probe_blocked(diagnosis: dict[str, Any]) -> None:
     escaped = [(row["probe"], row["all"]["how"]) for row in diagnosis["probes"] if not row["all"]["blocked"]]
     assert escaped == []
     assert diagnosis["ok"] is True and diagnosis["missing"] == {}
+    # The server's side: what a fallen worker sends is refused (each row through the real pool).
+    server = {row["probe"]: row for row in diagnosis["server"]}
+    assert set(server) == {"a worker asks to be kept, for another principal", *(p.name for p in SERVER_PROBES)}
+    assert [name for name, row in server.items() if not row["blocked"]] == []
     layers = diagnosis["layers"]
     assert str(layers["landlock"]).startswith("ABI ") and "no file system access" in layers["landlock"]
     assert "EPERM" in str(layers["seccomp"])
@@ -151,9 +156,57 @@ def test_doctor_as_an_unprivileged_user_every_probe_is_blocked(shared_dir: Path)
     workspace = shared_dir / "workspace"
     command = as_user(attp("doctor", "--json", "--workspace", str(workspace)), stage)
     diagnosis = doctor_json(command, shared_dir)
-    assert diagnosis["machine"]["uid"] != 0
-    assert str(diagnosis["layers"]["dropped_privileges"]).endswith("(not root)")
+    uid = diagnosis["machine"]["uid"]
+    assert uid != 0
+    assert diagnosis["layers"]["dropped_privileges"] == (
+        f"uid {uid} (not root: the server's user; no capabilities, in a user namespace of its own)"
+    )
     assert_every_probe_blocked(diagnosis)
+
+
+def test_an_unprivileged_server_reports_the_privileges_its_workers_really_have(shared_dir: Path) -> None:
+    """Issue 33, item 8: an unprivileged server's /healthz said ``uid 65534``, while its workers ran as the server's
+    uid with every capability inside a user namespace of their own. Now they give up those capabilities, and
+    what is reported is what /proc shows of them from outside."""
+    from harness import descendants, free_port, wait_for_health
+
+    stage = shared_dir / "stage"
+    stage.mkdir()
+    port = free_port()
+    command = attp("serve", "--transport", "http", "--port", str(port), "--workspace", str(shared_dir / "ws"),
+                   "--db-path", str(shared_dir / "data" / "m.sqlite3"), "--workers", "1")  # fmt: skip
+    process = subprocess.Popen(
+        as_user(command, stage), cwd=shared_dir, env={**server_env(), "HOME": str(shared_dir)},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        health = wait_for_health(f"http://127.0.0.1:{port}", process)
+        deadline = time.monotonic() + 30
+        while not (workers := _locked_down(descendants(process.pid))) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        reported = health["sandbox"]["dropped_privileges"]
+        assert workers, "no locked-down worker found"
+        for status in workers:
+            uid = status["Uid"].split()[0]
+            assert uid != "0" and reported.startswith(f"uid {uid} (not root: the server's user"), (reported, uid)
+            assert status["CapEff"] == status["CapPrm"] == "0000000000000000", (reported, status)
+    finally:
+        os.killpg(process.pid, 15)
+        process.wait(timeout=30)
+
+
+def _locked_down(pids: dict[int, str]) -> list[dict[str, str]]:
+    """The /proc status of each of `pids` under a seccomp filter (the workers, not the fork server)."""
+    found = []
+    for pid in pids:
+        try:
+            lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+        except OSError:
+            continue
+        status = dict(line.split(":\t", 1) for line in lines if ":\t" in line)
+        if status.get("Seccomp", "").strip() == "2":
+            found.append({key: value.strip() for key, value in status.items()})
+    return found
 
 
 def test_doctor_probe_file_passes_stdout_through_and_says_how_the_worker_ended(shared_dir: Path) -> None:
@@ -242,6 +295,7 @@ def test_doctor_on_a_machine_without_the_walls_names_them_and_exits_1(shared_dir
     assert any(line.split()[:2] == ["landlock", "MISSING"] and "no Landlock" in line for line in lines), done.stdout
     assert any(line.split()[:2] == ["seccomp", "MISSING"] and "EINVAL" in line for line in lines), done.stdout
     assert "NOT CONTAINED:" in done.stdout and 'With containment = "required"' in done.stdout
+    assert "not probed: a fallen worker runs nothing without every wall" in done.stdout
     # What still stands there is shown too: e.g. the CPU budget and the memory limit.
     assert any(line.strip().startswith("spin past the CPU budget") and "blocked" in line for line in lines)
 
@@ -255,7 +309,7 @@ def test_a_serving_worker_never_runs_a_probe() -> None:
             try:
                 await worker.send({"op": "probe", "code": "print('ran')"})
                 with anyio.fail_after(10), pytest.raises(anyio.EndOfStream):
-                    await worker.receive()  # it leaves without a word: not `output`, not `done`
+                    await worker.receive({"output": 1024, "done": 1024})  # it leaves without a word
             finally:
                 await worker.kill()
 
@@ -278,3 +332,37 @@ def test_healthz_and_the_start_up_log_say_which_walls_hold(shared_dir: Path) -> 
         assert str(containment["layers"]["landlock"]).startswith("ABI ")
     text = log.read_text()
     assert text.count("sandbox containment holds: landlock: ABI") == 1
+
+
+UPROBE_PROBE = """
+import ctypes, platform
+libc = ctypes.CDLL(None, use_errno=True)
+if platform.machine() != "x86_64":
+    print("not x86_64")
+else:
+    print("uprobe", libc.syscall(336), ctypes.get_errno(), flush=True)
+    print("uretprobe", libc.syscall(335), ctypes.get_errno(), flush=True)
+"""
+
+
+def test_uprobe_and_uretprobe_reach_the_kernel_past_seccomp_and_do_nothing_there(shared_dir: Path) -> None:
+    """What SECURITY.md says of the two system calls the kernel lets past every seccomp filter (Linux 6.11+ for
+    uretprobe, 6.16+ for uprobe, x86_64): called from anywhere but a uprobe trampoline the kernel installed, uprobe
+    fails (ENXIO) and uretprobe kills the caller (SIGILL). On older kernels both are unknown and the filter says
+    EPERM."""
+    probe = shared_dir / "uprobe.py"
+    probe.write_text(UPROBE_PROBE)
+    done = subprocess.run(
+        attp("doctor", "--probe", str(probe), "--json", "--workspace", str(shared_dir / "ws")),
+        check=False, capture_output=True, text=True, timeout=120, cwd=shared_dir,
+        env={**server_env(), "HOME": str(shared_dir)},
+    )  # fmt: skip
+    outcome = json.loads(done.stdout)
+    if outcome["stdout"] == "not x86_64\n":
+        pytest.skip("the numbers are x86_64's")
+    lines = outcome["stdout"].splitlines()
+    assert lines[0] in ("uprobe -1 6", "uprobe -1 1"), outcome  # ENXIO: it reached the kernel; EPERM: the filter
+    if lines[1:] == []:  # uretprobe reached the kernel, which killed the caller
+        assert outcome["ended"] == "signal" and outcome["signal"] == "SIGILL", outcome
+    else:
+        assert lines[1:] == ["uretprobe -1 1"], outcome

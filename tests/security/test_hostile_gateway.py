@@ -41,7 +41,7 @@ def anyio_backend() -> str:
 async def served(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Client]:
     """One real `attp serve` over stdio (protocol 2026-07-28) with the hostile upstream, for the sandbox's cases."""
     directory = tmp_path_factory.mktemp("served")
-    async with stdio_client(directory, *flags(directory)) as client:
+    async with stdio_client(directory / "ws", *flags(directory)) as client:  # the config file beside the workspace
         yield client
 
 
@@ -169,7 +169,9 @@ def approving(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     connects anew: on 2026-07-28 a client's first call is sessionless, so it starts a session (and its
     allowances) of its own; on the legacy protocol a session is a connection's (``Mcp-Session-Id``)."""
     directory = tmp_path_factory.mktemp("approving")
-    with serving_http(directory, *flags(directory, "--approval", "destructive")) as served:
+    with serving_http(
+        directory / "ws", *flags(directory, "--approval", "destructive", "--engines", "starlark")
+    ) as served:
         yield served
 
 
@@ -247,7 +249,7 @@ async def test_healthz_and_the_log_never_show_an_upstreams_secret(tmp_path: Path
     servers["mcpServers"]["broken"] = broken
     path.write_text(json.dumps(servers))
     log = tmp_path / "server.log"
-    with serving_http(tmp_path, "--toolpack", "files", "--mcp-config", str(path), stderr=log) as served:
+    with serving_http(tmp_path / "ws", "--toolpack", "files", "--mcp-config", str(path), stderr=log) as served:
         assert served.url is not None
         async with served.client() as client:
             data = await run(client, SECRETS_PROGRAM)
@@ -476,7 +478,7 @@ async def test_a_huge_upstream_message_is_refused_unread_and_the_server_stays_re
     /healthz stalled; a line of any length was held in memory. The gateway's own stdio transport reads in
     linear time and refuses a message past twice ``max_result_bytes`` (plus 1 MiB) unread. The timings are
     the bench's; here: it ends in far less than the run's limit, and the next call works."""
-    with serving_http(tmp_path, "--mcp-config", str(config(tmp_path)), "--timeout-s", "30") as served:
+    with serving_http(tmp_path / "ws", "--mcp-config", str(config(tmp_path)), "--timeout-s", "30") as served:
         async with served.client() as client:
             started = time.monotonic()
             huge = await run(client, "__result__ = len(hostile.huge(mb=50))")

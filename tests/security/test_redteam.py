@@ -8,6 +8,7 @@ result, or a run outliving ``timeout_s + 1 s``. Each case also states the escape
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -104,7 +105,19 @@ def canary() -> Iterator[Canary]:
 
 @pytest.fixture(scope="module")
 async def target(tmp_path_factory: pytest.TempPathFactory, canary: Canary) -> AsyncIterator[Target]:
-    root = tmp_path_factory.mktemp("redteam")
+    async with _target(tmp_path_factory, canary, "python") as found:
+        yield found
+
+
+@pytest.fixture(scope="module")
+async def asteval_target(tmp_path_factory: pytest.TempPathFactory, canary: Canary) -> AsyncIterator[Target]:
+    async with _target(tmp_path_factory, canary, "asteval") as found:
+        yield found
+
+
+@contextlib.asynccontextmanager
+async def _target(tmp_path_factory: pytest.TempPathFactory, canary: Canary, engine: str) -> AsyncIterator[Target]:
+    root = tmp_path_factory.mktemp(f"redteam-{engine}")
     workspace, canary_dir = root / "ws", root / "canary"
     workspace.mkdir()
     canary_dir.mkdir()
@@ -112,7 +125,12 @@ async def target(tmp_path_factory: pytest.TempPathFactory, canary: Canary) -> As
     (workspace / "inside-link").symlink_to(canary_dir / "secret.txt")
     os.environ["ATTP_REDTEAM_ENV_SECRET"] = ENV_SECRET
     settings = make_settings(
-        workspace, toolpacks=["files", "redteam_pack:toolpack"], timeout_s=TIMEOUT_S, workers=2, max_tool_calls=50
+        workspace,
+        toolpacks=["files", "redteam_pack:toolpack"],
+        timeout_s=TIMEOUT_S,
+        workers=2,
+        max_tool_calls=50,
+        engine=engine,
     )
     try:
         async with open_runtime(settings) as runtime:
@@ -121,7 +139,7 @@ async def target(tmp_path_factory: pytest.TempPathFactory, canary: Canary) -> As
             found.outside_files = _outside_files(canary_dir)
             yield found
     finally:
-        del os.environ["ATTP_REDTEAM_ENV_SECRET"]
+        os.environ.pop("ATTP_REDTEAM_ENV_SECRET", None)
 
 
 async def _run(target: Target, code: str) -> dict[str, Any]:
@@ -152,6 +170,76 @@ async def test_attack_is_contained(target: Target, case: Case, capfd: pytest.Cap
         assert data["error"]["code"] in case.expect, data["error"]
     after = await _run(target, "__result__ = 'alive'")
     assert after["result"] == "alive", "the next call must work"
+
+
+ASTEVAL_REACHES: dict[str, str] = {
+    "RestrictedPython-CVE-2024-47532-attributeerror-obj": "asteval reads a missing attribute as None: no error",
+    "def-comprehension-dunder": "asteval allows names starting with __",
+    "def-procedure-attrs": "a function's non-dunder attributes (its name)",
+    "evaluator-kwargs-dunder": "a keyword named __class__ in a dict",
+    "exception-with-traceback-method": "an exception's methods",
+    "probe-exc-with-traceback": "an exception's bound method",
+    "issue12-bytearray-join": "no size check on bytes: 15 MB, within the worker's memory limit",
+    "issue12-bytearray-percent-width": "no format-width check on bytes: 10 MB, within the worker's memory limit",
+    "modules-counter-update-lists": "no size check on Counter arithmetic: within the worker's memory limit",
+    "modules-counter-class-patch": "a curated class patched: the worker never runs another program",
+    "modules-typing-register": "an ABC registration (process state): the worker never runs another program",
+    "state-tool-stub-attr": "a stub's name changed: the server checks every call's tool by name",
+    "tool-stub-attributes": "a stub's name",
+    "tool-stub-invoke": "the stub's bridge, and through it the protocol pipe: tests/security/test_asteval_walls.py",
+    "tool-pack-members": "a pack's member table (read-only)",
+    "namespace-math-via-dict": "a module's member table (read-only)",
+    "modules-namespace-table": "a module's member table (read-only)",
+    "state-dict-view-mapping": "a dict view's mapping (the program's own dict, read-only)",
+    "modules-capped-source": "the iterator behind a capped one",
+    "modules-csv-dictreader-reader": "the C reader behind DictReader",
+    "modules-csv-reader-dialect": "the reader's dialect object",
+    "modules-namedtuple-class-attr": "a record class's descriptors",
+    "modules-namedtuple-renamed-field": "an underscore field",
+    "modules-partial-args": "a partial's bound arguments (the program's own)",
+    "modules-partial-func": "a partial's function (a tool stub)",
+    "modules-sequencematcher-isjunk": "matcher internals",
+    "modules-template-pattern": "a template's class regex",
+    "modules-textwrapper-regex": "a wrapper's class regex",
+    "modules-typing-alias-forward": "a method of the alias's origin class",
+    "modules-uuid-is-safe": "an enum member",
+}
+"""Attacks python's first wall refuses and asteval's does not: the program gets the object (or a result refused
+only for having no JSON form). Each is contained by what follows it (no escape detector fires): nothing there
+leads to a module, a file, a socket or another run."""
+
+ASTEVAL_REFUSES_OTHERWISE = frozenset(
+    {
+        "closure-size-bomb-in-generator", "closure-timeout-in-generator-uncatchable",
+        "evaluator-recursion-through-decorator",  # FORBIDDEN: not part of asteval's language
+        "evaluator-modular-pow-in-c",  # asteval's exponent limit
+        "evaluator-parallel-huge-name", "result-too-large", "review-F1a-fnmatch-cache-growth",
+        "review-F1c-realpath-quadratic", "review-F1d-edit-quadratic", "review-F2-tools-query-flood",  # 256 KiB str
+        "review-F4-nested-lambda-compile",
+    }
+)  # fmt: skip
+"""Attacks asteval refuses with another code than python's (its own limits, or its language lacks the construct)."""
+
+
+@pytest.mark.parametrize("case", [pytest.param(case, id=case.id) for case in [*CASES, *MODULE_CASES]])
+async def test_attack_is_contained_on_asteval(
+    asteval_target: Target, case: Case, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The same attacks on engine = "asteval": never an escape; refused as on python except where listed."""
+    target = asteval_target
+    data = await _run(target, case.code)
+    _assert_no_escape(target, data, capfd.readouterr().out)
+    code = data["error"]["code"] if data["status"] == "error" else None
+    if case.id in ASTEVAL_REACHES:
+        assert code in (None, "RESULT_NOT_SERIALIZABLE"), data["error"]
+    elif case.id in ASTEVAL_REFUSES_OTHERWISE:
+        assert data["status"] == "error" and code not in (case.expect or ()), data["error"]
+    elif case.expect is not None:
+        assert data["status"] == "error", f"{case.escape}: expected a refusal, got {data['result']!r}"
+        assert code in case.expect, data["error"]
+    if code in ("TIMEOUT", "MEMORY_LIMIT", "INTERNAL_ERROR"):  # every asteval run has a fresh worker: the rest
+        after = await _run(target, "__result__ = 'alive'")  # cannot leave one broken for the next
+        assert after["result"] == "alive", "the next call must work"
 
 
 @pytest.mark.parametrize(

@@ -37,6 +37,7 @@ from attp_server.faces.elicitation import (
     open_url_over_connection,
 )
 from attp_server.faces.http import tenant_of
+from attp_server.faces.published import PublishedNames
 from attp_server.faces.signals import on_stop_signal
 from attp_server.faces.signin import signed_in
 from attp_server.model.atdf import atdf_descriptor
@@ -45,6 +46,7 @@ from attp_server.model.results import ExecutionResult, render, structured
 from attp_server.model.skills import SkillError, SkillLibrary, default_skills_dirs
 from attp_server.run.reach import View
 from attp_server.run.runtime import CallContext, ExecuteRequest, Runtime
+from attp_server.sandbox.engines import ENGINES
 from attp_server.sessions.approvals import Ask
 from attp_server.sessions.isolation import NoSession
 from attp_server.sessions.registry import STDIO_SESSION, Caller
@@ -69,6 +71,28 @@ def instructions(engine: str) -> str:
         f"This server has one tool, attp_execute: write a short {LANGUAGES[engine]} program that calls the listed "
         "tools and assigns the answer to __result__. Prefer one program that does all the steps over many small calls."
     )
+
+
+def engine_inputs(settings: Settings) -> dict[str, Any]:
+    """The annotations of ``code`` and ``engine`` in attp_execute's input schema: the engines this server offers
+    (`Settings.offered_engines`, the default first) and their languages. A name outside the list is refused by
+    the runtime with an error naming the offered ones, never by schema validation."""
+    offered = settings.offered_engines
+    first = ENGINES[offered[0]].language.name
+    others = [f"{ENGINES[n].language.name} with engine = {n}" for n in offered if ENGINES[n].language.name != first]
+    code = f"The program to run ({', or '.join([first, *others])})."
+    if len(offered) == 1:
+        engine = f"The engine that runs the program: this server offers {offered[0]} only; omit it."
+    else:
+        engine = (
+            f"The engine that runs the program: one of {', '.join(offered)} (the tool description says how they "
+            f"differ); omit it for {offered[0]}, the default."
+        )
+    schema = {"type": "string", "enum": list(offered), "description": engine}
+    return {
+        "code": Annotated[str | None, Field(description=code)],
+        "engine": Annotated[str | None, WithJsonSchema(schema)],
+    }
 
 
 class _Clients:
@@ -102,6 +126,7 @@ def create_server(runtime: Runtime) -> MCPServer:
     """An `MCPServer` publishing exactly one tool, `attp_execute`."""
     settings = runtime.settings
     clients = _Clients()
+    published = PublishedNames()
     bus = InMemorySubscriptionBus()
     # Upstream servers' tools can change while serving, and so can the servers themselves (the config is watched).
     live = runtime.watching or any(pack.live is not None for pack in runtime.registry.packs.values())
@@ -111,26 +136,20 @@ def create_server(runtime: Runtime) -> MCPServer:
         instructions=instructions(settings.engine),
         log_level=settings.log_level,
         subscriptions=bus,
-        middleware=[clients, remember_request, functools.partial(own_description, runtime)],
+        middleware=[clients, remember_request, published, functools.partial(own_description, runtime)],
         request_state_security=request_state_security(runtime),
         cache_hints={"tools/list": CacheHint(ttl_ms=LIVE_TOOLS_TTL_MS if live else FIXED_TOOLS_TTL_MS)},
     )
+    published.watch(server)
 
     async def attp_execute(
-        code: Annotated[
-            str | None, Field(description="The program to run (Python, or Starlark with engine = starlark).")
-        ] = None,
+        code: Annotated[str | None, Field(description="The program to run.")] = None,
         envelope: Annotated[
             str | None, Field(description="Instead of code: a whole ATTP TOML envelope ([tool_call] with code).")
         ] = None,
         target: Annotated[str | None, Field(description="What this call is for (echoed in the result).")] = None,
         thought: Annotated[str | None, Field(description="Your reasoning, for the log; not executed.")] = None,
-        engine: Annotated[
-            Literal["python", "cpython", "starlark"] | None,
-            Field(
-                description="Language of the program: python, cpython or starlark; omit it for the server's default."
-            ),
-        ] = None,
+        engine: Annotated[str | None, Field(description="The engine that runs the program.")] = None,
         *,
         reset: Annotated[
             bool,
@@ -172,6 +191,7 @@ def create_server(runtime: Runtime) -> MCPServer:
             return await rounds.start(execute, owner)
         return await execute(None)
 
+    attp_execute.__annotations__.update(engine_inputs(settings))  # what this server offers, in the input schema
     relay = (
         Relay(runtime.store.rounds, runtime.sessions.instance)
         if runtime.store is not None and runtime.sessions is not None

@@ -7,7 +7,9 @@ user chooses, in Claude Desktop's install dialog (``user_config``), the workspac
 servers file (a Claude-format JSON ``{"mcpServers": ...}``, optional) and the approval mode; Claude
 Desktop fills them into the server's environment (``ATTP_WORKSPACE``, ``ATTP_MCP_CONFIG``,
 ``ATTP_APPROVAL``), where the settings read them as they read any ``ATTP_*`` variable. The server's own data
-(memory, the sessions' store, its secret) goes to ``~/.attp-server/``, outside the workspace the programs see.
+(memory, the sessions' store, its secret) goes to ``~/.attp-server/``, outside the workspace the programs see; a
+workspace chosen around it, or around the upstream servers file, is refused at start (`store.layout`), and the
+dialog says so.
 """
 
 from __future__ import annotations
@@ -76,14 +78,17 @@ def bundle_manifest(name: str = "attp-server") -> dict[str, Any]:
             "workspace": {
                 "type": "directory",
                 "title": "Workspace folder",
-                "description": "The folder the programs read and write (nothing outside it).",
+                "description": "The folder the programs read and write (nothing outside it). Not your home folder, "
+                "nor one that holds the upstream servers file: the server's own files (~/.attp-server/) must stay "
+                "where programs cannot reach them, and it does not start otherwise.",
                 "required": True,
             },
             "upstream_servers": {
                 "type": "file",
                 "title": "Upstream MCP servers (optional)",
                 "description": 'A JSON file in Claude Desktop\'s format, {"mcpServers": {...}}: the servers whose '
-                "tools the programs call. Edits to it apply while the server runs.",
+                "tools the programs call. Edits to it apply while the server runs, so keep it outside the "
+                "workspace folder (programs can change what is in there).",
                 "required": False,
                 "default": "",
             },

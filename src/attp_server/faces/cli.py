@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 
@@ -29,11 +29,12 @@ from attp_server.faces.logs import configure_logging
 from attp_server.model.atdf import atdf_descriptor
 from attp_server.model.catalog import LANGUAGES, Catalog, tool_text
 from attp_server.model.results import ExecutionResult, render
-from attp_server.run.checks import check_program, check_starlark, check_syntax
+from attp_server.run.checks import check_code
 from attp_server.run.envelope import Declined, EnvelopeError, looks_like_envelope, parse_envelope
 from attp_server.run.runtime import ExecuteRequest, Runtime
 from attp_server.run.startup import build_registry, open_registry, open_runtime
 from attp_server.run.tam import TamError, looks_like_tam, translate_tam
+from attp_server.sandbox.engines import ENGINE_NAMES, ENGINES, EngineName
 from attp_server.settings import DEFAULT_CONFIG_FILE, Settings, load_settings
 from attp_server.toolpack import ToolRegistry
 
@@ -88,7 +89,14 @@ def _settings_flags(parser: argparse.ArgumentParser) -> None:
         help='MCP servers to put behind attp: a Claude-Desktop-style JSON {"mcpServers": ...} (repeatable)',
     )
     group.add_argument(
-        "--engine", choices=["python", "cpython", "starlark"], help="language of programs (default python)"
+        "--engine", choices=ENGINE_NAMES, help="the engine programs run on when they name none (default python)"
+    )
+    group.add_argument(
+        "--engines",
+        action="append",
+        choices=ENGINE_NAMES,
+        metavar="ENGINE",
+        help="an engine a call may pick besides --engine (repeatable; one of %(choices)s)",
     )
     group.add_argument("--timeout-s", dest="timeout_s", type=float, help="wall-clock limit per run")
     group.add_argument("--memory-mb", dest="memory_mb", type=int, help="memory limit per worker")
@@ -220,9 +228,9 @@ def _input_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _cli_values(args: argparse.Namespace) -> dict[str, Any]:
     keys = (
-        "workspace", "toolpacks", "skills_dirs", "db_path", "engine", "timeout_s", "memory_mb", "max_tool_calls",
-        "result_format", "workers", "log_level", "log_format", "transport", "host", "port", "insecure_no_auth",
-        "mcp_config",
+        "workspace", "toolpacks", "skills_dirs", "db_path", "engine", "engines", "timeout_s", "memory_mb",
+        "max_tool_calls", "result_format", "workers", "log_level", "log_format", "transport", "host", "port",
+        "insecure_no_auth", "mcp_config",
         "isolation", "approval", "database_url", "secret_file",
     )  # fmt: skip
     return {key: getattr(args, key) for key in keys if getattr(args, key, None) is not None}
@@ -274,9 +282,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "serve":
             reload = functools.partial(load_settings, values, args.config, profile=args.profile)
-            return _serve(settings, reload, args.config)
+            return _serve(settings, reload, _config_file(args))
         if args.command == "exec":
-            return _exec(settings, args)
+            return _exec(settings, args, _config_file(args))
         if args.command == "check":
             return _check(settings, args)
         if args.command == "config":
@@ -305,6 +313,13 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def _config_file(args: argparse.Namespace) -> Path | None:
+    """The TOML file the settings were read from: --config, else ./attp.toml if there is one."""
+    if args.config is not None:
+        return Path(args.config)
+    return DEFAULT_CONFIG_FILE if DEFAULT_CONFIG_FILE.exists() else None
+
+
 def _serve(settings: Settings, reload: Callable[[], Settings], config: Path | None) -> int:
     """Serve until stopped; edits of the config file and the mcp_config files apply while serving (`reload`)."""
     from attp_server.faces.app import create_server, serve_stdio
@@ -312,8 +327,6 @@ def _serve(settings: Settings, reload: Callable[[], Settings], config: Path | No
 
     if settings.transport == "http":
         check_exposure(settings)
-    if config is None and DEFAULT_CONFIG_FILE.exists():
-        config = DEFAULT_CONFIG_FILE
 
     async def run() -> None:
         async with open_runtime(settings, reload=reload, config_file=config) as runtime:
@@ -359,7 +372,9 @@ def _single_attp_error(group: BaseExceptionGroup[BaseException]) -> AttpError | 
     return exc if isinstance(exc, AttpError) else None
 
 
-CODE_SUFFIXES: dict[str, Literal["python", "cpython", "starlark"]] = {".py": "python", ".star": "starlark"}
+CODE_SUFFIXES: dict[str, EngineName] = {}
+for _engine in ENGINES.values():  # .py: the first engine written in Python, python
+    CODE_SUFFIXES.setdefault(_engine.language.suffix, _engine.name)
 ENVELOPE_SUFFIXES = (".toml",)
 
 
@@ -380,8 +395,8 @@ def _input(args: argparse.Namespace, settings: Settings) -> Input:
     text = _read_input(args.file)
     suffix = "" if args.file in (None, "-") else Path(args.file).suffix.lower()
     engine = CODE_SUFFIXES.get(suffix)
-    if engine == "python" and settings.engine == "cpython":
-        engine = "cpython"  # a .py file is Python, and this server runs Python as real CPython
+    if engine is not None and ENGINES[settings.engine].language.suffix == suffix:
+        engine = settings.engine  # a .py file on a server whose default engine runs Python (cpython, asteval)
     if args.read_as is not None:
         as_code, why = args.read_as == "code", f"--as {args.read_as}"
     elif engine is not None:
@@ -413,13 +428,16 @@ def _say_how_it_was_read(source: str, given: Input, error: ErrorInfo | None) -> 
     )
 
 
-def _exec(settings: Settings, args: argparse.Namespace) -> int:
+def _exec(settings: Settings, args: argparse.Namespace, config: Path | None) -> int:
 
     given = _input(args, settings)
-    settings = settings.model_copy(update={"workers": 0})
+    update: dict[str, Any] = {"workers": 0}
+    if given.request.engine is not None and given.request.engine in ENGINES:  # the file's own language (.star)
+        update["engines"] = [*settings.engines, given.request.engine]
+    settings = settings.model_copy(update=update)
 
     async def run() -> Any:
-        async with open_runtime(settings) as runtime:
+        async with open_runtime(settings, config_file=config) as runtime:
             return await runtime.execute(given.request)
 
     result = anyio.run(run)
@@ -440,6 +458,7 @@ def _check(settings: Settings, args: argparse.Namespace) -> int:
     problem: ErrorInfo | None = None
     hint = "the program passed the static checks (nothing was run)"
     code = request.code
+    engine = request.engine
     if request.envelope is not None and looks_like_tam(request.envelope):
         try:
             tam = translate_tam(request.envelope, registry, max_steps=settings.max_tool_calls)
@@ -457,13 +476,9 @@ def _check(settings: Settings, args: argparse.Namespace) -> int:
             if isinstance(parsed, Declined):
                 hint = f'the envelope declines the task (status = "fail"): {parsed.message}'
             else:
-                code = parsed.code
+                code, engine = parsed.code, parsed.engine or engine
     if problem is None and code is not None:
-        engine = request.engine or settings.engine
-        if engine == "cpython":
-            problem = check_syntax(code)
-        else:
-            problem = check_starlark(code) if engine == "starlark" else check_program(code, known)
+        problem = check_code(code, engine or settings.engine, known)
     result = ExecutionResult(status="error" if problem else "ok", error=problem, hint=None if problem else hint)
     print(render(result, settings.result_format))
     _say_how_it_was_read(args.file, given, problem)
@@ -523,9 +538,19 @@ def _report_upstreams(registry: ToolRegistry) -> bool:
 
 
 def _config(settings: Settings, args: argparse.Namespace) -> int:
-    from attp_server.faces.client_config import CLAUDE_CONFIG_LOCATIONS, NotCarried, claude_config, n8n_config
+    from attp_server.faces.client_config import (
+        CLAUDE_CONFIG_LOCATIONS,
+        NotCarried,
+        claude_config,
+        n8n_config,
+        outside_the_workspace,
+    )
 
     flags = _flag_values(args)
+    settings, moved = outside_the_workspace(settings, _config_file(args))
+    if moved is not None:
+        print(moved, file=sys.stderr)
+        flags = {**flags, "db_path": settings.db_path}
     if args.client == "n8n":
         print(n8n_config(settings, docker=args.docker, flags=flags))
         return EXIT_OK

@@ -15,7 +15,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from attp_server.errors import AttpError
 from attp_server.settings import DEFAULT_CONFIG_FILE, N8N_MCP_CLIENT, Settings, is_loopback
+from attp_server.store.layout import data_folder, data_home, misplaced, refusal
 
 CLAUDE_CONFIG_LOCATIONS = (
     "macOS: ~/Library/Application Support/Claude/claude_desktop_config.json",
@@ -39,6 +41,7 @@ SERVE_FLAGS: dict[str, str] = {
     "skills_dirs": "--skills-dir",
     "mcp_config": "--mcp-config",
     "engine": "--engine",
+    "engines": "--engines",
     "timeout_s": "--timeout-s",
     "memory_mb": "--memory-mb",
     "max_tool_calls": "--max-tool-calls",
@@ -54,6 +57,29 @@ SERVE_FLAGS: dict[str, str] = {
 
 class NotCarried(ValueError):
     """A flag given to `attp config` that the printed configuration cannot carry."""
+
+
+def outside_the_workspace(settings: Settings, config: Path | None) -> tuple[Settings, str | None]:
+    """`settings` with the server's own files out of the workspace, and a note when it moved one.
+
+    A data folder left at its default (``.attp/`` of the current folder) that would lie inside the workspace moves
+    to ``~/.attp-server/`` (the MCP Bundle's); a file the user placed there (`config`, an explicit `db_path`, ...)
+    is theirs to move: `AttpError` says which and where, as `attp serve` would refuse to start.
+    """
+    note = None
+    problems = misplaced(settings, config)
+    if "db_path" not in settings.model_fields_set and any(f.path == data_folder(settings) for f, _ in problems):
+        old, moved = data_folder(settings), data_home() / settings.db_path.name
+        note = (
+            f"attp: the data folder {old} would be inside the workspace, where programs could read the server's "
+            f"secret: the configuration puts it in {moved.parent} instead"
+            + (f" (move what {old} holds there to keep it)." if old.exists() else ".")
+        )
+        settings = settings.model_copy(update={"db_path": moved})
+        problems = misplaced(settings, config)
+    if problems:
+        raise AttpError("this layout would not start: " + refusal(settings, problems))
+    return settings, note
 
 
 def serve_flags(values: Mapping[str, Any]) -> list[str]:
@@ -87,10 +113,10 @@ def claude_config(
             "config n8n` for an HTTP client)"
         )
     command, *prefix = server_command()
+    config = config if config is not None else (DEFAULT_CONFIG_FILE if DEFAULT_CONFIG_FILE.exists() else None)
     args = [*prefix, "serve", "--workspace", str(settings.workspace.resolve())]
     # Always: its folder is the data folder (the store's state and secret), which must not land in Claude's cwd.
     args += ["--db-path", str(settings.db_path.resolve())]
-    config = config if config is not None else (DEFAULT_CONFIG_FILE if DEFAULT_CONFIG_FILE.exists() else None)
     if config is not None:
         args += ["--config", str(config.resolve())]
     if profile is not None:

@@ -6,6 +6,12 @@ thing a fallen program would want (read a file, reach the network, start a proce
 and must be stopped. The set runs three times: with every layer (the worker as it serves; this decides
 the exit status), without seccomp and without Landlock, so each wall is seen to hold by itself.
 
+Then the server's side: what the server does with what a worker sends it, when the worker is the program's
+(`hostile_worker`): a worker that asks to be kept for another principal, a 30 MB report, a ``parallel`` of
+3,000,000 items, a forged and an over-nested message, control characters in the fields the server logs. Each
+runs through the real pool and its checks, in a fallen worker (`attp_server.sandbox.process.fallen`: plain CPython
+after the whole lockdown, speaking the protocol itself), and must be refused.
+
 ``--probe FILE.py`` runs the operator's own file the same way (every layer), passes its standard output
 through and says how the worker ended. This is a local operator command: the MCP server has no path
 to it (a serving pool's workers refuse ``probe`` messages; only a pool made here starts them so).
@@ -16,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import importlib.metadata
 import json
+import logging
 import os
 import platform
 import secrets
@@ -30,7 +37,9 @@ from typing import Any
 
 import anyio
 
-from attp_server.sandbox.process.pool import WorkerPool, missing_layers
+from attp_server.faces.logs import TextFormatter
+from attp_server.sandbox.process.pool import Job, WorkerPool, missing_layers
+from attp_server.sandbox.process.protocol import ToolReply
 from attp_server.settings import Settings
 
 PROBE_TIMEOUT_S = 30.0
@@ -140,6 +149,127 @@ def connect(family, address):
         raise PermissionError(ctypes.get_errno(), "connect(): " + os.strerror(ctypes.get_errno()))
 
 
+"""
+
+
+# ---------------------------------------------------------------- the server's side: a hostile worker
+
+
+FORGED = "2099-01-01 00:00:00,000 WARNING attp_server.forged: "
+
+
+@dataclass(frozen=True)
+class ServerProbe:
+    """What a fallen worker sends the server (`code`, plain CPython with the protocol pipe in reach), and what the
+    server must do."""
+
+    name: str
+    code: str
+    guard: str
+    """What stops it, for the reader."""
+    refused: str = "sandbox process sent"
+    """The run's error message holds this when the server refused the message."""
+
+
+SERVER_PROBES = [
+    ServerProbe(
+        "a 30 MB report (done)",
+        'channel.send_bytes(b\'{"op":"done","status":"ok","result":"\')\n'
+        "for _ in range(30):\n    channel.send_bytes(b'x' * 1_000_000)\nchannel.send_bytes(b'\"}\\n')",
+        "each kind of message has its longest line (a done: what the run's limits need)",
+        refused="larger than",
+    ),
+    ServerProbe(
+        "a parallel() of 3,000,000 items",
+        'channel.send_bytes(b\'{"op":"call","tool":"parallel","args":["t",[\')\n'
+        "for _ in range(30):\n    channel.send_bytes(b'{},' * 100_000)\n"
+        "channel.send_bytes(b'{}]],\"kwargs\":{}}\\n')\nchannel.receive()",
+        "a call's values are counted before it is decoded",
+    ),
+    ServerProbe(
+        "a forged message (two ops in one line)",
+        'channel.send_bytes(b\'{"op":"call","tool":"t","args":[],"kwargs":{},"op":"done"}\\n\')\nchannel.receive()',
+        "one op per message, read before the line",
+    ),
+    ServerProbe(
+        "a message nested 100,000 levels",
+        'channel.send_bytes(b\'{"op":"call","tool":"t","args":[\' + b\'[\' * 100_000 + b\']\' * 100_000'
+        " + b'],\"kwargs\":{}}\\n')\nchannel.receive()",
+        "depth checked",
+    ),
+    ServerProbe(
+        "control characters in logged fields",
+        f"import os\nos.write(2, b'x\\n{FORGED}stderr\\n')\n"
+        f"channel.send({{'op': 'done', 'status': 'error', 'error': {{'code': 'X\\n{FORGED}code', 'message': 'm'}}}})",
+        "error codes are codes; every log line is escaped and bounded",
+    ),
+]
+
+
+async def no_calls(name: str, args: list[Any], kwargs: dict[str, Any]) -> ToolReply:
+    """A hostile worker's call that got through the server's checks: what a probe must never reach."""
+    return {"ok": False, "error": {"code": "PROBE_REACHED_A_TOOL", "message": f"{name} was called"}}
+
+
+def _job(code: str) -> Job:
+    return Job(code=code, tools=[], namespaces={}, timeout_s=PROBE_TIMEOUT_S, max_output_bytes=65_536,
+               max_result_bytes=1_048_576, max_tool_calls=200)  # fmt: skip
+
+
+class _Lines(logging.Handler):
+    """The server's log as its text lines (the formatter `attp serve` uses), kept in memory."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.setFormatter(TextFormatter())
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.extend(self.format(record).splitlines())
+
+
+async def hostile_worker(settings: Settings) -> list[dict[str, Any]]:
+    """Each of `SERVER_PROBES`, and a worker that asks to be kept for the next owner, through a real pool of
+    fallen workers: a row each, ``blocked`` when the server refused what the worker sent."""
+    rows: list[dict[str, Any]] = []
+    lines = _Lines()
+    logger = logging.getLogger("attp_server")
+    level, propagate = logger.level, logger.propagate
+    logger.addHandler(lines)
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = False  # the doctor's own output stays its report
+    try:
+        async with WorkerPool(size=0, max_workers=2, memory_mb=settings.memory_mb, containment="best-effort",
+                              fallen=True) as pool:  # fmt: skip
+            mine = await pool.run(_job(_KEEP_ME), no_calls, owner="probe-a")
+            theirs = await pool.run(_job("import os\n__result__ = os.getpid()"), no_calls, owner="probe-b")
+            kept = mine.get("result") == theirs.get("result")
+            rows.append({
+                "probe": "a worker asks to be kept, for another principal",
+                "guard": "the server decides reuse: one owner per worker",
+                "blocked": isinstance(mine.get("result"), int) and not kept,
+                "how": "another worker served the next principal" if not kept else "THE SAME WORKER served both",
+            })  # fmt: skip
+            for probe in SERVER_PROBES:
+                done = await pool.run(_job(probe.code), no_calls, owner="probe-a")
+                error = done.get("error")
+                message = str(error.get("message", "")) if isinstance(error, dict) else ""
+                blocked = done.get("status") == "error" and probe.refused in message
+                if probe.name.startswith("control"):
+                    await anyio.sleep(0.3)  # the worker's stderr is read as it comes
+                    forged = [line for line in lines.lines if line.startswith(FORGED)]
+                    blocked = blocked and not forged
+                rows.append({"probe": probe.name, "guard": probe.guard, "blocked": blocked, "how": message[:300]})
+    finally:
+        logger.removeHandler(lines)
+        logger.setLevel(level)
+        logger.propagate = propagate
+    return rows
+
+
+_KEEP_ME = """
+import os
+channel.send({"op": "done", "status": "ok", "result": os.getpid(), "retire": False})
 """
 
 
@@ -264,6 +394,8 @@ async def diagnose(settings: Settings) -> dict[str, Any]:
         with contextlib.suppress(OSError):
             f.tmp_target.unlink(missing_ok=True)
     missing = missing_layers(report)
+    # A fallen worker runs nothing without every wall: where one is missing, the server's side is not probed.
+    server = await hostile_worker(settings) if not missing else []
     return {
         "machine": {
             "system": f"{platform.system()} {platform.release()}",
@@ -275,7 +407,9 @@ async def diagnose(settings: Settings) -> dict[str, Any]:
         "layers": {name: value for name, value in report.items() if name != "missing"},
         "missing": missing,
         "probes": rows,
-        "ok": all(row["all"]["blocked"] and row.get(CPYTHON, row["all"])["blocked"] for row in rows),
+        "server": server,
+        "ok": all(row["all"]["blocked"] and row.get(CPYTHON, row["all"])["blocked"] for row in rows)
+        and all(row["blocked"] for row in server),
         **({"cpython": _data_stack(settings)} if CPYTHON in runs else {}),
     }
 
@@ -320,11 +454,18 @@ def render(diagnosis: dict[str, Any]) -> str:
             f'engine = "cpython": column cpython ran each probe in a data-stack worker ({packages or "no packages"} '
             f"loaded before its walls closed; memory limit {diagnosis['cpython']['memory_mb']} MB).",
         ]
+    lines += ["", "the server's side (a fallen worker speaking the protocol itself; each must be refused):"]
+    if not diagnosis["server"]:
+        lines.append("  not probed: a fallen worker runs nothing without every wall, and one is missing here")
+    width = max((len(row["probe"]) for row in diagnosis["server"]), default=0)
+    for row in diagnosis["server"]:
+        lines.append(f"  {row['probe']:<{width}}  {'refused' if row['blocked'] else 'NOT REFUSED'}  ({row['guard']})")
     escaped = [
         row["probe"]
         for row in diagnosis["probes"]
         if not row["all"]["blocked"] or not row.get(CPYTHON, row["all"])["blocked"]
     ]
+    escaped += [row["probe"] for row in diagnosis["server"] if not row["blocked"]]
     lines.append("")
     if escaped:
         lines.append(f"NOT CONTAINED: {', '.join(escaped)} got through a worker with every layer on this machine.")

@@ -4,7 +4,8 @@
 One Starlette app in one process, wrapped (outermost first) in: the bearer-token check when
 ``auth_token`` is set, and the SDK's own Host/Origin validation (DNS-rebinding protection) and
 request-body limit inside each transport. ``/healthz`` needs no token; without one it says only
-that the server is up.
+that the server is up. Below the app, before any request is read, `connections` bounds how many
+connections are open and how long a request head may take.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from attp_server import __version__
 from attp_server.errors import AttpError
 from attp_server.faces.connect import PATHS as CONNECT_PATHS
 from attp_server.faces.connect import connect_routes
+from attp_server.faces.connections import ConnectionBound
 from attp_server.faces.signals import on_stop_signal
 from attp_server.faces.signin import SignIn, Verifier, metadata_routes
 from attp_server.ops.metrics import CONTENT_TYPE
@@ -168,7 +170,7 @@ class TokenAuth:
         await send({"type": "http.response.body", "body": body})
 
 
-def http_app(server: MCPServer, runtime: Runtime) -> ASGIApp:
+def http_app(server: MCPServer, runtime: Runtime, bound: ConnectionBound | None = None) -> ASGIApp:
     """Streamable HTTP, SSE and /healthz from one Starlette app, behind the token check if configured."""
     settings = runtime.settings
     security = transport_security(settings)
@@ -181,7 +183,7 @@ def http_app(server: MCPServer, runtime: Runtime) -> ASGIApp:
     )
     sse = server.sse_app(transport_security=security, host=settings.host, max_request_body_size=limit)
     app.router.routes.extend(sse.routes)
-    app.router.routes.append(Route("/healthz", _healthz(runtime), methods=["GET"]))
+    app.router.routes.append(Route("/healthz", _healthz(runtime, bound), methods=["GET"]))
     app.router.routes.append(Route("/metrics", _metrics(runtime), methods=["GET"]))
     if any(server.identity == "per_user" for server in settings.upstream_servers.values()):
         app.router.routes.extend(connect_routes(settings))
@@ -263,7 +265,7 @@ class HostHint:
         )
 
 
-def _healthz(runtime: Runtime) -> Callable[[Request], Awaitable[JSONResponse]]:
+def _healthz(runtime: Runtime, bound: ConnectionBound | None) -> Callable[[Request], Awaitable[JSONResponse]]:
     tokens = server_tokens(runtime.settings)
     guarded = bool(tokens) or runtime.settings.oauth_issuer is not None
 
@@ -279,6 +281,7 @@ def _healthz(runtime: Runtime) -> Callable[[Request], Awaitable[JSONResponse]]:
                 "runs": runtime.admission.stats(),
                 "tools": runtime.tools.stats(),
                 "threads": threading.active_count(),
+                "connections": bound.stats() if bound is not None else None,
                 "sandbox": {**runtime.pool.lockdown, "containment": runtime.pool.containment_report()},
                 "store": {"kind": runtime.store.kind, "at": runtime.store.backend.label}
                 if runtime.store is not None
@@ -301,10 +304,12 @@ def _metrics(runtime: Runtime) -> Callable[[Request], Awaitable[Response]]:
 
 async def serve_http(server: MCPServer, runtime: Runtime) -> None:
     settings = runtime.settings
+    bound = ConnectionBound(settings.max_connections, settings.header_timeout_s)
     config = uvicorn.Config(
-        http_app(server, runtime),
+        http_app(server, runtime, bound),
         host=settings.host,
         port=settings.port,
+        http=bound.protocol(),
         log_config=None,
         log_level=settings.log_level.lower(),
         timeout_graceful_shutdown=2,

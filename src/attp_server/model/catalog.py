@@ -24,14 +24,13 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
-from attp_server.model.prompt import REFUSED_PYTHON, CodeFacts, system_prompt
+from attp_server.model.prompt import CodeFacts, system_prompt
 from attp_server.sandbox.engines import ENGINES
-from attp_server.sandbox.engines.starlark.engine import LANGUAGE_NOTES
 from attp_server.sandbox.stdlib.modules import public_names
 from attp_server.settings import Settings
 from attp_server.toolpack import Tool, ToolRegistry, shape_fields
 
-LANGUAGES = {name: engine.language for name, engine in ENGINES.items()}
+LANGUAGES = {name: engine.language.name for name, engine in ENGINES.items()}
 """The name of each engine's language, as the model and the user read it."""
 
 DESCRIPTION_BUDGET = 8000
@@ -50,12 +49,13 @@ PARAMETER_SHAPE_DEPTH = 3
 """Levels of an object parameter's keys shown in the catalog line (``help()`` shows them all)."""
 RETURN_SHAPE_DEPTH = 1
 """Levels of a returned object's keys shown in the catalog line."""
-STARLARK_MODULES = ("json", "math")
 
 
 def enabled_modules(settings: Settings) -> tuple[str, ...]:
-    """The modules a program can use by name: the one list the description, prompt and help() read."""
-    return STARLARK_MODULES if settings.engine == "starlark" else tuple(settings.modules)
+    """The modules a program on the default engine can use by name: the one list the description, prompt and
+    help() read (an engine with modules of its own, Starlark's json and math, has those)."""
+    fixed = ENGINES[settings.engine].language.modules
+    return fixed if fixed is not None else tuple(settings.modules)
 
 
 def package_line(packages: list[str]) -> str:
@@ -207,7 +207,7 @@ class Catalog:
         """What a program may use, for the prompt (the description states the same)."""
         return CodeFacts(
             engine=self.settings.engine,
-            rules=self._cpython_rules() if self.settings.engine == "cpython" else None,
+            packages=package_line(self.settings.cpython_packages) if self.settings.engine == "cpython" else None,
             modules=self.modules,
             timeout_s=self.settings.timeout_s,
             max_tool_calls=self.settings.max_tool_calls,
@@ -216,9 +216,6 @@ class Catalog:
             result_format=self.settings.result_format,
             reaching_out=self._reaching_out(),
         )
-
-    def _cpython_rules(self) -> str:
-        return f"- {ENGINES['cpython'].summary}\n- {package_line(self.settings.cpython_packages)}"
 
     def _reaching_out(self) -> list[str]:
         """The tools that reach beyond the workspace (the network, processes, other systems): those marked so,
@@ -230,43 +227,32 @@ class Catalog:
 
     def _rules(self) -> str:
         s = self.settings
-        engine = "Python" if s.engine == "cpython" else s.engine.capitalize()
+        language = ENGINES[s.engine].language
         lines = [
-            f"Run a short {engine} program that calls the tools listed below, and get back its result. One program "
-            "can make many tool calls: loop, filter and combine their results in code instead of calling one tool "
-            "per round trip.",
+            f"Run a short {language.name} program that calls the tools listed below, and get back its result. One "
+            "program can make many tool calls: loop, filter and combine their results in code instead of calling "
+            "one tool per round trip.",
             "",
             "Rules:",
             "- Tools are plain functions: call them by name (or as pack.tool); they return data (str, list, dict).",
         ]
         modules = ", ".join(self.modules) or "none"
-        if s.engine == "starlark":
-            lines.append(f"- Modules ready to use: {modules}. Nothing can be imported.")
-            lines.append(f"- {LANGUAGE_NOTES}")
-        elif s.engine == "cpython":
-            lines.append(f"- {ENGINES['cpython'].summary}")
-            lines.append(f"- {package_line(s.cpython_packages)}")
-            lines.append(f"- Modules ready to use without import: {modules}.")
-        else:
+        if language.imports:
             importing = "importing them is accepted and changes nothing" if s.allow_imports else "imports are refused"
             lines.append(f"- Modules ready to use without import ({importing}): {modules}.")
+        else:
+            lines.append(f"- Modules ready to use: {modules}. Nothing can be imported.")
         lines.append(
             "- Put the answer in __result__ (JSON data: dict, list, str, number, bool, None); without it the last "
             "expression's value is returned. print() output comes back as stdout."
         )
         if state := self._state_rule():
             lines.append(state)
-        if s.engine != "starlark":
-            lines.append(
-                "- A failed tool call raises ToolError; catch it with `except ToolError as e:` and read e.code "
-                "(e.g. FILE_NOT_FOUND), e.message, e.suggested_value, e.parameter_name, e.solution. Uncaught, it "
-                "ends the run with that error."
-            )
-            if s.engine != "cpython":
-                lines.append(f"- Not available: {REFUSED_PYTHON}.")
-            lines.append(
-                "- parallel(tool, [kwargs, ...]) runs one tool over many argument dicts at once; results in order."
-            )
+        lines.extend(language.rules)
+        if s.engine == "cpython":
+            lines.append(f"- {package_line(s.cpython_packages)}")
+        if engines := self._engines_rule():
+            lines.append(engines)
         lines.append(self._reach_rule())
         lines.append(
             f"- Limits per call: {s.timeout_s:g} s, {s.max_tool_calls} tool calls (help/tools included), "
@@ -283,6 +269,17 @@ class Catalog:
         )
         lines.append("- Send `code` (the program) or `envelope` (a whole ATTP TOML envelope), not both.")
         return "\n".join(lines) + "\n"
+
+    def _engines_rule(self) -> str:
+        """The engines a call may pick besides the default, each with what it is (none: no line)."""
+        default, *others = self.settings.offered_engines
+        if not others:
+            return ""
+        listed = " ".join(f'engine="{name}" is {ENGINES[name].language.summary}.' for name in others)
+        return (
+            f"- Engines: {default} runs a program unless the call picks another with engine (or tool_call.engine in "
+            f"an envelope). {listed}"
+        )
 
     def _reach_rule(self) -> str:
         outside = self._reaching_out()
@@ -306,7 +303,7 @@ class Catalog:
                 "Pass the reply's session value back as session on your next call to use them; reset=true clears "
                 "them."
             )
-        if not self.settings.session_state or self.settings.engine != "python":
+        if not self.settings.session_state or ENGINES[self.settings.engine].keeps != "names":
             if self.settings.isolation == "session":
                 return (
                     "- Each session has its own files and memory: pass the reply's session value back as session "
@@ -477,7 +474,7 @@ class Catalog:
             return self.description
         if not isinstance(name, str):
             return "help(name) takes a tool name as a string, e.g. help('read_file')"
-        if self.settings.engine == "python" and name in self.modules:
+        if ENGINES[self.settings.engine].language.imports and name in self.modules:
             members = ", ".join(sorted(self.module_members[name], key=str.lower))
             return f"{name}: a curated module, used by name without import. Members: {members}"
         if name in self.registry.packs:

@@ -12,17 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from attp_server.sandbox.engines.starlark.engine import LANGUAGE_NOTES
+from attp_server.sandbox.engines import ENGINES
 
 Language = Literal["en", "zh"]
 
 PLACEHOLDER = "{{AVAILABLE_TOOLS}}"
-
-REFUSED_PYTHON = (
-    "other modules, class, with, yield, open, eval, exec, getattr, type, dir, globals, names starting with __ "
-    "(but __result__), attributes starting with _"
-)
-"""What a Python program cannot use, as the description and both prompts say it."""
 
 
 @dataclass(frozen=True)
@@ -30,8 +24,8 @@ class CodeFacts:
     """What a program may use on this server: the catalog fills it from the settings and the registry."""
 
     engine: str = "python"
-    rules: str | None = None
-    """The language's rules when they are not the python engine's or Starlark's (the ``cpython`` engine's)."""
+    packages: str | None = None
+    """The packages a program can import, when the engine has some (``cpython``): one line after its rules."""
     modules: tuple[str, ...] = ()
     timeout_s: float = 10.0
     max_tool_calls: int = 200
@@ -193,24 +187,6 @@ __result__ = {"result1": result1, "result2": result2}
 
 _PARTS: dict[str, dict[str, str]] = {
     "en": {
-        "python_rules": "- Python as usual: functions, lambdas, comprehensions, try/except, f-strings, "
-        "sorted(..., key=...), str and dict methods.\n- Not available: " + REFUSED_PYTHON + ".",
-        "starlark_rules": "- " + LANGUAGE_NOTES,
-        "python_errors": """A failed tool call raises `ToolError`. Catch it to carry on, or let it end the run:
-
-```python
-try:
-    text = tool1("notes.md")
-except ToolError as e:
-    # e.code: what failed, e.g. "FILE_NOT_FOUND"; e.message: the explanation;
-    # e.suggested_value: a value to try instead (or None); also e.parameter_name, e.tool_name, e.solution
-    text = ""
-```
-
-An uncaught `ToolError` ends the run with `status = "error"` and the same fields under `error`.""",
-        "starlark_errors": 'Starlark has no try/except: a failed tool call ends the run with `status = "error"` '
-        "and the tool's `code`, `message`, `suggested_value` (and the other fields) under `error`. Check values "
-        "first (`if key in d`, `if x != None`); call `fail(message)` to stop with your own error.",
         "limits": "{timeout} s, {calls} tool calls, {code:,} characters of code, {result:,} bytes of result",
         "json": "a JSON object",
         "toml": "a TOML document",
@@ -220,27 +196,6 @@ An uncaught `ToolError` ends the run with `status = "error"` and the same fields
         "workspace: {names}.",
     },
     "zh": {
-        "python_rules": "- 常规Python写法：函数、lambda、推导式、try/except、f-string、sorted(..., key=...)、"
-        "str和dict的方法。\n- 不可用：其他模块、class、with、yield、open、eval、exec、getattr、type、dir、globals、"
-        "以 __ 开头的名称（__result__ 除外）、以 _ 开头的属性。",
-        "starlark_rules": "- 程序使用Starlark（Python的一个小方言）：没有while（用 for i in range(n) 加 break）、"
-        "没有import、class、try/except、with、yield，没有 ** 运算符（用 pow(x, y)）。"
-        "可用：工具、print、json.dumps/loads、math.*、sum、round、pow、format、struct 以及Starlark内置函数。",
-        "python_errors": """工具调用失败时会抛出 `ToolError`。可以捕获它继续执行，也可以让它结束本次运行：
-
-```python
-try:
-    text = tool1("notes.md")
-except ToolError as e:
-    # e.code：错误码，例如 "FILE_NOT_FOUND"；e.message：说明；
-    # e.suggested_value：建议改用的值（或 None）；另有 e.parameter_name、e.tool_name、e.solution
-    text = ""
-```
-
-未捕获的 `ToolError` 会以 `status = "error"` 结束运行，`error` 中带有相同的字段。""",
-        "starlark_errors": 'Starlark没有try/except：工具调用失败会以 `status = "error"` 结束运行，`error` 中带有'
-        "该工具的 `code`、`message`、`suggested_value` 等字段。请先检查值（`if key in d`、`if x != None`）；"
-        "调用 `fail(message)` 以自己的错误结束。",
         "limits": "{timeout} 秒，{calls} 次工具调用，{code:,} 个字符的代码，{result:,} 字节的结果",
         "json": "一个JSON对象",
         "toml": "一个TOML文档",
@@ -255,7 +210,8 @@ def system_prompt(available_tools: str, language: str = "en", facts: CodeFacts |
     facts = facts if facts is not None else CodeFacts()
     key = "zh" if language.lower().startswith("zh") else "en"
     parts = _PARTS[key]
-    starlark = facts.engine == "starlark"
+    written = ENGINES[facts.engine].language
+    code = written.prompt[key]
     limits = parts["limits"].format(
         timeout=f"{facts.timeout_s:g}", calls=facts.max_tool_calls, code=facts.max_code_chars,
         result=facts.max_result_bytes,
@@ -266,10 +222,10 @@ def system_prompt(available_tools: str, language: str = "en", facts: CodeFacts |
     return (
         template.replace(PLACEHOLDER, available_tools.strip())
         .replace("{{MODULES}}", ", ".join(facts.modules) or "none")
-        .replace("{{LANGUAGE}}", "Starlark" if starlark else "Python")
-        .replace("{{CODE_RULES}}", facts.rules or parts["starlark_rules" if starlark else "python_rules"])
+        .replace("{{LANGUAGE}}", written.name)
+        .replace("{{CODE_RULES}}", code.rules + (f"\n- {facts.packages}" if facts.packages else ""))
         .replace("{{LIMITS}}", limits)
-        .replace("{{TOOL_ERRORS}}", parts["starlark_errors" if starlark else "python_errors"])
+        .replace("{{TOOL_ERRORS}}", code.errors)
         .replace("{{REPLY_FORMAT}}", parts["toml" if facts.result_format == "toml" else "json"])
         .replace("{{REACH}}", reach)
     )

@@ -6,7 +6,8 @@ the program sees the outcome. Each line holds: the time (UTC, ISO 8601), the eve
 (the token's name, or anonymous), a digest of the session handle (never the handle), ``pack.tool``,
 the SHA-256 and size of the arguments as canonical JSON (sorted keys, no spaces, UTF-8), the outcome
 (``ok`` or the error code) and the duration. With `audit_arguments` the values are written too, the
-server's own secrets (tokens, upstream env and headers) replaced by ``[redacted]``.
+server's own secrets replaced by ``[redacted]``: its tokens, and every credential it holds for an upstream server
+(env and headers as configured and as expanded, OAuth access and refresh tokens, a client secret).
 
 Lines are appended with one ``write`` each on an ``O_APPEND`` file, so they never interleave; the
 file is opened again when its path no longer names it (``logrotate`` moved it), like
@@ -22,7 +23,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -84,10 +85,13 @@ def redacted(value: Any, secrets: Iterable[str]) -> Any:
 class AuditLog:
     """Appends audit lines to `audit_log`; a no-op when the setting is unset."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, held: Callable[[], Iterable[str]] | None = None) -> None:
+        """`held`: the credentials the live packs hold now (the registry's `held_secrets`), redacted besides the
+        configured ones."""
         self.path: Path | None = settings.audit_log.expanduser() if settings.audit_log is not None else None
         self.arguments = settings.audit_arguments
         self.secrets = server_secrets(settings) if self.arguments else []
+        self.held = held
         self._lock = threading.Lock()
         self._fd: int | None = None
         self._identity: tuple[int, int] | None = None
@@ -121,19 +125,22 @@ class AuditLog:
         }
         if duration_ms is not None:
             entry["duration_ms"] = round(duration_ms, 3)
+        secrets = self.secrets
+        if self.arguments and self.held is not None:  # read here, on the event loop the packs run on
+            secrets = sorted({*secrets, *(s for s in self.held() if len(s) >= 4)}, key=len, reverse=True)
         try:
-            await anyio.to_thread.run_sync(self._write, entry, arguments)
+            await anyio.to_thread.run_sync(self._write, entry, arguments, secrets)
         except Exception:
             self.failures += 1
             logger.exception("could not write the audit log %s", self.path)
 
-    def _write(self, entry: dict[str, Any], arguments: Mapping[str, Any] | None) -> None:
+    def _write(self, entry: dict[str, Any], arguments: Mapping[str, Any] | None, secrets: list[str]) -> None:
         if arguments is not None:
             data = canonical_json(arguments)
             entry["arguments_sha256"] = hashlib.sha256(data).hexdigest()
             entry["arguments_bytes"] = len(data)
             if self.arguments:
-                entry["arguments"] = redacted(arguments, self.secrets)
+                entry["arguments"] = redacted(arguments, secrets)
         line = (json.dumps(entry, ensure_ascii=False, default=repr) + "\n").encode("utf-8", "surrogatepass")
         with self._lock:
             fd = self._open()
@@ -154,7 +161,7 @@ class AuditLog:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # a folder made for it is the server user's
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         stat = os.fstat(fd)
         self._fd, self._identity = fd, (stat.st_dev, stat.st_ino)

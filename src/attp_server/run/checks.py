@@ -10,11 +10,33 @@ from __future__ import annotations
 import ast
 
 from attp_server import pyast
-from attp_server.errors import ErrorInfo
+from attp_server.errors import ErrorCode, ErrorInfo
+from attp_server.sandbox.engines import ENGINE_NAMES, ENGINES
+from attp_server.sandbox.engines.asteval.lacks import lacking
 from attp_server.sandbox.engines.starlark import engine as starlark_engine
+from attp_server.sandbox.policy import scan
 from attp_server.sandbox.static_check import SOLUTIONS, KnownNames, check, source_line
 
-__all__ = ["KnownNames", "check_program", "check_starlark", "check_syntax"]
+__all__ = ["KnownNames", "check_asteval", "check_code", "check_program", "check_starlark", "check_syntax"]
+
+
+def check_code(code: str, engine: str, known: KnownNames, *, allow_imports: bool = True) -> ErrorInfo | None:
+    """`code`'s first problem on `engine`, as the engine's own check finds it (nothing runs)."""
+    if engine == "starlark":
+        return check_starlark(code)
+    if engine == "asteval":
+        return check_asteval(code, known, allow_imports=allow_imports)
+    if engine == "python":
+        return check_program(code, known, allow_imports=allow_imports)
+    if engine == "cpython":
+        return check_syntax(code)
+    return ErrorInfo(
+        code=ErrorCode.INVALID_ARGUMENT,
+        message=f"unknown engine {engine!r}; the engines are {', '.join(ENGINE_NAMES)}",
+        parameter_name="engine",
+        received=engine,
+        expected=f"one of {', '.join(ENGINE_NAMES)}",
+    )
 
 
 def check_program(code: str, known: KnownNames, *, allow_imports: bool = True) -> ErrorInfo | None:
@@ -42,6 +64,48 @@ def check_starlark(code: str) -> ErrorInfo | None:
     )
 
 
+def check_asteval(code: str, known: KnownNames, *, allow_imports: bool = True) -> ErrorInfo | None:
+    """Parse `code` for the asteval engine (nothing runs): its syntax errors, what asteval's language lacks, and
+    imports of modules the server does not have, as a run would report them before it starts."""
+    try:
+        tree = pyast.parse(code)
+    except SyntaxError as exc:
+        return ErrorInfo(
+            code=ErrorCode.SYNTAX_ERROR,
+            message=str(exc.msg),
+            line=exc.lineno,
+            column=exc.offset,
+            source_line=source_line(code, exc.lineno),
+        )
+    except (ValueError, RecursionError, MemoryError) as exc:
+        return ErrorInfo(code=ErrorCode.SYNTAX_ERROR, message=f"the program cannot be parsed: {exc}")
+    found = lacking(tree)
+    if found is not None:
+        message, node = found
+        line, column = getattr(node, "lineno", None), getattr(node, "col_offset", None)
+        return ErrorInfo(
+            code=ErrorCode.FORBIDDEN,
+            message=message,
+            line=line,
+            column=None if column is None else column + 1,
+            source_line=source_line(code, line),
+            solution=ENGINES["asteval"].language.solutions.get(ErrorCode.FORBIDDEN),
+        )
+    imports: list[ast.stmt] = [node for node in ast.walk(tree) if isinstance(node, ast.Import | ast.ImportFrom)]
+    refused = scan(ast.Module(body=imports, type_ignores=[]), modules=known.modules, allow_imports=allow_imports)
+    if refused:
+        first = refused[0]
+        return ErrorInfo(
+            code=first.code,
+            message=first.message,
+            line=first.line,
+            column=None if first.column is None else first.column + 1,
+            source_line=source_line(code, first.line),
+            solution=SOLUTIONS.get(first.code),
+        )
+    return None
+
+
 def check_syntax(code: str) -> ErrorInfo | None:
     """Compile `code` as real CPython would (``engine = "cpython"``: top-level ``await`` allowed), running nothing:
     its syntax error, or None. The whole language is the program's; only the walls stand around it."""
@@ -49,12 +113,12 @@ def check_syntax(code: str) -> ErrorInfo | None:
         pyast.compile_tree(pyast.parse(code), "<program>", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
     except SyntaxError as exc:
         return ErrorInfo(
-            code="SYNTAX_ERROR",
+            code=ErrorCode.SYNTAX_ERROR,
             message=str(exc.msg),
             line=exc.lineno,
             column=exc.offset,
             source_line=source_line(code, exc.lineno),
         )
-    except (RecursionError, MemoryError, ValueError):
-        return ErrorInfo(code="SYNTAX_ERROR", message="the program is nested too deeply to parse")
+    except (ValueError, RecursionError, MemoryError) as exc:
+        return ErrorInfo(code=ErrorCode.SYNTAX_ERROR, message=f"the program cannot be parsed: {exc}")
     return None

@@ -147,6 +147,16 @@ class Dispatcher:
                     "parallel('pack.tool', [...]); tools('word') searches them.",
                 )
             )
+        budget = self.settings.max_tool_calls - run.count
+        if len(items) > budget:  # counted here, before anything runs or is allocated: the worker's count is its word
+            return reply_error(
+                ErrorInfo(
+                    code=ErrorCode.TOOL_CALL_LIMIT,
+                    message=f"parallel() of {len(items):,} items: the program has {max(budget, 0)} of its "
+                    f"{self.settings.max_tool_calls} tool calls left (max_tool_calls), so none of them was run",
+                    tool_name=PARALLEL,
+                )
+            )
         replies: list[ToolReply] = [{"ok": False} for _ in items]
         slots = anyio.Semaphore(MAX_PARALLEL)
 

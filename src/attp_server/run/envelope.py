@@ -50,6 +50,8 @@ class Program:
     code: str
     target: str | None = None
     thought: str | None = None
+    engine: str | None = None
+    """``tool_call.engine``: the engine the envelope asks for (None: the call's argument, else the default)."""
 
 
 @dataclass(frozen=True)
@@ -226,7 +228,16 @@ def parse_envelope(text: str, *, strict: bool = False) -> Program | Declined:
                 expected="a non-empty string of Python code",
                 example=example,
             )
-        return Program(code=code, target=target, thought=thought)
+        engine = call.get("engine")
+        if engine is not None and not isinstance(engine, str):
+            raise _invalid(
+                "tool_call.engine must be a string naming an engine",
+                field="tool_call.engine",
+                received=engine,
+                expected='an engine\'s name, e.g. "python"',
+                example=example,
+            )
+        return Program(code=code, target=target, thought=thought, engine=engine)
     if normalized == "fail":
         message = call.get("message")
         if not isinstance(message, str) or not message.strip():

@@ -93,6 +93,14 @@ class Evaluation:
             return None
         return kept.message()
 
+    def owner(self, run: RunState) -> str:
+        """Whose worker runs it: a worker serves one owner only (`WorkerPool.run`), which is the principal (the
+        token's name, or the one anonymous principal), and under ``isolation = "session"`` the principal's session.
+        Callers without a token are one principal: nothing tells them apart but a session."""
+        if self.settings.isolation == "session":
+            return f"{run.principal}/{run.session.key if run.session is not None else ''}"
+        return run.principal
+
     async def run(self, prepared: Prepared, run: RunState, registry: ToolRegistry) -> ExecutionResult:
         """Run the program on a worker; with `keep`, the session state goes in and what the program leaves comes
         back."""
@@ -144,7 +152,12 @@ class Evaluation:
         try:
             with self.reconfiguration.run():
                 done = await self.pool_for(job.engine).run(
-                    job, functools.partial(self.dispatch.traced_call, run), started, meanwhile=run.record_later
+                    job,
+                    functools.partial(self.dispatch.traced_call, run),
+                    started,
+                    meanwhile=run.record_later,
+                    owner=self.owner(run),
+                    slot=run.slot,
                 )
         finally:
             run.record_later()  # the metrics: before the reply

@@ -16,9 +16,9 @@ from attp_server.errors import ErrorCode, ErrorInfo
 from attp_server.model.results import ExecutionResult
 from attp_server.run.envelope import Declined, EnvelopeError, Program, parse_envelope
 from attp_server.run.outcome import error_result
-from attp_server.run.request import Engine, ExecuteRequest
+from attp_server.run.request import ExecuteRequest
 from attp_server.run.tam import TamError, TamProgram, looks_like_tam, translate_tam
-from attp_server.sandbox.engines import ENGINES
+from attp_server.sandbox.engines import ENGINES, Engine, EngineName
 from attp_server.settings import Settings
 from attp_server.toolpack import ToolRegistry
 
@@ -29,9 +29,9 @@ class Prepared:
 
     code: str
     target: str | None
-    engine: Engine = "python"
+    engine: EngineName = "python"
     keep: bool = False
-    """The session's kept names go in and what the program leaves comes back (Python and CPython programs only)."""
+    """The session's kept names go in and what the program leaves comes back (engines that keep something only)."""
     tam: TamProgram | None = None
     """The TAM blocks the code was translated from: its errors are told in their terms."""
 
@@ -90,7 +90,9 @@ async def prepare(request: ExecuteRequest, settings: Settings, registry: ToolReg
                 solution="Split the work into several calls, or keep large data in files and read it with tools.",
             ),
         )
-    engine = ENGINES[request.engine or settings.engine]
+    engine = _engine(request.engine, program.engine, settings)
+    if isinstance(engine, ErrorInfo):
+        return error_result(target, engine)
     missing = engine.missing()
     if missing is not None:
         return error_result(
@@ -100,34 +102,46 @@ async def prepare(request: ExecuteRequest, settings: Settings, registry: ToolReg
                 message=missing,
                 parameter_name="engine",
                 received=engine.name,
-                expected=f"python, or {engine.name} once the extra is installed",
-                suggested_value="python",
-                solution=f"Write the program in Python (engine='python'), or have the operator run {engine.install}.",
+                expected=f"{settings.engine}, or {engine.name} once the extra is installed",
+                suggested_value=settings.engine,
+                solution=f"Write the program for engine={settings.engine!r}, or have the operator run "
+                f"{engine.install}.",
             ),
         )
-    if engine.name == "cpython":
-        if settings.engine != "cpython":
-            return error_result(
-                target,
-                ErrorInfo(
-                    code=ErrorCode.INVALID_ARGUMENT,
-                    message="this server does not offer engine 'cpython' (real CPython): its operator chose another",
-                    parameter_name="engine",
-                    received="cpython",
-                    expected=settings.engine,
-                    suggested_value=settings.engine,
-                    solution=f"Leave engine out: programs run on {settings.engine} here.",
-                ),
-            )
-        # Real CPython: no static check (the whole language is allowed); the walls hold whatever it does.
-        return Prepared(program.code, target, "cpython", keep=True)
-    if engine.name == "starlark":
-        # No static check: the Python one does not apply, and Starlark is parsed only inside the worker
-        # (a pathological program must never reach starlark-rust in the server process).
-        return Prepared(program.code, target, "starlark")
-    # The static check happens in the worker, under the run's deadline (attp_server.sandbox.static_check),
-    # with the names the session kept (they travel in the job's state).
-    return Prepared(program.code, target, "python", keep=True)
+    # No static check here: each engine checks in the worker, under the run's deadline (for python:
+    # attp_server.sandbox.static_check, with the names the session kept; they travel in the job's state). A
+    # pathological Starlark program must never reach starlark-rust in the server process.
+    return Prepared(program.code, target, engine.name, keep=engine.keeps != "nothing")
+
+
+def _engine(argument: str | None, declared: str | None, settings: Settings) -> Engine | ErrorInfo:
+    """The engine a call runs on: the envelope's ``tool_call.engine`` or the ``engine`` argument (the same one when
+    both are given), else the server's default; one the server does not offer is refused, naming those it does."""
+    offered = settings.offered_engines
+    listed = ", ".join(offered)
+    if argument is not None and declared is not None and argument != declared:
+        return ErrorInfo(
+            code=ErrorCode.INVALID_ARGUMENT,
+            message=f"the engine argument says {argument!r} and the envelope's tool_call.engine says {declared!r}",
+            parameter_name="engine",
+            received=f"{argument} and {declared}",
+            expected="one engine",
+            solution="Give the engine once: in the envelope's tool_call.engine, or as the engine argument.",
+        )
+    name = declared or argument or settings.engine
+    if name not in offered:
+        where = "tool_call.engine" if declared else "engine"
+        return ErrorInfo(
+            code=ErrorCode.INVALID_ARGUMENT,
+            message=f"engine {name!r} is not offered by this server; it offers {listed}",
+            parameter_name=where,
+            received=name,
+            expected=f"one of {listed}" if len(offered) > 1 else listed,
+            suggested_value=settings.engine,
+            solution=f"Omit {where} to run on the server's default ({settings.engine})"
+            + (f", or pick one of {listed}." if len(offered) > 1 else "."),
+        )
+    return ENGINES[name]
 
 
 async def _prepare_tam(

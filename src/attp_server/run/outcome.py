@@ -17,6 +17,7 @@ from attp_server.errors import ErrorCode, ErrorInfo, short_repr
 from attp_server.model.results import ExecutionResult, Picture, Status
 from attp_server.run.request import ExecuteRequest
 from attp_server.run.state import RunState
+from attp_server.sandbox.engines import ENGINES
 from attp_server.sandbox.process.protocol import capped
 from attp_server.sessions.registry import Session
 
@@ -35,13 +36,6 @@ SOLUTIONS: dict[str, str] = {
     ErrorCode.RESULT_NOT_SERIALIZABLE: "Return plain data: dict, list, str, int, float, bool or None.",
     ErrorCode.RUNTIME_ERROR: "Fix the code at that line; wrap risky steps in try/except if a failure is expected.",
     ErrorCode.INTERNAL_ERROR: "Retry the call; if it keeps failing, simplify the program.",
-}
-
-STARLARK_SOLUTIONS: dict[str, str] = {
-    ErrorCode.RUNTIME_ERROR: "Fix the code at that line; Starlark has no try/except, so check values first "
-    "(e.g. `if key in d`, `if x != None`).",
-    ErrorCode.SYNTAX_ERROR: "Write Starlark: no while (use for ... in range(n) with break), no try/except, class, "
-    "import, or ** (use pow).",
 }
 
 
@@ -112,11 +106,12 @@ def error_result(target: str | None, info: ErrorInfo) -> ExecutionResult:
     return ExecutionResult(status="error", target=target, error=info)
 
 
-def add_solution(result: ExecutionResult, *, starlark: bool) -> None:
-    """Give an error that has no solution the generic one for its code (the engine's own first)."""
+def add_solution(result: ExecutionResult, engine: str) -> None:
+    """Give an error that has no solution the generic one for its code (the `engine`'s own first)."""
     if result.error is None or result.error.solution is not None:
         return
-    solution = STARLARK_SOLUTIONS.get(result.error.code) if starlark else None
+    known = ENGINES.get(engine)
+    solution = known.language.solutions.get(result.error.code) if known is not None else None
     result.error.solution = solution or SOLUTIONS.get(result.error.code)
 
 

@@ -19,6 +19,7 @@ from attp_server.ops.live import LivePacks
 from attp_server.run.reach import Reach
 from attp_server.sessions.isolation import Scopes
 from attp_server.settings import Settings
+from attp_server.store.layout import misplaced, refusal
 from attp_server.toolpack import Toolpack, ToolRegistry, load_factory
 
 logger = logging.getLogger(__name__)
@@ -72,6 +73,12 @@ class Reconfiguration:
         if self.reach is not None and self.reach.update(settings):
             await self.refresh(changed=True)  # what some callers read changed
         if self.live is None:
+            return
+        # The config file itself was checked at start (its place is fixed); an edit may name new files.
+        problems = await anyio.to_thread.run_sync(misplaced, settings, None)
+        if problems:
+            logger.warning("configuration edit not applied (the running servers stay as they are): %s",
+                           refusal(settings, problems))  # fmt: skip
             return
         async with self._lock:
             current = [pack for pack in self.registry.packs.values() if pack.live is not None]

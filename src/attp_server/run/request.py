@@ -5,12 +5,12 @@ from __future__ import annotations
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Literal
 
+from attp_server.sandbox.engines import EngineName
 from attp_server.sessions.approvals import Ask
 from attp_server.sessions.registry import Caller
 
-Engine = Literal["python", "cpython", "starlark"]
+Engine = EngineName
 
 
 @dataclass(frozen=True)
@@ -21,8 +21,9 @@ class ExecuteRequest:
     envelope: str | None = None
     target: str | None = None
     thought: str | None = None
-    engine: Engine | None = None
-    """The language of the program; None means the `engine` setting. TAM blocks always run as Python."""
+    engine: str | None = None
+    """The engine the program asks for (one of the server's `Settings.offered_engines`, else the run is refused
+    with an error naming them); None means the `engine` setting. TAM blocks always run as Python."""
     reset: bool = False
     """Clear the session's kept variables and functions before the program runs."""
     session: str | None = None

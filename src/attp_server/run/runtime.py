@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 
 import anyio.abc
@@ -96,8 +97,8 @@ class Runtime:
         self.admission = Admission(settings)
         self.tools = ToolExecutor(settings.tool_threads, settings.max_runs_per_session)
         self.tracing = Tracing(tracer_provider)
-        self.metrics = Metrics(known_principals(settings), self.gauges, meter_provider)
-        self.audit = AuditLog(settings)
+        self.metrics = Metrics(known_principals(settings), _weakly(self.gauges), meter_provider)
+        self.audit = AuditLog(settings, registry.held_secrets)
         self.limits = RateLimits(settings)
         for name in self.limits.unknown_names():
             logger.warning("rate_limit_per_minute names %r, which no token in auth_tokens has", name)
@@ -202,7 +203,7 @@ class Runtime:
         result.elapsed_ms = round((time.perf_counter() - started) * 1000, 2)
         if session is not None:
             with_session(result, session, request)
-        add_solution(result, starlark=(request.engine or self.settings.engine) == "starlark")
+        add_solution(result, self.settings.engine)  # a run's result has its engine's already (`_execute`)
         code = result.error.code if result.error else None
         self.deferred.add(self.metrics.run_done(result.status, code, result.elapsed_ms / 1000))
         report_call(
@@ -229,7 +230,9 @@ class Runtime:
             session.keep(None)
         spans: list[Callable[[], None]] = []  # the run's spans, made after its reply (`RunState.spans`)
         waited = now_ns()
-        ticket = await self.admission.enter(context.session)
+        caller = context.caller
+        who = for_caller(caller)
+        ticket = await self.admission.enter(context.session, who["principal"])
         spans.append(self.tracing.later("attp.admission", waited, now_ns()))
         try:
             if isinstance(ticket, ErrorInfo):
@@ -238,7 +241,6 @@ class Runtime:
                 tools = (await self.tools_for(context.caller, session)).snapshot()
             except NoSession as refused:
                 return error_result(request.target, refused.info)
-            caller = context.caller
             view = self.reach.view(caller, tools)
             forbidden = self.reach.refused_engine(view.grant, request.engine or self.settings.engine)
             if forbidden is not None:
@@ -251,11 +253,12 @@ class Runtime:
                 catalog=view.catalog,
                 grant=view.grant,
                 ask=context.ask,
-                **for_caller(caller),
+                **who,
                 open_url=context.open_url,
                 handle=handle_digest(session.handle if session is not None else None),
                 later=[],
                 spans=spans,
+                slot=self.admission.slot(ticket),
             )
             sessions = self.sessions
             if sessions is None:
@@ -275,7 +278,11 @@ class Runtime:
         prepared = await prepare(request, self.settings, self.registry)
         if isinstance(prepared, ExecutionResult):
             return prepared
+        forbidden = self.reach.refused_engine(run.grant, prepared.engine)  # an envelope may name its own engine
+        if forbidden is not None:
+            return error_result(request.target, forbidden)
         result = await self.evaluation.run(prepared, run, run.tools or self.registry)
+        add_solution(result, prepared.engine)
         if prepared.tam is None:
             return result
         if result.error is not None:
@@ -309,3 +316,15 @@ class Runtime:
         if self.sessions is not None:
             await self.sessions.close()
         self.audit.close()
+
+
+def _weakly(gauges: Callable[[], Gauges]) -> Callable[[], Gauges]:
+    """`gauges` (a bound method) without keeping its runtime alive: the meter provider is the process's, and would
+    hold every runtime ever made (with its registry's open databases) through its callbacks."""
+    method = weakref.WeakMethod(gauges)
+
+    def read() -> Gauges:
+        found = method()
+        return found() if found is not None else Gauges()
+
+    return read

@@ -2,7 +2,9 @@
 
 `FairSlots` hands out at most `capacity` slots, at most `per_owner` to any one owner (a session).
 When none is free, a request waits, until its deadline at the latest; the waiting line is bounded
-too. A freed slot goes to the waiter whose owner holds the fewest slots, then to the one whose owner
+too. A freed slot goes first to a waiter that asks `first` (a run taking back the slot it gave up while it
+waited for a person: it had started, so it goes ahead of runs that have not, whatever its owner holds), then to
+the waiter whose owner holds the fewest slots, then to the one whose owner
 has used the least slot time lately (a decaying sum, so a session that keeps the server busy yields
 to one that does not), then to the earliest. A full line turns away its worst-placed request.
 
@@ -40,6 +42,7 @@ class _Owner:
 class _Waiter:
     owner: str
     order: int
+    first: bool = False
     granted: anyio.Event = field(default_factory=anyio.Event)
     refused: bool = False
 
@@ -68,7 +71,7 @@ class FairSlots:
         found = self._owners.get(owner)
         return found.held if found is not None else 0
 
-    def try_acquire(self, owner: str) -> bool:
+    def try_acquire(self, owner: str, *, first: bool = False) -> bool:
         """Take a slot at once if one is free for `owner`; else False.
 
         Waiters never block this: while a slot is free, every waiter's owner is at its `per_owner` cap
@@ -77,19 +80,21 @@ class FairSlots:
         state = self._owners.get(owner)
         if state is None:
             state = self._owners[owner] = _Owner()
-        if self.in_use < self.capacity and state.held < self.per_owner:
+        if self.in_use < self.capacity and (first or state.held < self.per_owner):
             self.in_use += 1
             state.held += 1
             return True
         return False
 
-    async def acquire(self, owner: str, deadline: float) -> bool:
-        """Take a slot, waiting until `deadline` (``time.monotonic()``) at the latest; False if none came."""
-        if self.try_acquire(owner):
+    async def acquire(self, owner: str, deadline: float, *, first: bool = False) -> bool:
+        """Take a slot, waiting until `deadline` (``time.monotonic()``) at the latest; False if none came. `first`:
+        ahead of every other waiter, past the owner's cap and never turned away by a full line (the caller bounds
+        how many such waiters there are)."""
+        if self.try_acquire(owner, first=first):
             return True
-        waiter = _Waiter(owner, next(self._order))
-        if len(self._waiters) >= self.max_waiting:
-            worst = max(self._waiters, key=self._rank, default=None)
+        waiter = _Waiter(owner, next(self._order), first)
+        if not first and len(self._waiters) >= self.max_waiting:
+            worst = max((w for w in self._waiters if not w.first), key=self._rank, default=None)
             if worst is None or self._rank(worst) <= self._rank(waiter):
                 self.refused += 1
                 self._forget_if_idle(owner)
@@ -130,9 +135,9 @@ class FairSlots:
         if state is not None and not state.held and not state.waiting and state.used < _FORGET_BELOW:
             del self._owners[owner]
 
-    def _rank(self, waiter: _Waiter) -> tuple[int, float, int]:
+    def _rank(self, waiter: _Waiter) -> tuple[bool, int, float, int]:
         state = self._owners[waiter.owner]
-        return (state.held, state.recent_use(time.monotonic()), waiter.order)
+        return (not waiter.first, state.held, state.recent_use(time.monotonic()), waiter.order)
 
     def _drop(self, waiter: _Waiter, *, refused: bool) -> None:
         self._waiters.remove(waiter)
@@ -144,7 +149,7 @@ class FairSlots:
 
     def _grant(self) -> None:
         while self.in_use < self.capacity:
-            eligible = [w for w in self._waiters if self._owners[w.owner].held < self.per_owner]
+            eligible = [w for w in self._waiters if w.first or self._owners[w.owner].held < self.per_owner]
             if not eligible:
                 return
             chosen = min(eligible, key=self._rank)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -19,9 +20,12 @@ from attp_server.errors import ConfigError
 from attp_server.model.docstrings import docstring_warnings
 from attp_server.ops.live import ConfigWatch, LivePacks, config_stamp
 from attp_server.run.runtime import Runtime
+from attp_server.sandbox.engines import ENGINES
+from attp_server.sandbox.process import fallen
 from attp_server.sandbox.process.pool import WorkerPool, missing_layers
 from attp_server.settings import Settings
 from attp_server.store import open_store
+from attp_server.store.layout import check_layout
 from attp_server.toolpack import ToolpackLoadError, ToolRegistry, load_factory, load_toolpack
 
 __all__ = ["build_registry", "live_tools", "open_registry", "open_runtime", "postgres_url"]
@@ -107,10 +111,25 @@ async def open_runtime(
 ) -> AsyncIterator[Runtime]:
     """Start the live packs and the worker pool and yield a ready `Runtime`; stop them all on exit.
 
-    With `reload` (reads the configuration again) and `config_poll_s` > 0, edits of `config_file` and the
-    ``mcp_config`` files are applied while serving (`ConfigWatch`, `Reconfiguration.apply`)."""
+    `config_file` is the TOML file `settings` were read from, if any. With `reload` (reads the configuration again)
+    and `config_poll_s` > 0, edits of it and of the ``mcp_config`` files are applied while serving (`ConfigWatch`,
+    `Reconfiguration.apply`).
+
+    Raises:
+        AttpError: one of the server's own files lies where a program can reach it (`check_layout`), or what
+            starts here fails (the store, a toolpack).
+    """
+    check_layout(settings, config_file)
     # Stamped before anything starts: an edit made while the upstream servers start is applied at the first look.
     stamp = config_stamp(config_file, settings) if reload is not None else None
+    try:  # a test hook, read once here from the server process's own environment (`fallen`)
+        fallen_workers = fallen.requested(
+            os.environ, containment=settings.containment, transport=settings.transport, host=settings.host
+        )
+    except fallen.FallenRefused as exc:
+        raise ConfigError(str(exc)) from None
+    if fallen_workers:
+        logger.warning(fallen.WARNING, fallen.ENVIRONMENT)
     registry = registry if registry is not None else build_registry(settings)
     runtime: Runtime | None = None
 
@@ -120,7 +139,7 @@ async def open_runtime(
         else:
             registry.refresh()
 
-    pool, data_pool = worker_pools(settings)
+    pool, data_pool = worker_pools(settings, fallen_workers)
     async with (
         open_store(settings) as store,
         live_tools(registry, changed) as live,
@@ -130,7 +149,7 @@ async def open_runtime(
     ):
         for each in (pool, data_pool):
             if each is not None:
-                check_walls(each)
+                check_walls(each, settings)
         runtime = Runtime(settings, registry, pool, store, data_pool=data_pool)
         runtime.tasks = tasks
         runtime.reconfiguration.tasks = tasks
@@ -153,46 +172,53 @@ async def open_runtime(
             runtime.tools.close()
 
 
-def worker_pools(settings: Settings) -> tuple[WorkerPool, WorkerPool | None]:
+def worker_pools(settings: Settings, fallen_workers: bool = False) -> tuple[WorkerPool, WorkerPool | None]:
     """The server's worker pools: the default engine's, and the ``cpython`` engine's data-stack workers apart when it
-    is offered beside another default (one pool when it is the default)."""
-
-    def data(size: int) -> WorkerPool:
-        return WorkerPool(
-            size=max(size, 1),  # one ready at start: its lockdown says at once whether the engine may run here
+    is offered beside other engines (one pool when it is the only one)."""
+    offered = settings.offered_engines
+    data = (
+        WorkerPool(
+            size=max(settings.workers, 1),  # one ready at start: its lockdown says at once whether the engine may run
             max_workers=settings.max_workers,
             memory_mb=settings.cpython_memory_mb,
             containment=settings.containment,
+            fallen=fallen_workers,
             engine="cpython",
             packages=tuple(settings.cpython_packages),
             startup_timeout_s=CPYTHON_STARTUP_S,
         )
-
-    if settings.engine == "cpython":
-        return data(settings.workers), None
+        if "cpython" in offered
+        else None
+    )
+    if data is not None and set(offered) == {"cpython"}:
+        return data, None
     pool = WorkerPool(
         size=settings.workers,
         max_workers=settings.max_workers,
         memory_mb=settings.memory_mb,
         containment=settings.containment,
+        fallen=fallen_workers,
     )
-    return pool, None
+    return pool, data
 
 
 CPYTHON_STARTUP_S = 120.0
 """How long a data-stack worker may take to start: the first waits for its fork server to load the packages."""
 
 
-def check_walls(pool: WorkerPool) -> None:
-    """Refuse to start a server offering the ``cpython`` engine where its workers cannot hold every wall."""
-    if pool.engine != "cpython" or pool.refused is None:
+def check_walls(pool: WorkerPool, settings: Settings) -> None:
+    """Refuse to start a server offering an engine that needs every wall (``cpython``, ``asteval``) where the
+    workers that run it cannot hold them."""
+    walled = [name for name in settings.offered_engines if ENGINES[name].walls]
+    runs = [name for name in walled if (name == "cpython") == (pool.engine == "cpython")]
+    if not runs or pool.refused is None:
         return
     missing = missing_layers(pool.lockdown)
     layers = "; ".join(f"{layer}: {why}" for layer, why in missing.items()) or pool.refused
     raise ConfigError(
-        f'engine = "cpython" runs real CPython only where every containment layer holds, and on this machine the '
-        f"workers could not apply {' and '.join(missing) or 'them'} ({layers}). Run `attp doctor` to see what holds "
-        'here; use engine = "python" on this machine.'
+        f"engine {runs[0]!r} runs only where every containment layer holds, and on this machine the workers could "
+        f"not apply {' and '.join(missing) or 'them'} ({layers}). Run `attp doctor` to see what holds here; offer "
+        'engine = "python" on this machine.'
     )
 
 

@@ -12,7 +12,7 @@ from attp_server.model.catalog import Catalog
 from attp_server.model.results import CallRecord
 from attp_server.ops.after_reply import record_all
 from attp_server.run.request import OpenUrl, Progress
-from attp_server.sandbox.process.pool import run_clock
+from attp_server.sandbox.process.pool import Slot, run_clock
 from attp_server.sessions.approvals import Ask
 from attp_server.sessions.registry import Session
 from attp_server.toolpack import ToolRegistry
@@ -53,6 +53,8 @@ class RunState:
     open_url: OpenUrl | None = None
     handle: str | None = None
     """A digest of the session handle, for the audit log (never the handle itself)."""
+    slot: Slot | None = None
+    """Its admission slot, given back while it waits for a person (None: a run not admitted, as in some tests)."""
     span: Span | None = None
     """The run's evaluation span, parent of its tool calls' spans (None before the worker has the job)."""
     later: list[Callable[[], None]] | None = None

@@ -2,7 +2,7 @@
 
 `policy` (what a program may write and touch) and `static_check` (what is refused before anything
 runs) are the boundary in one glance; `limits`, `advice` and `suggestions` are shared by every part.
-The parts: `engines/` (the table of engines, and one folder each: `python/` the evaluator, `starlark/`),
+The parts: `engines/` (the table of engines, and one folder each: `python/` the evaluator, `asteval/`, `starlark/`),
 `stdlib/` (the curated modules), `process/` (the worker, its lockdown, the tools as a program sees them, and the
 server-side pool).
 

@@ -395,8 +395,7 @@ def _strftime(obj: Any) -> Callable[..., str]:
 def _pattern_sub(name: str) -> Callable[[Any], Callable[..., Any]]:
     def wrap(pattern: Any) -> Callable[..., Any]:
         def sub(repl: Any, string: Any, count: int = 0) -> Any:
-            check_substitution(pattern, repl, string, count)
-            return getattr(pattern, name)(repl, string, count=count)
+            return getattr(pattern, name)(check_substitution(pattern, repl, string, count), string, count=count)
 
         return sub
 

@@ -5,7 +5,9 @@
 ``always``: every tool), it puts a `Question` to the user through the `Ask` function the MCP face
 gives the call (elicitation; `attp_server.faces.elicitation`), and waits for the answer, at most
 `approval_timeout_s`, with the run's clock stopped (`attp_server.sandbox.process.pool.RunClock`): the
-person's time is not the program's. Accepted, the call runs; declined, dismissed or unanswered,
+person's time is not the program's, nor a run slot's (the run gives its slot back while it waits; a principal
+with as many runs waiting as it may is not asked: ``SERVER_BUSY``, `attp_server.run.admission`).
+Accepted, the call runs; declined, dismissed or unanswered,
 it fails with ``APPROVAL_DENIED`` and nothing is done; a client that cannot ask its user gets
 ``APPROVAL_UNAVAILABLE``, unless ``approval_fallback = "allow"``. "Allow this tool for the rest of
 the session" is remembered on the `Session` by pack and tool (and in the store with it when the call
@@ -27,7 +29,7 @@ from typing import Any
 import anyio
 
 from attp_server.errors import ErrorCode, ErrorInfo
-from attp_server.sandbox.process.pool import run_clock
+from attp_server.sandbox.process.pool import PauseRefused, run_clock
 from attp_server.sessions.registry import Session
 from attp_server.settings import Settings
 from attp_server.toolpack import Tool
@@ -130,9 +132,13 @@ class Approvals:
         answer = Answer.UNAVAILABLE
         if ask is not None:
             clock = run_clock()
-            with anyio.move_on_after(self.timeout_s) as waited:
+            try:
+                # The run holds no slot while it waits (`RunClock.paused`), and takes one back after, un-timed.
                 async with clock.paused() if clock is not None else contextlib.nullcontext():
-                    answer = await ask(question)
+                    with anyio.move_on_after(self.timeout_s) as waited:
+                        answer = await ask(question)
+            except PauseRefused as refused:
+                return self._busy(question, tool.ref, str(refused)), ""
             if waited.cancelled_caught:
                 why = f"nobody answered within approval_timeout_s = {self.timeout_s:g} s"
                 return self._denied(question, tool.ref, why), ""
@@ -157,6 +163,14 @@ class Approvals:
             tool_name=ref,
             solution="Do not send the same call again unasked: tell the user what you wanted to do and why, "
             "or carry on without it.",
+        )
+
+    def _busy(self, question: Question, ref: str, why: str) -> ErrorInfo:
+        return ErrorInfo(
+            code=ErrorCode.SERVER_BUSY,
+            message=f"{question.tool}() was not run: it needs the user's approval, and {why}. Nothing was done.",
+            tool_name=ref,
+            solution="Ask the user to answer the approval questions already waiting, then send this call again.",
         )
 
     def _unavailable(self, question: Question, ref: str) -> ErrorInfo:

@@ -3,7 +3,8 @@
 Owns: the connection to the database (`database_url`: an embedded SQLite file in the data folder by
 default, or ``postgresql://...`` through psycopg 3's pool, extra ``attp-server[postgres]``), the
 schema of each part that keeps rows there, the handles table (`handles`), approval round trips
-relayed between replicas (`rounds`), and the server's shared secret (`secret_file`).
+relayed between replicas (`rounds`), the server's shared secret (`secret_file`), and where the server's own
+files may lie and with which modes (`layout`: never inside the workspace; for the server's user only).
 May import: the foundations only. May be imported by: `sessions`, `run`, `faces`, `toolpacks`.
 
 How other parts use it:
@@ -32,14 +33,13 @@ from attp_server.errors import AttpError
 from attp_server.settings import Settings
 from attp_server.store.backend import Backend, StoreError
 from attp_server.store.handles import LEASE_S, HandleStore
+from attp_server.store.layout import STATE_FILE_NAME, data_folder
 from attp_server.store.postgres import CONNECT_TIMEOUT_S
 from attp_server.store.rounds import ROUNDS, RoundStore
 from attp_server.store.schema import HANDLES, migrate
 from attp_server.store.secret import SECRET_FILE_NAME, Secret, load_secret
 
-__all__ = ["Backend", "Store", "StoreError", "data_folder", "open_backend", "open_store"]
-
-STATE_FILE_NAME = "state.sqlite3"
+__all__ = ["STATE_FILE_NAME", "Backend", "Store", "StoreError", "data_folder", "open_backend", "open_store"]
 
 
 class Store:
@@ -58,11 +58,6 @@ class Store:
     async def migrate(self, part: str, steps: Sequence[Sequence[str]]) -> None:
         """Create or bring up to date the tables of `part` (see `schema.migrate`). Raises `StoreError`."""
         await migrate(self.backend, part, steps)
-
-
-def data_folder(settings: Settings) -> Path:
-    """Where the server keeps its own files by default: the folder of `db_path`."""
-    return settings.db_path.resolve().parent
 
 
 async def open_backend(url: str | None, folder: Path, timeout_s: float = CONNECT_TIMEOUT_S) -> Backend:

@@ -322,22 +322,35 @@ class HandleStore:
         return keys
 
     async def trim_state(self, max_total_bytes: int, *, now: float) -> int:
-        """Past `max_total_bytes` of state in all, drop the state of the handles used longest ago (marked
-        `evicted`, so their next call is told); how many lost theirs."""
+        """Past `max_total_bytes` of state in all, drop the state of handles used longest ago (marked `evicted`, so
+        their next call is told); how many lost theirs.
+
+        Each principal that keeps state has an equal share of the total, and only the handles of principals past
+        their share lose theirs, each principal's own used longest ago first: one principal's many sessions never
+        evict another's that keeps within its share (a principal alone may use the whole total)."""
         (total,) = (await self.backend.execute("SELECT COALESCE(SUM(state_bytes), 0) FROM attp_handles"))[0]
-        excess = int(total) - max_total_bytes
-        if excess <= 0:
+        if int(total) <= max_total_bytes:
             return 0
         rows = await self.backend.execute(
-            "SELECT key, state_bytes FROM attp_handles WHERE state_bytes > 0 AND (lease IS NULL OR lease_until < ?) "
-            "ORDER BY last_used",
+            "SELECT key, principal, state_bytes, CASE WHEN lease IS NULL OR lease_until < ? THEN 1 ELSE 0 END "
+            "FROM attp_handles WHERE state_bytes > 0 ORDER BY last_used",
             now,
         )
+        held: dict[str, int] = {}
+        for _, principal, size, _ in rows:
+            held[principal] = held.get(principal, 0) + int(size)
+        excess = sum(held.values()) - max_total_bytes
+        if excess <= 0:
+            return 0
+        share = max_total_bytes / len(held)
         chosen = []
-        for key, size in rows:
+        for key, principal, size, free in rows:
             if excess <= 0:
                 break
+            if not free or held[principal] <= share:
+                continue
             chosen.append(key)
+            held[principal] -= int(size)
             excess -= int(size)
         drops: list[Statement] = []
         for key in chosen:

@@ -18,12 +18,14 @@ import secrets
 from pathlib import Path
 
 from attp_server.errors import AttpError
+from attp_server.store.layout import SECRET_FILE_NAME, private_folder
+
+__all__ = ["SECRET_FILE_NAME", "Secret", "load_secret"]
 
 SECRET_BYTES = 32
 MIN_SECRET_BYTES = 16
 MAX_PURPOSES = 64
 """Derived keys kept, so that each is derived once (the purposes are a handful of fixed names)."""
-SECRET_FILE_NAME = "secret.key"  # noqa: S105 - a file name, not a secret
 
 
 class Secret:
@@ -63,7 +65,7 @@ def load_secret(path: Path, *, generate: bool) -> Secret:
         AttpError: the file is missing (and not to be generated), unreadable, or too short.
     """
     if generate and not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_folder(path.parent)
         text = secrets.token_hex(SECRET_BYTES).encode("ascii")
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

@@ -26,6 +26,7 @@ from pathlib import Path
 import anyio
 
 from attp_server.store.backend import Backend, Rows, Statement, StoreError
+from attp_server.store.layout import private_file
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ class SQLiteBackend(Backend):
         if sqlite3.sqlite_version_info < MIN_VERSION:
             raise StoreError(f"SQLite {sqlite3.sqlite_version} is too old for the store; it needs 3.35 or later")
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            private_file(path)  # for the server's user only, and so its -wal and -shm files
             self._db = self._connect(BUSY_TIMEOUT_MS / 1000)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._loop_db = self._connect(0)

@@ -1,9 +1,11 @@
 """The engines a program may run on, behind one small interface: the table here, one folder each.
 
-Owns: `ENGINES`, the table every part reads about an engine (its language as the model reads it, what a handle
-keeps of its runs between calls, whether it runs only behind every containment layer, the extra that installs
-it and whether it is installed here), and `EngineRun`, what a worker asks of an engine for one program.
-The engines: `python/` (the project's evaluator, the default), `starlark/` (starlark-pyo3).
+Owns: `ENGINES`, the table every part reads about an engine (its language as the model reads it, from the
+engine's own ``language.py``; what a handle keeps of its runs between calls; whether it runs only behind every
+containment layer; whether a worker that ran it may run another; the extra that installs it and whether it is
+installed here), and `EngineRun`, what a worker asks of an engine for one program.
+The engines: `python/` (the project's evaluator, the default), `starlark/` (starlark-pyo3), `asteval/` (asteval's
+own `Interpreter`), `cpython/` (real CPython behind the walls, with the data stack).
 
 A worker builds each installed engine once, before its lockdown (`runner`), and for each ``run`` message asks
 that engine for an `EngineRun`; the worker maps what the run raises to error codes and the answer to the
@@ -19,6 +21,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from attp_server.sandbox.engines.asteval.language import LANGUAGE as ASTEVAL
+from attp_server.sandbox.engines.cpython.language import LANGUAGE as CPYTHON
+from attp_server.sandbox.engines.language import Language
+from attp_server.sandbox.engines.python.language import LANGUAGE as PYTHON
+from attp_server.sandbox.engines.starlark.language import LANGUAGE as STARLARK
+
+EngineName = Literal["python", "starlark", "asteval", "cpython"]
+"""Every value of the ``engine`` setting (the table below has one entry for each)."""
+
 Keeps = Literal["names", "pickles", "nothing"]
 """What a handle keeps of an engine's runs: ``names`` (the variables and ``def``s a program leaves, as data and
 source), ``pickles`` (the top-level names a program leaves, pickled in the worker into one blob the server stores
@@ -29,10 +40,11 @@ sealed to the handle and never reads), or ``nothing`` (every run starts empty)."
 class Engine:
     """One engine, as the rest of the server knows it."""
 
-    name: str
+    name: EngineName
     """Its value of the ``engine`` setting and argument."""
-    language: str
-    """The language's name as the model and the user read it."""
+    language: Language
+    """Its language as the model reads it (each engine's ``language.py``): the description and prompt are built
+    from it."""
     keeps: Keeps
     walls: bool
     """It runs only where every containment layer holds (``containment = "required"``)."""
@@ -44,9 +56,9 @@ class Engine:
     """What installs `package`, as its users know it."""
     extra: str | None = None
     """The extra of attp-server that installs `distribution`."""
-    summary: str = ""
-    """The language in one rule of the tool description, when it is not the ``python`` engine's (whose rules
-    the catalog writes out)."""
+    reuse: bool = True
+    """A worker that ran a program on it may run another. False where a program can change what its process
+    holds for later runs (asteval lets it set attributes on what it reaches): the worker retires after one run."""
 
     @property
     def install(self) -> str:
@@ -69,34 +81,33 @@ class Engine:
 ENGINES: Mapping[str, Engine] = {
     engine.name: engine
     for engine in (
-        Engine("python", "Python", "names", walls=False, runner="attp_server.sandbox.engines.python.engine:Python"),
-        Engine(
-            "cpython",
-            "Python",
-            "pickles",
-            walls=True,
-            runner="attp_server.sandbox.engines.cpython.engine:CPythonEngine",
-            extra="data",
-            summary=(
-                "Programs are real CPython: the whole language (classes, dataclasses, with, generators, "
-                "async/await), the standard library modules that need no files, network or processes, and the "
-                "packages listed below: import what you use. Workspace files open as usual, by a path relative "
-                'to the workspace: open("notes.txt"), pd.read_csv("sales.csv"), pd.read_excel(...), '
-                'df.to_parquet("out.parquet"), fig.savefig("chart.png"). show(fig) (or plt.show(), or a figure '
-                "left open) sends a matplotlib chart to the user as a PNG image with the result. __result__ may be "
-                "a DataFrame, Series or numpy value: it comes back as plain data (a DataFrame as row records). No "
-                "network, subprocess or threads."
-            ),
-        ),
+        Engine("python", PYTHON, "names", walls=False, runner="attp_server.sandbox.engines.python.engine:Python"),
         Engine(
             "starlark",
-            "Starlark",
+            STARLARK,
             "nothing",
             walls=False,
             runner="attp_server.sandbox.engines.starlark.engine:StarlarkEngine",
             package="starlark",
             distribution="starlark-pyo3",
             extra="starlark",
+        ),
+        Engine(
+            "asteval",
+            ASTEVAL,
+            "names",
+            walls=True,  # asteval bounds neither memory nor time, and a program reaches the protocol pipe
+            runner="attp_server.sandbox.engines.asteval.engine:Asteval",
+            reuse=False,
+        ),
+        Engine(
+            "cpython",
+            CPYTHON,
+            "pickles",
+            walls=True,  # real CPython: only the walls hold it
+            runner="attp_server.sandbox.engines.cpython.engine:CPythonEngine",
+            extra="data",
+            reuse=False,  # a program can change anything in its process
         ),
     )
 }

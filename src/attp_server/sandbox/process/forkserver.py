@@ -224,8 +224,33 @@ def kill_worker(pid: int) -> None:
             kill(pid, signal.SIGKILL)
 
 
+STDERR_LOGGED_BYTES = 64 * 1024
+"""Most of one worker's stderr the log takes (at DEBUG); the rest is read and dropped, so the pipe never fills."""
+
+
+class _StderrLog:
+    """What one worker writes to its stderr, logged (a fallen worker writes anything: the log escapes it) until
+    `STDERR_LOGGED_BYTES`, then dropped, saying so once."""
+
+    def __init__(self, who: str) -> None:
+        self.who = who
+        self.logged = 0
+
+    def take(self, chunk: bytes) -> None:
+        room = STDERR_LOGGED_BYTES - self.logged
+        if room <= 0:
+            return
+        self.logged += len(chunk)
+        text = chunk[:room].decode("utf-8", "replace").strip()
+        if text:
+            logger.debug("%s stderr: %s", self.who, text[:2000])
+        if self.logged >= STDERR_LOGGED_BYTES:
+            logger.debug("%s stderr: more than %d bytes; the rest is not logged", self.who, STDERR_LOGGED_BYTES)
+
+
 async def drain_fd(fd: int, who: str) -> None:
     """Log what a forked worker writes to its stderr pipe (`fd`, non-blocking; closed here), so it never fills."""
+    log = _StderrLog(who)
     try:
         while True:
             try:
@@ -237,9 +262,7 @@ async def drain_fd(fd: int, who: str) -> None:
                 return
             if not chunk:
                 return
-            text = chunk.decode("utf-8", "replace").strip()
-            if text:
-                logger.debug("%s stderr: %s", who, text[:2000])
+            log.take(chunk)
     finally:
         os.close(fd)
 
@@ -247,10 +270,9 @@ async def drain_fd(fd: int, who: str) -> None:
 async def drain_stderr(stream: anyio.abc.ByteReceiveStream, who: str) -> None:
     """Log what a worker (or the fork server, for its forks) writes to stderr: its own crashes. The pipe never
     fills, so it never blocks."""
+    log = _StderrLog(who)
     try:
         async for chunk in stream:
-            text = chunk.decode("utf-8", "replace").strip()
-            if text:
-                logger.debug("%s stderr: %s", who, text[:2000])
+            log.take(chunk)
     except (anyio.BrokenResourceError, anyio.ClosedResourceError):
         pass

@@ -27,6 +27,7 @@ from attp_server.sandbox.process import landlock, seccomp
 MAX_OPEN_FILES = 32
 NOBODY = 65534
 _PR_SET_NO_NEW_PRIVS = 38
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
 _CLONE_NEWUSER = 0x10000000
 _CLONE_NEWNET = 0x40000000
 
@@ -104,17 +105,36 @@ def _unshare_network(libc: Any) -> str | bool:
     return False
 
 
-def _drop_privileges() -> str | bool:
-    """Root becomes nobody: no capabilities, no group memberships, no access to root's files."""
-    if os.getuid() != 0:
-        return f"uid {os.getuid()} (not root)"
-    try:
-        os.setgroups([])
-        os.setgid(NOBODY)
-        os.setuid(NOBODY)
-    except OSError:
+def _drop_privileges(libc: Any, uid: int, user_namespace: bool) -> str | bool:
+    """Root becomes nobody: no capabilities, no group memberships, no access to root's files.
+
+    Any other user stays who it is (`uid`, as seen from outside: inside a user namespace of its own, where it has
+    no mapping, the worker would call itself 65534), and gives up every capability it has: the ones a user
+    namespace of its own grants it (over nothing but its empty network namespace), and any it was started with.
+    What is reported is what holds."""
+    if uid == 0 and not user_namespace:
+        try:
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+        except OSError:
+            return False
+        return f"uid {NOBODY}"
+    who = f"uid {uid} ({'root' if uid == 0 else 'not root'}: the server's user"
+    if _clear_capabilities(libc):
+        return f"{who}; no capabilities" + (", in a user namespace of its own)" if user_namespace else ")")
+    if user_namespace:
+        return f"{who}, with every capability inside a user namespace of its own)"
+    return f"{who})"
+
+
+def _clear_capabilities(libc: Any) -> bool:
+    """Empty this process's effective, permitted and inheritable capability sets (``capset``); True if it did."""
+    if libc is None:
         return False
-    return f"uid {NOBODY}"
+    header = (ctypes.c_uint32 * 2)(_LINUX_CAPABILITY_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()  # two {effective, permitted, inheritable}, all zero
+    return bool(libc.capset(header, data) == 0)
 
 
 def _no_new_privs(libc: Any) -> bool:
@@ -197,12 +217,13 @@ def apply(memory_mb: int, without: Iterable[str] = ()) -> dict[str, Any]:
     skipped = set(without)
     libc = _libc()
     fds = [int(fd) for fd in os.listdir("/proc/self/fd")] if os.path.isdir("/proc/self/fd") else [8]
+    uid = os.getuid()  # before a user namespace of its own makes it unmapped there
     report: dict[str, Any] = {"network_namespace": _unshare_network(libc)}
     report["rlimit_core"] = _limit("RLIMIT_CORE", 0)
     report["rlimit_fsize"] = _limit("RLIMIT_FSIZE", 0)
     report["rlimit_nofile"] = _limit("RLIMIT_NOFILE", max(MAX_OPEN_FILES, max(fds) + 4))
     report["rlimit_as"] = _limit("RLIMIT_AS", memory_mb * 1024 * 1024)
-    report["dropped_privileges"] = _drop_privileges()
+    report["dropped_privileges"] = _drop_privileges(libc, uid, report["network_namespace"] == "userns+netns")
     # After the drop: RLIMIT_NPROC does not bind root, but it binds nobody.
     report["rlimit_nproc"] = _limit("RLIMIT_NPROC", 0)
     report["no_new_privs"] = _no_new_privs(libc)

@@ -1,10 +1,16 @@
 """Pre-started worker processes, the wall clock, kills and refills (the server side of the sandbox).
 
-`WorkerPool.run(job, on_call)` takes an idle worker (or starts one), sends it the program, answers
-its tool calls through `on_call`, and returns its ``done`` message. Past the deadline, on
-cancellation, or when the worker breaks the protocol, the worker's whole process group is killed
-and reaped; a worker that was killed, crashed or hit a limit is never reused. Each run holds its
-own worker, so concurrent runs never share one.
+`WorkerPool.run(job, on_call, owner=...)` takes an idle worker (or starts one), sends it the program, answers
+its tool calls through `on_call`, and returns its ``done`` message, each message checked on the way in
+(`inbound`). Past the deadline, on cancellation, or when the worker breaks the protocol, the worker's whole
+process group is killed and reaped; a worker that was killed, crashed or hit a limit is never reused. Each run
+holds its own worker, so concurrent runs never share one.
+
+Whether a worker serves again is the pool's decision, never the worker's: a worker is bound to the `owner` of the
+first run it served (whose programs it has seen, and may have been taken over by) and serves no run of another
+owner, and the pool counts its runs itself (`MAX_RUNS_PER_WORKER`); a worker's ``retire`` can only make it retire
+sooner. Idle workers are the fresh ones (never ran a program: any owner's) and the kept ones (an owner's, at most
+`max_workers` of them, the least recently used killed first).
 """
 
 from __future__ import annotations
@@ -21,15 +27,17 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal, Protocol, cast
 
 import anyio
 import anyio.abc
 
+from attp_server.sandbox.engines import ENGINES
+from attp_server.sandbox.process import inbound
 from attp_server.sandbox.process.forkserver import (
     ForkedProcess,
     ForkServer,
@@ -40,7 +48,10 @@ from attp_server.sandbox.process.forkserver import (
 )
 from attp_server.sandbox.process.lockdown import CONTAINMENT, ONE_THREAD, WITHOUT_NUMPY
 from attp_server.sandbox.process.protocol import (
-    MAX_MESSAGE_BYTES,
+    MAX_CALL_BYTES,
+    MAX_OUTPUT_BYTES,
+    MAX_READY_BYTES,
+    MAX_RUNS_PER_WORKER,
     DoneMessage,
     ErrorReport,
     Message,
@@ -49,7 +60,7 @@ from attp_server.sandbox.process.protocol import (
     ReplyMessage,
     RunMessage,
     ToolReply,
-    decode,
+    done_bytes,
     encode,
 )
 
@@ -128,16 +139,34 @@ class Job:
         return message
 
 
+class PauseRefused(Exception):
+    """The run may not wait for a person now (its owner has as many runs waiting as it may): nobody is asked."""
+
+
+class Slot(Protocol):
+    """A run's place among the runs in flight, which it gives back while it waits for a person."""
+
+    async def give_back(self) -> None:
+        """Give the place back; raises `PauseRefused` (having changed nothing) when the run may not wait."""
+
+    async def take_back(self) -> None:
+        """Take a place again before the run goes on (waiting for one, ahead of runs not started yet)."""
+
+
 class RunClock:
     """The wall clock of one run, which stops while the server waits for a person (`paused`).
 
     Holds the pool's cancel scope for the run: a pause lifts its deadline and puts it back, moved by
     the length of the pause, when the last of the overlapping pauses ends. The worker is told of
-    each pause with the tool's reply, and moves its own deadline the same way.
+    each pause with the tool's reply, and moves its own deadline the same way. While paused the run also
+    holds none of its `slots` (the runtime's admission, the pool's own): a person's time is not a run slot's,
+    so runs waiting for answers never keep other callers out. Taking them back after the answer counts as
+    paused too (it is the server's wait, not the program's).
     """
 
-    def __init__(self, scope: anyio.CancelScope) -> None:
+    def __init__(self, scope: anyio.CancelScope, slots: Sequence[Slot] = ()) -> None:
         self._scope = scope
+        self._slots = slots
         self._waiting = 0
         self._since = 0.0
         self._left = 0.0
@@ -147,7 +176,17 @@ class RunClock:
 
     @contextlib.asynccontextmanager
     async def paused(self) -> AsyncIterator[None]:
+        """Wait for a person inside; raises `PauseRefused` on entry when the run may not wait now."""
         if self._waiting == 0:
+            given: list[Slot] = []
+            try:
+                for slot in self._slots:
+                    await slot.give_back()
+                    given.append(slot)
+            except PauseRefused:
+                for slot in given:  # (only the first may refuse; this keeps the rule if that changes)
+                    await slot.take_back()
+                raise
             self._since = anyio.current_time()
             self._left = self._scope.deadline - self._since
             self._scope.deadline = math.inf
@@ -157,15 +196,39 @@ class RunClock:
         finally:
             self._waiting -= 1
             if self._waiting == 0:
-                now = anyio.current_time()
-                self._unreported += now - self._since
-                self.paused_total += now - self._since
-                self._scope.deadline = now + self._left
+                try:
+                    for slot in self._slots:
+                        await slot.take_back()
+                finally:
+                    now = anyio.current_time()
+                    self._unreported += now - self._since
+                    self.paused_total += now - self._since
+                    self._scope.deadline = now + self._left
 
     def take_paused(self) -> float:
         """Seconds paused since the last call (what to tell the worker with the next reply)."""
         paused, self._unreported = self._unreported, 0.0
         return paused
+
+
+class _PoolSlot:
+    """The pool's own count of runs in flight (`max_workers`), as a `Slot`."""
+
+    def __init__(self, semaphore: anyio.Semaphore) -> None:
+        self.semaphore = semaphore
+        self.held = False
+
+    async def take_back(self) -> None:
+        await self.semaphore.acquire()
+        self.held = True
+
+    async def give_back(self) -> None:
+        self.release()
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            self.semaphore.release()
 
 
 _CLOCK: contextvars.ContextVar[RunClock | None] = contextvars.ContextVar("attp_run_clock", default=None)
@@ -226,6 +289,10 @@ class WorkerProcess:
     from_worker: int
     directory: str
     lockdown: dict[str, Any] = field(default_factory=dict)
+    owner: str | None = None
+    """Whose runs it serves: the owner of the first run it served (None: none yet, a fresh worker)."""
+    runs: int = 0
+    """Runs it was handed, counted here."""
     killed: bool = False
     closed: bool = False
     """Reaped by the event loop, pipes closed, directory removed (`kill_now` kills without reaping this way)."""
@@ -252,13 +319,18 @@ class WorkerProcess:
                 raise anyio.BrokenResourceError(str(exc)) from exc
             data = data[written:]
 
-    async def receive(self) -> dict[str, Any]:
+    async def receive(self, limits: Mapping[str, int]) -> dict[str, Any]:
+        """The next message, of one of the kinds `limits` names, read no further than its kind's longest line and
+        checked as JSON (`inbound`); raises `inbound.Refused` otherwise."""
         buffer = self._buffer
-        scanned = 0
+        scanned, kind, limit = 0, None, max(limits.values())
         while (end := buffer.find(b"\n", scanned)) < 0:
             scanned = len(buffer)
-            if scanned > MAX_MESSAGE_BYTES:
-                raise anyio.DelimiterNotFound(MAX_MESSAGE_BYTES)
+            if kind is None and scanned >= inbound.KIND_BYTES:
+                kind = inbound.kind_of(buffer, limits)
+                limit = limits[kind]
+            if scanned > limit:
+                raise inbound.too_long(kind or "unknown", limit)
             try:
                 chunk = os.read(self.from_worker, _READ_SIZE)
             except BlockingIOError:
@@ -269,9 +341,12 @@ class WorkerProcess:
             if not chunk:
                 raise anyio.EndOfStream
             buffer += chunk
-        line = bytes(buffer[: end + 1])
+        line = bytes(buffer[:end])
         del buffer[: end + 1]
-        return decode(line)
+        kind = kind or inbound.kind_of(line, limits)
+        if len(line) > limits[kind]:
+            raise inbound.too_long(kind, limits[kind])
+        return inbound.decode(kind, line)
 
     async def kill(self) -> None:
         """Kill the whole process group and reap it, even while the caller is being cancelled. A worker that
@@ -365,6 +440,7 @@ class WorkerPool:
         probe: bool = False,
         without: tuple[str, ...] = (),
         fork_server: bool = True,
+        fallen: bool = False,
         engine: str | None = None,
         packages: tuple[str, ...] = (),
     ) -> None:
@@ -377,15 +453,17 @@ class WorkerPool:
         self.without = without
         """Containment layers the workers leave out (``attp doctor`` shows each wall alone; the benchmark measures
         what they cost). Set only in code, never from a setting."""
+        self.fallen = fallen
+        """A test hook (`fallen`): every program runs as plain CPython in its locked-down worker. Set only in code:
+        by `open_runtime` when the server's environment asks at start, and by ``attp doctor``'s probes."""
         self.fork_server = fork_server
         """Workers are forked from a fork server (`forkserver`) that has loaded what they load (``attp doctor``'s
         probes too: they must meet the workers as they serve). False (only in code: the benchmark's comparison)
         starts each as a new interpreter."""
         self.engine = engine
-        """``cpython``: the workers are data-stack workers (their fork server loads `packages` first), each serves
-        one run and is never reused. None: workers for the other engines, reused while they stay well."""
+        """``cpython``: the workers are data-stack workers (their fork server loads `packages` first; the engine
+        table says each serves one run). None: workers for the other engines."""
         self.packages = packages
-        self.reuse = engine != "cpython"
         self._forks: ForkServer | None = None
         self.refused: str | None = None
         """Why runs are refused (a containment layer missing under ``required``), once a worker said so."""
@@ -395,6 +473,9 @@ class WorkerPool:
         self.memory_mb = memory_mb
         self.startup_timeout_s = startup_timeout_s
         self._idle: list[WorkerProcess] = []
+        """Fresh workers: none has run a program yet, so any owner's run may have one."""
+        self._kept: list[WorkerProcess] = []
+        """Workers bound to an owner, between its runs; the most recently used last."""
         self._starting = 0
         self._running: set[WorkerProcess] = set()
         self._slots = anyio.Semaphore(max_workers)
@@ -420,7 +501,7 @@ class WorkerPool:
         assert self._tasks is not None
         self._tasks.cancel_scope.cancel()
         await self._stack.aclose()  # every refill task has finished (or killed its half-started worker)
-        idle, self._idle = self._idle, []
+        idle, self._idle, self._kept = [*self._idle, *self._kept], [], []
         for worker in idle:
             await worker.kill()
         await self._last.aclose()  # the fork server, last: it reports the exits the kills above waited for
@@ -428,7 +509,7 @@ class WorkerPool:
     def kill_now(self) -> None:
         """Kill every worker, idle or running, and remove their directories, without waiting for the
         event loop: for a process that exits right after (a stop signal in stdio mode)."""
-        workers = [*self._idle, *self._running]
+        workers = [*self._idle, *self._kept, *self._running]
         forked = self._forks.kill_now() if self._forks is not None else []  # (and the forks still starting)
         for worker in workers:
             worker.killed = True
@@ -438,7 +519,7 @@ class WorkerPool:
 
     def stats(self) -> dict[str, Any]:
         return {
-            "idle": len(self._idle),
+            "idle": len(self._idle) + len(self._kept),
             "busy": len(self._running),
             "starting": self._starting,
             "size": self.size,
@@ -454,8 +535,8 @@ class WorkerPool:
         return self._forks.process.pid if self._forks is not None and not self._forks.gone else None
 
     def worker_pids(self) -> list[int]:
-        """Pids of the idle workers."""
-        return [w.pid for w in self._idle]
+        """Pids of the idle workers (fresh and kept)."""
+        return [w.pid for w in [*self._idle, *self._kept]]
 
     def running_pids(self) -> list[int]:
         """Pids of the workers running a program right now."""
@@ -470,88 +551,136 @@ class WorkerPool:
         started: Callable[[], None] | None = None,
         *,
         meanwhile: Callable[[], None] | None = None,
-    ) -> Mapping[str, Any]:
-        """Run `job` on a worker of its own and return its `DoneMessage`: the worker's, unchecked (the reader checks
-        each field it uses), or one made here when the worker timed out, died or broke the protocol.
+        owner: str = "",
+        slot: Slot | None = None,
+    ) -> DoneMessage:
+        """Run `job` on a worker of its own and return its `DoneMessage` (each field checked: `inbound`), or one made
+        here when the worker timed out, died or broke the protocol.
 
-        `started` is told when a worker has the job (the wait for one is over; for the run's trace). `meanwhile` is
-        told each time the worker has been sent its job or a reply, before waiting for its next message: work
-        the worker need not wait for (the run's telemetry) is done while it runs."""
-        async with self._slots:
-            try:
-                worker = await self._acquire()
-            except ContainmentMissing as exc:
-                return _failed("INTERNAL_ERROR", str(exc), solution=NOT_CONTAINED)
-            if started is not None:
-                started()
-            self._running.add(worker)
-            reusable = False
-            demotion = asyncio.get_running_loop().call_later(LONG_RUN_S, _demote, worker)
-            token: contextvars.Token[RunClock | None] | None = None
-            try:
-                with anyio.move_on_after(job.timeout_s + KILL_GRACE_S) as scope:
-                    clock = RunClock(scope)
-                    token = _CLOCK.set(clock)  # for the tool calls served below (approvals pause it)
-                    await worker.send(job.message())
+        `owner` is whose run it is (the runtime's key: a principal, or a principal's session): the worker is one
+        that never served another owner, and is kept afterwards for this owner alone. `started` is told when a
+        worker has the job (the wait for one is over; for the run's trace). `meanwhile` is told each time the
+        worker has been sent its job or a reply, before waiting for its next message: work the worker need not
+        wait for (the run's telemetry) is done while it runs. `slot` is the run's place among the runs the caller
+        admitted, given back (with the pool's own) while the run waits for a person (`RunClock`)."""
+        held = _PoolSlot(self._slots)
+        await held.take_back()
+        try:
+            slots = [*([slot] if slot is not None else []), held]
+            return await self._run(job, on_call, started=started, meanwhile=meanwhile, owner=owner, slots=slots)
+        finally:
+            held.release()
+
+    async def _run(
+        self,
+        job: Job,
+        on_call: CallHandler,
+        *,
+        started: Callable[[], None] | None,
+        meanwhile: Callable[[], None] | None,
+        owner: str,
+        slots: list[Slot],
+    ) -> DoneMessage:
+        try:
+            worker = await self._acquire(owner)
+        except ContainmentMissing as exc:
+            return _failed("INTERNAL_ERROR", str(exc), solution=NOT_CONTAINED)
+        if started is not None:
+            started()
+        self._running.add(worker)
+        worker.owner = owner
+        worker.runs += 1
+        reusable = finished = False
+        demotion = asyncio.get_running_loop().call_later(LONG_RUN_S, _demote, worker)
+        token: contextvars.Token[RunClock | None] | None = None
+        pictures = job.engine == "cpython"  # the engine whose programs show pictures
+        expected = {"call": MAX_CALL_BYTES, "done": done_bytes(job.message()["limits"], job.keep, pictures)}
+        try:
+            with anyio.move_on_after(job.timeout_s + KILL_GRACE_S) as scope:
+                clock = RunClock(scope, slots)
+                token = _CLOCK.set(clock)  # for the tool calls served below (approvals pause it)
+                await worker.send(job.message())
+                if meanwhile is not None:
+                    meanwhile()
+                while True:
+                    message = await worker.receive(expected)
+                    if message["op"] == "done":
+                        done = inbound.done(message, keep=job.keep)
+                        finished = True
+                        # The worker may ask to retire sooner, never to serve longer; whether an engine's worker
+                        # runs again at all is the engine table's word (asteval's programs can change shared objects).
+                        engine = ENGINES.get(job.engine)
+                        reusable = (
+                            done.get("retire") is False
+                            and worker.runs < MAX_RUNS_PER_WORKER
+                            and engine is not None
+                            and engine.reuse
+                        )
+                        return done
+                    reply = await on_call(*inbound.call(message))
+                    answer = cast(ReplyMessage, {"op": "reply", **reply})
+                    if paused := clock.take_paused():
+                        answer["paused_s"] = paused
+                    await worker.send(answer)
                     if meanwhile is not None:
                         meanwhile()
-                    while True:
-                        message = await worker.receive()
-                        if message["op"] == "call":
-                            reply = await on_call(
-                                str(message.get("tool", "")),
-                                list(message.get("args", [])),
-                                dict(message.get("kwargs", {})),
-                            )
-                            answer = cast(ReplyMessage, {"op": "reply", **reply})
-                            if paused := clock.take_paused():
-                                answer["paused_s"] = paused
-                            await worker.send(answer)
-                            if meanwhile is not None:
-                                meanwhile()
-                        elif message["op"] == "done":
-                            reusable = not message.get("retire", True)
-                            return message
-                        else:
-                            raise ProtocolError(f"unexpected message {message['op']!r} from worker")
-                self.kills += 1
-                return _timeout(job.timeout_s)
-            except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            self.kills += 1
+            return _timeout(job.timeout_s)
+        except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            await worker.kill()
+            return _died(worker.process.returncode, self.memory_mb, job.engine)
+        except ProtocolError as exc:
+            logger.warning("worker %d broke the protocol: it sent %s", worker.pid, exc)
+            return _failed(
+                "INTERNAL_ERROR",
+                f"the sandbox process sent {exc}; the run was stopped and the process killed",
+                solution="Retry the call; if it keeps failing, tell the server's operator (its log says more).",
+            )
+        except anyio.get_cancelled_exc_class():
+            self.cancelled += 1  # the client cancelled the call: the worker is killed below, at once
+            raise
+        finally:
+            demotion.cancel()
+            if token is not None:
+                _CLOCK.reset(token)
+            self._running.discard(worker)
+            self.runs += 1
+            if reusable and worker.alive and not worker.demoted:
+                await self._keep(worker)
+            elif finished and self._tasks is not None:  # its run is over and answered: killed now, reaped after it
+                worker.killed = True
+                kill_worker(worker.pid)
+                self._tasks.start_soon(worker.kill)
+                self._refill()
+            else:
                 await worker.kill()
-                return _died(worker.process.returncode, self.memory_mb, job.engine)
-            except (ProtocolError, anyio.DelimiterNotFound) as exc:
-                logger.warning("worker %d broke the protocol: %s", worker.pid, exc)
-                return _failed("INTERNAL_ERROR", "the sandbox process sent a malformed message; the run was stopped")
-            except anyio.get_cancelled_exc_class():
-                self.cancelled += 1  # the client cancelled the call: the worker is killed below, at once
-                raise
-            finally:
-                demotion.cancel()
-                if token is not None:
-                    _CLOCK.reset(token)
-                self._running.discard(worker)
-                self.runs += 1
-                if reusable and self.reuse and worker.alive and not worker.demoted:
-                    self._idle.append(worker)
-                elif reusable and self._tasks is not None:  # done and well, but never reused: killed now, reaped after
-                    worker.killed = True
-                    kill_worker(worker.pid)
-                    self._tasks.start_soon(worker.kill)
-                    self._refill()
-                else:
-                    await worker.kill()
-                    self._refill()
+                self._refill()
 
-    async def _acquire(self) -> WorkerProcess:
+    async def _acquire(self, owner: str) -> WorkerProcess:
+        """A worker for a run of `owner`: one kept for it, else a fresh one, else a new one."""
         if self.refused is not None:
             raise ContainmentMissing(self.refused)
+        for index in range(len(self._kept) - 1, -1, -1):
+            if self._kept[index].owner == owner:
+                worker = self._kept.pop(index)
+                if worker.alive:
+                    return worker
+                await worker.kill()
+                break
         while self._idle:
             worker = self._idle.pop()
             if worker.alive:
+                self._refill()
                 return worker
             await worker.kill()
         self._refill()
         return await self._spawn()
+
+    async def _keep(self, worker: WorkerProcess) -> None:
+        """Keep `worker` for its owner's next run; past `max_workers` kept, the least recently used is killed."""
+        self._kept.append(worker)
+        while len(self._kept) > self.max_workers:
+            await self._kept.pop(0).kill()
 
     def _refill(self) -> None:
         missing = self.size - len(self._idle) - self._starting
@@ -566,6 +695,8 @@ class WorkerPool:
             self._starting += 1
         try:
             worker = await self._spawn()
+            if not await self._warmed(worker):
+                return
         except ContainmentMissing:
             return  # said once: by `attp serve` at start-up, and to every run
         except WorkerStartError as exc:
@@ -574,6 +705,27 @@ class WorkerPool:
         finally:
             self._starting -= 1
         self._idle.append(worker)
+
+    async def _warmed(self, worker: WorkerProcess) -> bool:
+        """Run the server's own `WARM_UP` program on a fresh worker before any owner's, so that what a first run
+        touches (copy-on-write pages, lazily built tables) is paid here, not by a caller; False (the worker killed)
+        when it did not answer as it should. Its one run counts among the worker's runs; it binds it to nobody."""
+        if self.fallen or self.probing:
+            return True  # (a fallen worker would run it as plain CPython; a probe's takes no runs)
+        job = Job(code=WARM_UP, tools=[], namespaces={}, timeout_s=10.0, max_output_bytes=1024,
+                  max_result_bytes=4096, max_tool_calls=4)  # fmt: skip
+        worker.runs += 1
+        try:
+            with anyio.fail_after(job.timeout_s):
+                await worker.send(job.message())
+                while (message := await worker.receive({"call": 4096, "done": 64 * 1024}))["op"] == "call":
+                    await worker.send({"op": "reply", "ok": True, "value": ""})
+            if inbound.done(message, keep=False).get("retire") is False:
+                return True
+        except (TimeoutError, ProtocolError, anyio.EndOfStream, anyio.BrokenResourceError):
+            pass
+        await worker.kill()
+        return False
 
     async def _spawn(self) -> WorkerProcess:
         process, to_worker, from_worker, directory, stderr_fd = await self._start()
@@ -590,16 +742,14 @@ class WorkerPool:
             self._tasks.start_soon(drain_stderr, process.stderr, f"worker {process.pid}")
         try:
             with anyio.fail_after(self.startup_timeout_s):
-                ready = await worker.receive()
-            if ready.get("op") != "ready":
-                raise ProtocolError(f"worker said {ready.get('op')!r} instead of 'ready'")
-        except (TimeoutError, anyio.EndOfStream, anyio.IncompleteRead, ProtocolError, anyio.DelimiterNotFound) as exc:
+                lockdown = inbound.ready(await worker.receive({"ready": MAX_READY_BYTES}))
+        except (TimeoutError, anyio.EndOfStream, anyio.IncompleteRead, ProtocolError) as exc:
             await worker.kill()
             raise WorkerStartError(f"worker did not start (exit code {process.returncode}): {exc!r}") from exc
         except BaseException:
             await worker.kill()  # cancelled while starting (the pool is closing): leave no process behind
             raise
-        worker.lockdown = dict(ready.get("lockdown") or {})
+        worker.lockdown = lockdown
         self.lockdown = worker.lockdown
         missing = {layer: why for layer, why in missing_layers(worker.lockdown).items() if layer not in self.without}
         if missing and self.containment == "required":
@@ -669,8 +819,9 @@ class WorkerPool:
         return process, to_worker, from_worker, directory, None
 
     def _arguments(self) -> list[str]:
-        """A worker's command-line arguments (and its fork server's): ``<memory_mb> [probe] [without=layer ...]``."""
-        flags = [*(["probe"] if self.probing else []), *(f"without={layer}" for layer in self.without)]
+        """A worker's arguments (and its fork server's): ``<memory_mb> [probe|fallen] [without=layer ...]``."""
+        mode = ["probe"] if self.probing else ["fallen"] if self.fallen else []
+        flags = [*mode, *(f"without={layer}" for layer in self.without)]
         if self.engine is not None:
             flags += [f"engine={self.engine}", f"packages={','.join(self.packages)}"]
         return [str(self.memory_mb), *flags]
@@ -705,6 +856,7 @@ class WorkerPool:
             "layers": {layer: self.lockdown.get(layer, False) for layer in CONTAINMENT},
             "missing": missing,
             "runs_programs": self.refused is None,
+            "fallen_workers": self.fallen,
         }
 
     async def probe(
@@ -723,14 +875,17 @@ class WorkerPool:
                 await worker.send(ProbeMessage(op="probe", code=code, cpu_s=cpu_s))
                 while True:
                     try:
-                        message = await worker.receive()
+                        message = await worker.receive(_PROBE_MESSAGES)
                     except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError):
                         await worker.process.wait()
                         return _ending(worker.process.returncode)
+                    except ProtocolError as exc:
+                        return {"ended": "raised", "detail": f"the worker broke the protocol: it sent {exc}"}
                     if message.get("op") == "output":
                         on_output(str(message.get("text", "")))
                     elif message.get("op") == "done":
-                        error = message.get("error") or {}
+                        error = message.get("error")
+                        error = error if isinstance(error, dict) else {}
                         if message.get("status") == "ok":
                             return {"ended": "finished", "detail": "the probe ran to its end"}
                         detail = f"{error.get('code', 'Exception')}: {error.get('message', '')}".rstrip(": ")
@@ -739,6 +894,19 @@ class WorkerPool:
         finally:
             await worker.kill()
 
+
+WARM_UP = """\
+records = [{"key": k, "value": len(k), "tags": [k[0], "x"]} for k in ["alpha", "beta", "gamma"]]
+best = max(records, key=lambda r: r["value"])
+tags = sorted({t for r in records for t in r["tags"]})
+text = json.dumps({"best": best["key"], "tags": tags}) + re.sub("a", "b", "banana") + str(math.sqrt(2.0))
+help()
+__result__ = {"n": len(records), "text": text[:10]}
+"""
+"""The program every fresh worker runs before it is handed out (`WorkerPool._warmed`): the server's own."""
+
+_PROBE_MESSAGES = {"output": MAX_OUTPUT_BYTES, "done": 1024 * 1024}
+"""What a probe's worker may send: its output in pieces, then its ending."""
 
 REAP_TIMEOUT_S = 1.0
 """How long `WorkerPool.kill_now` waits for killed workers to be gone (a SIGKILL takes effect in milliseconds)."""

@@ -170,7 +170,50 @@ class OutputMessage(TypedDict):
 Message = ReadyMessage | RunMessage | CallMessage | ReplyMessage | DoneMessage | ProbeMessage | OutputMessage
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
-"""Longest line either side accepts (a tool argument may carry a whole file)."""
+"""Longest line a worker accepts from the server (a run's kept state, a tool's reply). What the server accepts from a
+worker is bounded per kind of message, far below (the limits below; `attp_server.sandbox.process.inbound`)."""
+
+MAX_RUNS_PER_WORKER = 1000
+"""A worker serves at most this many runs, so slow leaks in C extensions cannot accumulate (the server counts)."""
+
+MAX_READY_BYTES = 64 * 1024
+"""Longest ``ready`` line: a pid and the lockdown's report."""
+
+MAX_OUTPUT_BYTES = 512 * 1024
+"""Longest ``output`` line (a probe's print, sent in pieces of at most `OUTPUT_PIECE` characters)."""
+
+OUTPUT_PIECE = 64 * 1024
+
+MAX_CALL_BYTES = 32 * 1024 * 1024
+"""Longest ``call`` line: what one tool call's arguments may hold as JSON (a whole file of the files pack, whose
+limit is 10 MiB, escaped)."""
+
+MAX_CALL_VALUES = 2_000_000
+"""Most JSON values one ``call`` line may hold, counted before it is decoded as its commas, ``[`` and ``{``
+(`value_count`: an upper bound, since text may hold them too: a 10 MiB CSV or JSON text passes, at one per five
+bytes). Each value costs the server about 70 bytes decoded, so a line of ``[{},{},...]`` costs at most 140 MB
+however long it is, instead of 24 times its size."""
+
+MAX_DEPTH = 256
+"""Deepest nesting of a message from a worker (values are at most 100 deep, kept state's tags add some)."""
+
+DONE_SLACK_BYTES = 1024 * 1024
+"""What a ``done`` line may hold beyond its run's result, output and state: error texts, hint, fields."""
+
+
+def done_bytes(limits: Limits, keep: bool, pictures: bool = False) -> int:
+    """Longest ``done`` line a run with these `limits` can honestly send: its result, its output (escaped: a control
+    character is six bytes of JSON), its kept state, its pictures (base64 of at most ``max_result_bytes`` of PNG, on
+    an engine that shows them), and `DONE_SLACK_BYTES`."""
+    state = 2 * limits["max_state_bytes"] if keep else 0
+    shown = 2 * limits["max_result_bytes"] if pictures else 0
+    return limits["max_result_bytes"] + 6 * limits["max_output_bytes"] + state + shown + DONE_SLACK_BYTES
+
+
+def value_count(line: bytes) -> int:
+    """An upper bound of the JSON values in `line`, without decoding it: every value but a container's first is
+    after a comma, and every container starts with ``[`` or ``{`` (text holding them only raises the count)."""
+    return line.count(b",") + line.count(b"[") + line.count(b"{") + 1
 
 
 class ProtocolError(Exception):

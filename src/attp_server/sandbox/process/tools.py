@@ -2,7 +2,7 @@
 
 A tool is a call-only stub (`ToolStub`): calling it sends the call to the server through the `ToolBridge` and
 waits for the reply; ``parallel`` (`Parallel`) sends one call for many items. A tool's error comes back as a
-`ToolError` the program can catch. ``print`` writes into the run's capped `OutputBuffer`.
+`ToolError` the program can catch. ``print`` (`Print`) writes into the run's capped `OutputBuffer`.
 
 Runs in the worker; imports nothing above `attp_server.sandbox`.
 """
@@ -12,13 +12,20 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
-from attp_server.sandbox.limits import Abort, Pauses, ToolCallLimit
+from attp_server.sandbox.limits import Abort, Forbidden, Pauses, ToolCallLimit
 from attp_server.sandbox.policy import register_exception
 from attp_server.sandbox.process import alarm
 from attp_server.sandbox.process.channel import Channel
 from attp_server.sandbox.process.jsonify import NotJSON, to_json
-from attp_server.sandbox.process.protocol import TOOL_ERROR_FIELDS, encode
+from attp_server.sandbox.process.protocol import (
+    MAX_CALL_BYTES,
+    MAX_CALL_VALUES,
+    TOOL_ERROR_FIELDS,
+    encode,
+    value_count,
+)
 from attp_server.sandbox.stdlib.namespaces import Namespace
+from attp_server.sandbox.stdlib.reprs import safe_str
 
 META_TOOLS = ("help", "tools")
 """What every program may call besides the tools: the catalog's own lookups."""
@@ -88,6 +95,31 @@ class OutputBuffer:
         return "".join(self.parts)
 
 
+class Print:
+    """What ``print`` is inside the sandbox: it writes into the run's capped `OutputBuffer`, which no attribute of
+    it reaches (a closure holds the buffer)."""
+
+    __slots__ = ("_write",)
+
+    def __init__(self, output: OutputBuffer) -> None:
+        def write(*values: Any, sep: str | None = " ", end: str | None = "\n", **options: Any) -> None:
+            if options.get("file") is not None:
+                raise Forbidden("print(file=...) is not available; print output is captured and returned as stdout")
+            sep = " " if sep is None else sep
+            end = "\n" if end is None else end
+            if not isinstance(sep, str) or not isinstance(end, str):
+                raise TypeError("print() sep and end must be strings")
+            output.write(sep.join([safe_str(v) for v in values]) + end)
+
+        self._write = write
+
+    def __call__(self, /, *values: Any, **options: Any) -> None:
+        self._write(*values, **options)
+
+    def __repr__(self) -> str:
+        return "<built-in function print>"
+
+
 class ToolStub:
     """What a tool is inside the sandbox: a name that, when called, asks the server to run the tool."""
 
@@ -138,6 +170,22 @@ class ToolBridge:
                     "tool_name": name,
                 }
             ) from None
+        if len(frame) > MAX_CALL_BYTES or (values := value_count(frame)) > MAX_CALL_VALUES:
+            what = (
+                f"{len(frame):,} bytes of JSON; a tool call carries at most {MAX_CALL_BYTES:,}"
+                if len(frame) > MAX_CALL_BYTES
+                else f"up to {values:,} values (counting commas and brackets); a tool call carries at most "
+                f"{MAX_CALL_VALUES:,}"
+            )
+            raise ToolError.from_reply(
+                {
+                    "code": "INVALID_ARGUMENT",
+                    "message": f"the arguments of {name}() are {what}",
+                    "tool_name": name,
+                    "solution": "Send the data in several smaller calls, or fewer, larger values (text rather than "
+                    "a list of millions of items).",
+                }
+            )
         alarm.hold()  # the deadline waits for the reply: the pipe is never left mid-message
         try:
             self.channel.writer.write(frame)

@@ -26,10 +26,12 @@ from attp_server.sandbox.engines.python.engine import CheckRefused
 from attp_server.sandbox.engines.starlark.source import EngineUnavailable
 from attp_server.sandbox.limits import Abort, SizeLimitError, Timeout
 from attp_server.sandbox.policy import RESULT_NAME
-from attp_server.sandbox.process import keep, lockdown
+from attp_server.sandbox.process import fallen, keep, lockdown
 from attp_server.sandbox.process.channel import Channel
 from attp_server.sandbox.process.jsonify import NotJSON, to_json
 from attp_server.sandbox.process.protocol import (
+    MAX_RUNS_PER_WORKER,
+    OUTPUT_PIECE,
     TOOL_ERROR_FIELDS,
     DoneMessage,
     ErrorReport,
@@ -53,9 +55,6 @@ def _build_engines(only: str | None = None) -> dict[str, EngineRunner]:
 
 _PREBUILT: dict[str, EngineRunner] | None = None
 """The engines a data-stack fork server built before forking (its forks share them, and start ~25 ms sooner)."""
-
-MAX_RUNS_PER_WORKER = 1000
-"""A worker retires after this many runs, so slow leaks in C extensions cannot accumulate."""
 
 
 class Runner:
@@ -143,7 +142,8 @@ class Runner:
             done["state"] = run.kept() if run is not None and not stopped else None
         done["stdout"] = output.text()
         done["truncated"] = output.truncated
-        done["retire"] = retire
+        engine = ENGINES.get(name)
+        done["retire"] = retire or (engine is not None and not engine.reuse)  # the engine's word: one run per worker
         return done
 
     def _result(
@@ -211,7 +211,7 @@ def _location(code: str, line: int | None, column: int | None) -> dict[str, Any]
         out["line"] = line
         lines = code.splitlines()
         if 0 < line <= len(lines):
-            out["source_line"] = lines[line - 1].rstrip()
+            out["source_line"] = text_of(lines[line - 1].rstrip())  # within what a report may hold
     if column is not None:
         out["column"] = column
     return out
@@ -243,21 +243,23 @@ def main() -> None:
     """Entry point: ``python -I -c "...; main()" <memory_mb> [probe] [without=layer ...]``.
 
     ``probe`` (only ``attp doctor`` starts a worker so) makes it run ``probe`` messages as plain CPython
-    after the same lockdown, instead of ``run`` messages through the evaluator. ``without=`` leaves a
+    after the same lockdown, instead of ``run`` messages through the evaluator. ``fallen`` (a test hook: `fallen`)
+    runs each ``run`` message's program as plain CPython after the same lockdown. ``without=`` leaves a
     containment layer out: only a pool built in code asks for it (``attp doctor``, the benchmark), never a
     setting, and a pool under ``containment = "required"`` still refuses such workers unless it asked.
     """
-    memory_mb, probing, without = _arguments(sys.argv)
+    memory_mb, mode, without = _arguments(sys.argv)
     lockdown.preload()
     _preload_engine(sys.argv)
-    _serve(memory_mb, probing, without)
+    _serve(memory_mb, mode, without)
 
 
-def _arguments(argv: list[str]) -> tuple[int, bool, list[str]]:
+def _arguments(argv: list[str]) -> tuple[int, str, list[str]]:
+    """``<memory_mb>``, the mode (``probe``, ``fallen``, else ``""``: serving) and the layers left out."""
     memory_mb = int(argv[1]) if len(argv) > 1 else 256
-    probing = argv[2:3] == ["probe"]
+    mode = argv[2] if argv[2:3] in (["probe"], ["fallen"]) else ""
     without = [layer for arg in argv[2:] if arg.startswith("without=") for layer in arg[8:].split(",")]
-    return memory_mb, probing, without
+    return memory_mb, mode, without
 
 
 def _preload_engine(argv: list[str]) -> None:
@@ -271,15 +273,18 @@ def _preload_engine(argv: list[str]) -> None:
         _PREBUILT = _build_engines("cpython")  # such a worker runs nothing else
 
 
-def _serve(memory_mb: int, probing: bool, without: list[str]) -> None:
+def _serve(memory_mb: int, mode: str, without: list[str]) -> None:
     """One worker's life from its first message on: claim the pipes on fds 0/1, lock down, say ``ready``, run."""
     channel = Channel.claim_stdio()
     runner = Runner(channel)
     gc.freeze()  # what is loaded by now lives as long as the worker: the collector need not walk it in every run
     report = lockdown.apply(memory_mb, without)
     channel.send({"op": "ready", "pid": os.getpid(), "lockdown": report})
-    if probing:
+    if mode == "probe":
         _probe(channel)
+        return
+    if mode == "fallen":
+        fallen.serve(channel, runner.run, report)
         return
     for runs in range(1, MAX_RUNS_PER_WORKER + 1):
         message = channel.receive()
@@ -321,7 +326,7 @@ def forks() -> None:
     import signal
     import socket
 
-    memory_mb, probing, without = _arguments(sys.argv)
+    memory_mb, mode, without = _arguments(sys.argv)
     lockdown.preload()
     _preload_engine(sys.argv)
     gc.freeze()  # shared with every fork, and never walked by their collectors
@@ -346,7 +351,7 @@ def forks() -> None:
                     return
                 if not data:
                     return  # the server is gone: its workers see their own pipes close and end
-                pid = _fork_one(data, fds, memory_mb, probing, without)
+                pid = _fork_one(data, fds, memory_mb, mode, without)
                 control.send(json.dumps({"pid": pid}).encode())
             else:
                 while True:
@@ -358,7 +363,7 @@ def forks() -> None:
                 _reap_children(control)
 
 
-def _fork_one(data: bytes, fds: list[int], memory_mb: int, probing: bool, without: list[str]) -> int:
+def _fork_one(data: bytes, fds: list[int], memory_mb: int, mode: str, without: list[str]) -> int:
     """Fork the worker one request asks for; returns its pid (or -1 when the request was malformed)."""
     try:
         request = json.loads(data)
@@ -380,7 +385,7 @@ def _fork_one(data: bytes, fds: list[int], memory_mb: int, probing: bool, withou
     status = 1
     try:
         _become_worker(fds, directory, environment)
-        _serve(memory_mb, probing, without)
+        _serve(memory_mb, mode, without)
         status = 0
     except BaseException:
         with contextlib.suppress(BaseException):
@@ -445,9 +450,10 @@ class _ProbeOutput(io.TextIOBase):
 
     def write(self, text: str) -> int:
         room = self.LIMIT - self.sent
-        if room > 0 and text:
-            self.channel.send(OutputMessage(op="output", text=text[:room]))
-            self.sent += min(len(text), room)
+        for start in range(0, min(len(text), room), OUTPUT_PIECE):  # each line within what the server reads
+            piece = text[start : min(start + OUTPUT_PIECE, room)]
+            self.channel.send(OutputMessage(op="output", text=piece))
+            self.sent += len(piece)
         return len(text)
 
 

@@ -37,6 +37,14 @@ class Namespace:
     def __setattr__(self, key: str, value: Any) -> None:
         raise AttributeError(f"{self.name} is read-only")
 
+    def __getattr__(self, name: str) -> Any:
+        """A member as an attribute, for an engine that reads attributes itself (asteval); the python engine's
+        policy reads `members` (and refuses every name starting with ``_`` first)."""
+        try:
+            return object.__getattribute__(self, "members")[name]
+        except KeyError:
+            raise AttributeError(f"{object.__getattribute__(self, 'name')} has no member {name!r}") from None
+
     def __repr__(self) -> str:
         return f"<namespace {self.name}>"
 
@@ -181,29 +189,63 @@ _RE_FUNCTIONS = ("compile", "search", "match", "fullmatch", "split", "findall", 
 _RE_FLAGS = ("IGNORECASE", "I", "MULTILINE", "M", "DOTALL", "S", "VERBOSE", "X", "ASCII", "A", "NOFLAG")
 
 
-def check_substitution(pattern: Any, repl: Any, string: Any, count: int = 0, flags: int = 0) -> None:
-    """Refuse a ``sub``/``subn`` whose replacement text, repeated per match, would be huge."""
-    if not isinstance(repl, str | bytes | bytearray) or not isinstance(string, str | bytes | bytearray) or not repl:
-        return
-    if len(repl) * (len(string) + 1) <= MAX_SEQUENCE_LEN:
-        return
+_TEXT_REFERENCE = _re.compile(r"\\(?:\d|g<)")
+_BYTES_REFERENCE = _re.compile(rb"\\(?:\d|g<)")
+"""A group reference in a replacement template (``\\1``, ``\\g<name>``): what a match found, repeated."""
+
+
+def check_substitution(pattern: Any, repl: Any, string: Any, count: int = 0, flags: int = 0) -> Any:
+    """The replacement to hand ``re`` for a ``sub``/``subn`` that never builds more than the size limit.
+
+    Text is bounded before anything runs: the result is at most the string, plus the template for each match,
+    plus the string again for each group reference in it (the matches do not overlap). Past the limit, a template
+    without references is refused; one with references, and a function, are wrapped to count what each match
+    adds as it comes, stopping the run once the result would pass the limit."""
+    if not isinstance(string, str | bytes | bytearray):
+        return repl  # re refuses it itself
+    if callable(repl):
+        return _counted(repl, len(string))
+    if not isinstance(repl, str | bytes | bytearray) or not repl:
+        return repl
+    found = _TEXT_REFERENCE.findall(repl) if isinstance(repl, str) else _BYTES_REFERENCE.findall(repl)
+    references = len(found)
+    if len(repl) * (len(string) + 1) + references * len(string) <= MAX_SEQUENCE_LEN:
+        return repl
     compiled = pattern if isinstance(pattern, _re.Pattern) else _re.compile(pattern, flags)
     matches = 0
     for _ in compiled.finditer(string):
         matches += 1
         if count and matches >= count:
             break
+    if len(string) * (1 + references) + matches * len(repl) <= MAX_SEQUENCE_LEN:
+        return repl
+    if references:
+        return _counted(lambda match: match.expand(repl), len(string))
     _check_size("re.sub()", len(string) + matches * len(repl))
+    return repl
+
+
+def _counted(replace: Callable[[Any], Any], start: int) -> Callable[[Any], Any]:
+    """`replace` (called once per match), adding up the length of the result as the replacements come."""
+    size = start
+
+    def replacement(match: Any) -> Any:
+        nonlocal size
+        value = replace(match)
+        if isinstance(value, str | bytes | bytearray):
+            size += len(value) - (match.end() - match.start())
+            _check_size("re.sub()", size)
+        return value
+
+    return replacement
 
 
 def _sub(pattern: Any, repl: Any, string: Any, count: int = 0, flags: int = 0) -> Any:
-    check_substitution(pattern, repl, string, count, flags)
-    return _re.sub(pattern, repl, string, count=count, flags=flags)
+    return _re.sub(pattern, check_substitution(pattern, repl, string, count, flags), string, count=count, flags=flags)
 
 
 def _subn(pattern: Any, repl: Any, string: Any, count: int = 0, flags: int = 0) -> Any:
-    check_substitution(pattern, repl, string, count, flags)
-    return _re.subn(pattern, repl, string, count=count, flags=flags)
+    return _re.subn(pattern, check_substitution(pattern, repl, string, count, flags), string, count=count, flags=flags)
 
 
 def _re_namespace() -> Namespace:

@@ -54,6 +54,8 @@ REFRESH_AHEAD_S = 60.0
 MAX_REQUEST_BYTES = 16 * 1024
 """Largest request the loopback listener reads (the browser's redirect carries a code and a state)."""
 CALLBACK_PATH = "/callback"
+SEEN = 16
+"""Tokens a `StoredTokens` remembers (the last eight refreshes)."""
 
 
 class LoginNeeded(Exception):
@@ -130,6 +132,12 @@ class StoredTokens:
         self.vault = vault
         self.server = server
         self._record: dict[str, Any] | None = {} if fresh else None
+        self.seen: list[str] = []
+        """Every token read or stored here (a refresh replaces both): what the gateway blanks out of what the
+        upstream says."""
+
+    def _see(self, *secrets: str | None) -> None:
+        self.seen = [*self.seen, *(secret for secret in secrets if secret and secret not in self.seen)][-SEEN:]
 
     async def record(self) -> dict[str, Any]:
         if self._record is None:
@@ -138,9 +146,13 @@ class StoredTokens:
 
     async def get_tokens(self) -> OAuthToken | None:
         tokens = (await self.record()).get("tokens")
-        return OAuthToken.model_validate(tokens) if tokens else None
+        found = OAuthToken.model_validate(tokens) if tokens else None
+        if found is not None:
+            self._see(found.access_token, found.refresh_token)
+        return found
 
     async def set_tokens(self, tokens: OAuthToken) -> None:
+        self._see(tokens.access_token, tokens.refresh_token)
         record = await self.record()
         record["tokens"] = tokens.model_dump(mode="json", exclude_none=True)
         record["expires_at"] = time.time() + int(tokens.expires_in) if tokens.expires_in is not None else None
@@ -148,9 +160,13 @@ class StoredTokens:
 
     async def get_client_info(self) -> OAuthClientInformationFull | None:
         info = (await self.record()).get("client")
-        return OAuthClientInformationFull.model_validate(info) if info else None
+        found = OAuthClientInformationFull.model_validate(info) if info else None
+        if found is not None:
+            self._see(found.client_secret)
+        return found
 
     async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self._see(client_info.client_secret)
         record = await self.record()
         record["client"] = client_info.model_dump(mode="json", exclude_none=True)
         await self.vault.save(self.server, record)

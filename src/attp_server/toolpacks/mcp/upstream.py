@@ -73,6 +73,9 @@ MIN_SECRET_CHARS = 6
 """Shorter values of env and headers are not blanked out (they would match ordinary text)."""
 MIN_PASSWORD_CHARS = 4
 """Shorter passwords in a URL are not blanked out."""
+MAX_HELD_TOKENS = 32
+"""OAuth secrets remembered after they were replaced (a refresh rotates both tokens): an upstream that quotes an old
+one has it blanked out too."""
 _URL_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s:]*:([^/?#@\s]+)@")
 
 Changed = Callable[[], Awaitable[None]]
@@ -118,6 +121,9 @@ class Upstream:
         self._client: Client | None = None
         self._tools: list[Tool] = []
         self._secrets: list[str] = []
+        """The configured credentials, as expanded when the server was started (see `_secret_values`)."""
+        self._held: dict[str, None] = {}
+        """The OAuth tokens and client secret this server was called with, newest last (see `secrets`)."""
         self._stderr: StderrTail | None = None
         self._changed: Changed | None = None
         self._wanted = anyio.Event()
@@ -154,6 +160,13 @@ class Upstream:
 
     def hides(self, name: str) -> bool:
         return name in self._hidden_names
+
+    def secrets(self) -> list[str]:
+        """Every secret the server holds for this upstream, longest first: its configured credentials as expanded
+        (`_secret_values`), and its OAuth access and refresh tokens and client secret, those in use and the last
+        ones replaced. What it says reaches a program, a log line or the audit log only with all of them blanked."""
+        self._note_oauth()
+        return sorted({*self._secrets, *self._held}, key=len, reverse=True)
 
     def wake(self) -> None:
         if self._client is not None or self._request is not None or time.monotonic() < self._retry_at:
@@ -508,19 +521,22 @@ class Upstream:
             logger.warning("mcp server %r: the call to %s failed: %s", self.pack, ref, reason)
             raise ToolError("TOOL_ERROR", f"{ref} failed: {reason}") from None
 
-    def _scrub(self, text: str) -> str:
-        return scrub(text, self._secrets)
+    def _scrub(self, text: str, also: Sequence[str] = ()) -> str:
+        secrets = self.secrets()
+        return scrub(text, sorted({*secrets, *also}, key=len, reverse=True) if also else secrets)
 
     def _reason(self, exc: BaseException) -> str:
         return self._scrub(_reason(exc))
 
-    def _scrubbed(self, exc: ToolError) -> ToolError:
+    def _scrubbed(self, exc: ToolError, also: Sequence[str] = ()) -> ToolError:
+        """`exc` with every secret of this upstream blanked out, and `also` (a caller's own tokens)."""
+
         def clean(text: str | None) -> str | None:
-            return None if text is None else self._scrub(text)
+            return None if text is None else self._scrub(text, also)
 
         return ToolError(
             exc.code,
-            self._scrub(exc.message),
+            self._scrub(exc.message, also),
             parameter_name=exc.parameter_name,
             received=clean(exc.received),
             expected=clean(exc.expected),
@@ -532,7 +548,10 @@ class Upstream:
         context = current_call()
         if self.person is not None:  # a connection of the caller's own (identity per_user or token_exchange)
             async with self.person.connected(context, self._headers()) as (client, tokens):
-                result = await self._send(client, upstream_name, ref, shape, arguments)
+                try:
+                    result = await self._send(client, upstream_name, ref, shape, arguments)
+                except ToolError as exc:  # a JSON-RPC error quoting the caller's own tokens
+                    raise self._scrubbed(exc, tokens) from None
         else:
             client = await self._ready(context.remaining())
             if _closed(client):  # it died while idle: this request would never leave, so restart it first
@@ -540,7 +559,7 @@ class Upstream:
                 self._lost.set()
                 client = await self._ready(context.remaining())
             result = await self._send(client, upstream_name, ref, shape, arguments)
-            tokens = self._tokens()
+            tokens = []
         # Into the caller's own folder under isolation (the server is shared, what it saves is the caller's).
         workspace = context.workspace or self.workspace
         save = media_saver(workspace, f"mcp-media/{self.pack}") if self.config.save_media else None
@@ -549,7 +568,7 @@ class Upstream:
             result,
             unwrap=shape.unwrap_result,
             max_bytes=self.config.max_result_bytes,
-            secrets=[*self._secrets, *tokens],
+            secrets=[*self.secrets(), *tokens],
             save=save,
         )
         # Up to max_result_bytes of JSON to parse, walk and measure: off the event loop every session shares.
@@ -593,12 +612,23 @@ class Upstream:
             solution="Call it with less work, or fewer calls per program (timeout_s bounds the whole run).",
         )
 
-    def _tokens(self) -> list[str]:
-        """The OAuth tokens in use (blanked out of results like any credential)."""
-        tokens = self._auth.context.current_tokens if self._auth is not None else None
-        if tokens is None:
-            return []
-        return [t for t in (tokens.access_token, tokens.refresh_token) if t and len(t) >= MIN_SECRET_CHARS]
+    def _note_oauth(self) -> None:
+        """Remember the OAuth secrets in use now: the provider's tokens (and every set of tokens it stored since it
+        was made), the client registration's secret, and the token of its own a token-exchanging gateway lists the
+        tools with."""
+        found: list[str | None] = [self._own_token]
+        if self._auth is not None:
+            context = self._auth.context
+            found += self._auth.stored.seen
+            if context.current_tokens is not None:
+                found += [context.current_tokens.access_token, context.current_tokens.refresh_token]
+            if context.client_info is not None:
+                found.append(context.client_info.client_secret)
+        for secret in found:
+            if secret and len(secret) >= MIN_SECRET_CHARS and secret not in self._held:
+                self._held[secret] = None
+                if len(self._held) > MAX_HELD_TOKENS:
+                    del self._held[next(iter(self._held))]
 
     async def _ready(self, remaining: float | None) -> Client:
         """The connected client, connecting again first when the server is down and the backoff allows."""

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from attp_server.store.layout import private_file
 from attp_server.toolpack import ToolError, current_call
 from attp_server.toolpacks.memory.options import Permission, SeedPage, SegmentSpec, SegmentType
 from attp_server.toolpacks.memory.schema import check_sqlite, connect, migrate
@@ -466,7 +467,7 @@ class Store:
     def open(self, segments: Sequence[SegmentSpec]) -> None:
         """Create the file if needed, switch it to WAL, migrate the schema, and reconcile the segments."""
         check_sqlite()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_file(self.path)  # for the server's user only, and so its -wal and -shm files
         conn = connect(self.path, self.busy_timeout_s, check_same_thread=False)
         try:
             # Persistent in the file; readers no longer block the writer, nor the writer them.

@@ -52,7 +52,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "INSTALL",
-    "LANGUAGE_NOTES",
     "EngineUnavailable",
     "Problem",
     "StarlarkEngine",
@@ -73,16 +72,6 @@ STARLARK_BUILTINS = (
     "tuple", "type", "zip",
 )  # fmt: skip
 PRELUDE_NAMES = ("print", "sum", "round", "pow", "format", "json", "math")
-
-LANGUAGE_NOTES = (
-    "Programs are Starlark (a small Python dialect): def, lambda, if/elif/else, for (no while: use "
-    "for i in range(n) with break), list/dict comprehensions, f-strings; no import, class, try/except, "
-    "with or yield. A failed tool call ends the run with that tool's error; call fail(message) to stop with "
-    "your own. No ** operator: use pow(x, y). Available: the tools, print, json.dumps/loads (also "
-    "encode/decode), math.*, sum, round, pow, format, struct, and the Starlark builtins (len, range, "
-    "sorted, enumerate, zip, min, max, str, int, ...)."
-)
-"""What a model must know to write Starlark here: for the tool description, the prompt and ``help()``."""
 
 _NOT_FOUND = re.compile(r"^Variable `(\w+)` not found")
 _NOT_JSON = re.compile(r"Operation `serde::serialize` not supported on type `(\w+)`")
