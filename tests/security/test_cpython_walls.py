@@ -71,10 +71,18 @@ class Attack:
     blocked: str | None = EPERM
     """What the attempt's failure must say (None: the run ends with an error in `codes`)."""
     codes: frozenset[str] = frozenset()
+    says: str = ""
+    """What the run's error message must say, when the run ends in an error."""
 
 
-def a(id: str, code: str, blocked: str | None = EPERM, codes: tuple[str, ...] = ()) -> Attack:
-    return Attack(id, code, blocked, frozenset(codes))
+def a(id: str, code: str, blocked: str | None = EPERM, codes: tuple[str, ...] = (), says: str = "") -> Attack:
+    return Attack(id, code, blocked, frozenset(codes), says)
+
+
+def pipe(id: str, line: bytes, says: str) -> Attack:
+    """A hand-made message written on the protocol pipe, then the program waits for the server's answer."""
+    code = f"c = channel()\nc.writer.write({line!r})\nc.writer.flush()\n__result__ = c.receive()"
+    return Attack(id, code, None, frozenset({"INTERNAL_ERROR"}), says)
 
 
 FILES = [
@@ -142,37 +150,26 @@ LIMITS = [
 PIPE = [
     a(
         "pipe-oversized",
-        'c = channel()\nc.writer.write(b\'{"op": "call", "tool": "\' + b\'x\' * (70 * 1024 * 1024))\nc.writer.flush()',
+        'c = channel()\nc.writer.write(b\'{"op":"call","tool":"\' + b\'x\' * (70 * 1024 * 1024))\nc.writer.flush()',
         None,
         ("INTERNAL_ERROR",),
+        "larger than the protocol allows",
     ),
     a(
         "pipe-deeply-nested",
-        'c = channel()\nc.writer.write(b\'{"op":"call","tool":"add","args":\' + b\'[\' * 100000 + b\']\' * 100000'
-        " + b',\"kwargs\":{}}\\n')\nc.writer.flush()\n__result__ = c.receive()",
+        'c = channel()\nc.writer.write(b\'{"op":"call","tool":"add","args":\' + b\'[\' * 100000'
+        " + b']' * 100000 + b',\"kwargs\":{}}\\n')\nc.writer.flush()\n__result__ = c.receive()",
         None,
         ("INTERNAL_ERROR",),
+        "nested too deeply",
     ),
-    a(
-        "pipe-wrong-types",
-        'c = channel()\nc.writer.write(b\'{"op":"call","tool":7,"args":"ab","kwargs":5}\\n\')\nc.writer.flush()\n'
-        "__result__ = c.receive()",
-        None,
-        ("INTERNAL_ERROR",),
-    ),
-    a(
-        "pipe-not-json",
-        "c = channel()\nc.writer.write(b'\\xff\\xfe not json\\n')\nc.writer.flush()\n__result__ = c.receive()",
-        None,
-        ("INTERNAL_ERROR",),
-    ),
-    a(
-        "pipe-unknown-op",
-        'c = channel()\nc.writer.write(b\'{"op":"ready","pid":1,"lockdown":{}}\\n\')\nc.writer.flush()\n'
-        "__result__ = c.receive()",
-        None,
-        ("INTERNAL_ERROR",),
-    ),
+    pipe("pipe-wrong-types", b'{"op":"call","tool":7,"args":"ab","kwargs":5}\n', "'call' whose tool is not a name"),
+    pipe("pipe-not-json", b"\xff\xfe not json\n", "does not start with its kind"),
+    pipe("pipe-unknown-op", b'{"op":"ready","pid":1,"lockdown":{}}\n', "'ready' message where only"),
+    pipe("pipe-forged-call-id", b'{"op":"call","id":7,"tool":"add","args":[1,2],"kwargs":{}}\n', "fields are not"),
+    pipe("pipe-forged-reply", b'{"op":"reply","ok":true,"value":1}\n', "'reply' message where only"),
+    pipe("pipe-two-ops", b'{"op":"call","op":"done","status":"ok"}\n', "another op"),
+    pipe("pipe-bad-pictures", b'{"op":"done","status":"ok","result":1,"pictures":"x"}\n', "pictures is not a list"),
 ]
 
 
@@ -264,7 +261,7 @@ async def test_raw_cpython_attack_is_contained(target: Target, attack: Attack) -
     else:
         assert data["status"] == "error", data["result"]
         assert data["error"]["code"] in attack.codes, data["error"]
-        assert data["error"]["message"], data["error"]
+        assert attack.says in data["error"]["message"], data["error"]
     after = await _run(target, "__result__ = 'alive'")
     assert after["result"] == "alive", "the next call must work"
 

@@ -139,8 +139,17 @@ def _quietly(function: Callable[..., object], *args: object) -> None:
 def _warm_up() -> None:
     """Run, once, what the packages load lazily from disk on first use (each step on its own: one failing, for a
     package that is not installed, leaves the others warm)."""
-    for step in (_warm_stdlib, _warm_time_zones, _warm_numpy, _warm_pandas, _warm_matplotlib):
-        _quietly(step)
+    steps = (
+        (None, _warm_stdlib), (None, _warm_time_zones), ("numpy", _warm_numpy), ("pandas", _warm_pandas),
+        ("matplotlib", _keep_fonts), ("matplotlib", _warm_matplotlib),
+    )  # fmt: skip
+    for package, step in steps:
+        if package is not None and package not in Loaded.packages:
+            continue
+        try:
+            step()
+        except Exception as exc:  # said on stderr (the server logs it): a program meets what was not warmed
+            print(f"attp: the cpython warm-up {step.__name__} failed: {exc!r}"[:500], file=sys.stderr)
 
 
 def _warm_stdlib() -> None:
@@ -240,25 +249,30 @@ def _warm_pandas() -> None:
             getattr(pd, read)(buffer)
 
 
-def _warm_matplotlib() -> None:
-    import io
-
+def _keep_fonts() -> None:
+    """matplotlib's own fonts, and those its default families resolve to wherever they are, kept in memory (a
+    worker opens fonts afresh: FreeType faces do not survive a fork)."""
     import matplotlib
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    files.preload_tree(Path(matplotlib.get_data_path()) / "fonts")
     from matplotlib import font_manager
 
-    for family in ("sans-serif", "serif", "monospace", "cursive", "fantasy"):  # the fonts the defaults resolve to
+    files.preload_tree(Path(matplotlib.get_data_path()) / "fonts")
+    for family in ("sans-serif", "serif", "monospace"):
         for properties in (
-            font_manager.FontProperties(family=family),
-            font_manager.FontProperties(family=family, weight="bold"),
-            font_manager.FontProperties(family=family, style="italic"),
+            font_manager.FontProperties(family=[family]),
+            font_manager.FontProperties(family=[family], weight="bold"),
+            font_manager.FontProperties(family=[family], style="italic"),
         ):
             found = font_manager.findfont(properties)
             if os.path.realpath(found) not in files.PRELOADED:
                 _quietly(files.preload_file, found)
+
+
+def _warm_matplotlib() -> None:
+    import io
+
+    import matplotlib.pyplot as plt
+    import numpy as np
+
     figure, axes = plt.subplots(2, 2, figsize=(6, 4))
     days = np.arange("2024-01-01", "2024-03-01", dtype="datetime64[D]")
     axes[0, 0].plot(days, np.arange(len(days)), label="line")
