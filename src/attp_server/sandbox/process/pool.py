@@ -594,6 +594,7 @@ class WorkerPool:
         demotion = asyncio.get_running_loop().call_later(LONG_RUN_S, _demote, worker)
         token: contextvars.Token[RunClock | None] | None = None
         pictures = job.engine == "cpython"  # the engine whose programs show pictures
+        single_use = job.engine in ENGINES and not ENGINES[job.engine].reuse
         expected = {"call": MAX_CALL_BYTES, "done": done_bytes(job.message()["limits"], job.keep, pictures)}
         try:
             with anyio.move_on_after(job.timeout_s + KILL_GRACE_S) as scope:
@@ -647,7 +648,7 @@ class WorkerPool:
             self.runs += 1
             if reusable and worker.alive and not worker.demoted:
                 await self._keep(worker)
-            elif finished and self._tasks is not None:  # its run is over and answered: killed now, reaped after it
+            elif finished and single_use and self._tasks is not None:  # a spent one-run worker: reaped after the reply
                 worker.killed = True
                 kill_worker(worker.pid)
                 self._tasks.start_soon(worker.kill)
