@@ -90,7 +90,7 @@ RETURNS = 'Returns str: The text of the lines, exactly as in the file and nothin
 def test_read_file_descriptor(registry: ToolRegistry) -> None:
     descriptor = atdf_descriptor(registry.tools["read_file"])
     summary = "a UTF-8 text file from the workspace: max_lines lines (5000 at most) from line offset (0-based)."
-    assert descriptor["description"] == "Read " + summary
+    assert descriptor["description"].startswith("Read " + summary + "\n\nTo read a whole file longer than that cap")
     assert descriptor["when_to_use"] == "When you need to read " + summary
     assert inputs(descriptor) == {
         "path": {

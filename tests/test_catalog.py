@@ -14,11 +14,18 @@ from attp_server.model.catalog import (
     compact_signature,
     enabled_modules,
     shorten,
-    type_text,
 )
 from attp_server.run.startup import build_registry
 from attp_server.settings import Settings
-from attp_server.toolpack import Tool, ToolMarks, Toolpack, ToolpackLoadError, ToolRegistry, make_tool
+from attp_server.toolpack import (
+    Tool,
+    ToolMarks,
+    Toolpack,
+    ToolpackLoadError,
+    ToolRegistry,
+    annotation_text,
+    make_tool,
+)
 
 
 def settings_for(tmp_path: Path, **overrides: Any) -> Settings:
@@ -144,6 +151,10 @@ def test_past_the_budget_summaries_give_way_before_signatures(tmp_path: Path) ->
     for tool in catalog.registry.tools.values():
         assert compact_signature(tool) in description, tool.name
     assert "too long" not in description and "also:" not in description
+    summaries = re.findall(r"^  \S.* — (.*)$", description, re.MULTILINE)
+    assert summaries, "the summaries were shortened, not dropped"
+    for summary in summaries:  # whole, or cut after a clause: "..., newest first." -> "... match a query…"
+        assert summary.endswith(("first.", "match a query…")), summary
 
 
 class FixedLive:
@@ -272,10 +283,49 @@ def test_compact_signature(function: Any, expected: str) -> None:
         pytest.param(Literal["a", "b"], "Literal['a', 'b']", id="literal"),
     ],
 )
-def test_type_text(annotation: Any, text: str) -> None:
-    assert type_text(annotation) == text
+def test_compact_type_text(annotation: Any, text: str) -> None:
+    """The description's spelling, of the one rendering of types (`annotation_text`) that help() and ATDF use too."""
+    assert annotation_text(annotation, 0, compact=True) == text
 
 
-def test_shorten_cuts_at_a_word() -> None:
-    assert shorten("one two three four", 12) == "one two…"
-    assert shorten("  spaced\n out  ", 50) == "spaced out"
+GIT_SHOW = "Shows the contents of a commit, or of a file or directory given as <revision>:<path>"
+READ_FILE = "Read a UTF-8 text file from the workspace: max_lines lines (5000 at most) from line offset (0-based)."
+
+
+@pytest.mark.parametrize(
+    ("text", "limit", "cut"),
+    [
+        pytest.param("  spaced\n out  ", 50, "spaced out", id="fits"),
+        pytest.param(READ_FILE, 60, "Read a UTF-8 text file from the workspace: max_lines lines…", id="before-paren"),
+        pytest.param(READ_FILE, 45, "Read a UTF-8 text file from the workspace…", id="clause"),
+        pytest.param(READ_FILE, 40, "", id="no-clause-fits"),
+        pytest.param(
+            "Delete a page for good. Children need recursive=True.", 40, "Delete a page for good…", id="sentence"
+        ),
+        pytest.param("Get the time in a zone, e.g. Europe/Oslo - or UTC", 40, "Get the time in a zone…", id="e.g."),
+        pytest.param(GIT_SHOW, 60, "Shows the contents of a commit… (<revision>:<path>)", id="format-kept"),
+        pytest.param(GIT_SHOW, 30, "<revision>:<path>", id="format-before-prose"),
+        pytest.param(
+            "Find code, e.g. `repo:owner/name` - newest first.", 40, "Find code… (`repo:owner/name`)", id="ticks"
+        ),
+    ],
+)
+def test_shorten_cuts_at_a_sentence_or_clause_and_keeps_formats(text: str, limit: int, cut: str) -> None:
+    """Issue 34: "Read a UTF-8 text file from the…" said less than nothing; git's <revision>:<path> was cut away."""
+    assert shorten(text, limit) == cut
+    assert len(cut) <= limit
+
+
+@pytest.mark.parametrize(
+    ("annotation", "full", "compact"),
+    [
+        pytest.param(dict[str, int], "dict[str, int]", "dict", id="dict"),
+        pytest.param(tuple[int, str], "tuple[int, str]", "list", id="tuple"),
+        pytest.param(Any, "Any", "any", id="any"),
+        pytest.param(Annotated[int, "a note"], "int", "int", id="annotated"),
+        pytest.param(list[Annotated[str, "x"]] | None, "list[str] | None", "list[str] | None", id="nested-annotated"),
+    ],
+)
+def test_one_rendering_of_types_in_two_spellings(annotation: Any, full: str, compact: str) -> None:
+    """help() and ATDF spell a type in full; the description's line compactly; both from one function."""
+    assert (annotation_text(annotation), annotation_text(annotation, compact=True)) == (full, compact)

@@ -400,7 +400,11 @@ async def test_servers_that_cannot_start_do_not_stop_the_others(workspace: Path,
         assert "attp-no-such-command" in down["missing"] and "Fix: install it" in down["missing"]
         assert "ATTP_TEST_UNSET_VARIABLE is not set" in down["unset"]
         assert "Fix: check that the server is running" in down["nowhere"]
-        assert "Unavailable now (MCP servers that are down): missing:" in runtime.catalog.description
+        description = runtime.catalog.description
+        assert "MCP servers down now (their tools are missing until they are back):" in description
+        for name in down:
+            assert f"\n  {name}: unavailable, the operator has been told\n" in description
+        assert "Fix:" not in description and "ATTP_TEST_UNSET_VARIABLE" not in description
         done = await run(runtime, "__result__ = missing.do_things()")
         assert done["error"]["code"] == "UPSTREAM_UNAVAILABLE"
         assert "the MCP server 'missing' is unavailable" in done["error"]["message"]

@@ -72,6 +72,40 @@ def test_a_bad_claude_config_names_the_file_and_the_server(tmp_path: Path, conte
     assert str(path) in str(caught.value) or "mcpServers" in problem
 
 
+@pytest.mark.parametrize(
+    ("key", "meant"),
+    [
+        pytest.param("exclude_tool", "exclude_tools", id="misspelt-exclusion"),
+        pytest.param("tool", "tools", id="misspelt-allow-list"),
+        pytest.param("readOnly", "read_only", id="camel-read-only"),
+        pytest.param("disable", "disabled", id="misspelt-disabled"),
+        pytest.param("disabledTools", "exclude_tools", id="another-clients-exclusion"),
+        pytest.param("includeTools", "tools", id="another-clients-allow-list"),
+    ],
+)
+def test_an_unknown_key_in_a_filters_place_is_an_error(tmp_path: Path, key: str, meant: str) -> None:
+    """Ignored, it would leave callable the tools it was meant to hide: an error naming it and the key meant."""
+    path = write(tmp_path / "c.json", json.dumps({"mcpServers": {"git": {"command": "uvx", key: ["git_reset"]}}}))
+    with pytest.raises(ConfigError) as caught:
+        load_settings({"mcp_config": [path]}, environ={})
+    assert f"{path}: mcpServers.git: unknown key {key!r}; did you mean {meant!r}?" in str(caught.value)
+    assert "PosixPath" not in str(caught.value)
+
+
+def test_other_unknown_keys_are_warnings_kept_with_the_server(tmp_path: Path) -> None:
+    """Keys other clients write, and keys that hide nothing, are read past; each is kept as a warning (the start-up
+    log, `attp tools` and /healthz say it). Every key of the TOML form is read in the JSON form too."""
+    entry = {"command": "uvx", "autoApprove": ["x"], "timeout": 60, "cwdir": "/tmp", "save_media": True}
+    path = write(tmp_path / "c.json", json.dumps({"mcpServers": {"git": entry}}))
+    server = load_settings({"mcp_config": [path]}, environ={}).upstream_servers["git"]
+    assert server.save_media is True
+    assert server.ignored == (
+        f"{path}: mcpServers.git: key 'autoApprove' ignored (another client's key; it means nothing to attp-server)",
+        f"{path}: mcpServers.git: unknown key 'cwdir' ignored (did you mean 'cwd'?)",
+        f"{path}: mcpServers.git: key 'timeout' ignored (another client's key; it means nothing to attp-server)",
+    )
+
+
 def test_a_server_defined_twice_is_an_error(tmp_path: Path) -> None:
     toml = write(tmp_path / "attp.toml", '[mcp_servers.time]\ncommand = "uvx"\nargs = ["mcp-server-time"]\n')
     claude = write(tmp_path / "c.json", '{"mcpServers": {"time": {"command": "uvx"}}}')

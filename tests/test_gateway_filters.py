@@ -90,6 +90,15 @@ async def test_filtered_tools_are_hidden_and_refused(filtered: tuple[Served, Pat
         for guess in GUESSES:
             refused = await execute(client, f"__result__ = {guess}")
             assert refused["status"] == "error" and refused["error"]["code"] == "NAME_NOT_FOUND", (guess, refused)
+            # Said to be hidden by the operator's configuration, with no suggestion to call it or a session to pass.
+            error, name = refused["error"], guess.partition("(")[0]
+            assert error["message"].startswith(f"{name} is a tool of the MCP server "), error
+            assert (
+                "that the operator's configuration hides (its tool filters): programs cannot call it"
+                in error["message"]
+            )
+            assert error["suggested_value"] is None and refused["hint"] is None, refused
+            assert error["tool_name"].endswith("." + name.rpartition(".")[2]), error
         # A name built at run time gets past every static check: the server refuses it, once for the batch.
         dynamic = await execute(client, "name = 'everything.' + 'get' + '_env'\n__result__ = parallel(name, [{}, {}])")
         assert dynamic["error"]["code"] == "NAME_NOT_FOUND", dynamic

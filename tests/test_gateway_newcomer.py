@@ -44,6 +44,50 @@ def test_proxy_and_ca_variables_reach_a_stdio_server(tmp_path: Path) -> None:
     assert result(done)["result"] == ["MY_REGION"], done.stdout + done.stderr
 
 
+def test_a_misspelt_filter_stops_attp_tools_and_other_keys_are_reported(tmp_path: Path) -> None:
+    """``exclude_tool`` would leave get_env callable: `attp tools` refuses the file (exit 2), naming the key and the
+    one meant; a key that hides nothing is read past, and said on stderr."""
+    config = servers(tmp_path, {"everything": {**everything_stdio(), "exclude_tool": ["get_env"]}})
+    done = attp("tools", "--mcp-config", str(config), cwd=tmp_path)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == (
+        f"attp: invalid settings: mcp_config: {config}: mcpServers.everything: unknown key 'exclude_tool'; did you "
+        "mean 'exclude_tools'? A key in a filter's place is never ignored: the tools it was meant to hide would stay "
+        'callable (the filters are tools, exclude_tools and read_only; "disabled": true skips the server) (from '
+        "command line)\n"
+    )
+    config = servers(tmp_path, {"gone": {"command": "attp-no-such-server", "timeout": 30}})
+    done = attp("tools", "--mcp-config", str(config), cwd=tmp_path)
+    assert done.returncode == 1
+    assert f"mcp server 'gone': {config}: mcpServers.gone: key 'timeout' ignored (another client's key" in done.stderr
+
+
+NPX_404 = """npm error code E404
+npm error 404 Not Found - GET https://registry.npmjs.org/@modelcontextprotocol%2fserver-gihtub
+npm error 404
+npm error 404  The requested resource '@modelcontextprotocol/server-gihtub@*' could not be found or you do not have permission to access it.
+npm error A complete log of this run can be found in: /root/.npm/_logs/2026-12-05T09_05_23_656Z-debug-0.log
+"""  # what `npx -y @modelcontextprotocol/server-gihtub` says (npm 11), shortened
+
+
+def test_attp_tools_shows_why_a_server_did_not_start(tmp_path: Path) -> None:
+    """npx's 404 is the reason (not npm's log-file line), `attp tools` prints the stderr the reason points to, and a
+    failure no variable causes names none (though the server did not get NODE_OPTIONS or the CA variables)."""
+    npx = [sys.executable, "-c", f"import sys; sys.stderr.write({NPX_404!r}); sys.exit(1)"]
+    config = servers(tmp_path, {"github": {"command": npx[0], "args": npx[1:]}})
+    env = {"NODE_OPTIONS": "--use-openssl-ca", "AWS_CA_BUNDLE": "/etc/ca.pem", "PIP_INDEX_URL": "https://pypi.local"}
+    done = attp("tools", "--mcp-config", str(config), cwd=tmp_path, env=env)
+    assert done.returncode == 1
+    [failed] = [line for line in done.stderr.splitlines() if "FAILED" in line]
+    assert (
+        "its stderr said: npm error 404 Not Found - GET https://registry.npmjs.org/@modelcontextprotocol%2fserver-gihtub "
+        "(E404). Fix: correct the server or mcp_servers.github (its stderr: `attp tools` prints it" in failed
+    )
+    assert "NODE_OPTIONS" not in failed and "did not get" not in failed
+    assert "attp:   its stderr (last 5 lines):\nattp:   | npm error code E404\n" in done.stderr
+    assert "attp:   | npm error A complete log of this run can be found in: " in done.stderr
+
+
 def test_attp_tools_is_a_check(tmp_path: Path) -> None:
     """Non-zero exit, each failed server with its reason (the variables it did not get; uvx not on PATH), the
     pack names of the others; the renamed one said."""

@@ -99,7 +99,8 @@ async def test_login_then_serve_with_refreshed_tokens(tmp_path: Path) -> None:
             for mode in ("2026-07-28", "legacy"):
                 async with served.client(mode=mode) as client:
                     [tool] = (await client.list_tools()).tools
-                    assert "attp login secure" in (tool.description or "")
+                    # One line in the description (issue 34); the call's error says what to run.
+                    assert "\n  secure: unavailable, the operator has been told\n" in (tool.description or "")
                     down = await execute(client, "__result__ = secure.whoami()")
                     assert down["error"]["code"] == "UPSTREAM_UNAVAILABLE"
                     assert "run `attp login secure`" in down["error"]["message"]

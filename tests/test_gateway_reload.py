@@ -136,6 +136,18 @@ async def test_edits_apply_while_serving(tmp_path: Path) -> None:
             assert still["result"] == f"Allowed directories:\n{other}", still
             assert (await modern.list_tools(cache_mode="refresh")).tools[0].description == after
 
+            # So is a misspelt filter (it would leave callable what it was meant to hide): named, with the key meant.
+            write_toml(toml, {**filesystem_stdio(workspace), "exclude_tools": ["get_file_info"]})
+            write_json(claude, {"fs2": {**filesystem_stdio(other), "exclude_tool": ["list_allowed_directories"]}})
+            misspelt = "unknown key 'exclude_tool'; did you mean 'exclude_tools'?"
+            deadline = time.monotonic() + 10
+            while misspelt not in log.read_text() and time.monotonic() < deadline:
+                await anyio.sleep(0.1)
+            assert f"configuration edit not applied (the running servers stay as they are): invalid settings: " \
+                f"mcp_config: {claude}: mcpServers.fs2: {misspelt}" in log.read_text()  # fmt: skip
+            still = await execute(modern, "__result__ = fs2.list_allowed_directories()['content']")
+            assert still["result"] == f"Allowed directories:\n{other}", still
+
 
 async def test_a_file_written_while_it_is_read_is_read_again(tmp_path: Path) -> None:
     """The watcher in process: an edit landing while the settings are read (after the stamp that saw the first

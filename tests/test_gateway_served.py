@@ -53,7 +53,7 @@ def write_configs(root: Path, workspace: Path, working: frozenset[str] = WORKING
             {
                 "mcpServers": {
                     **{name: server for name, server in servers.items() if name in working},
-                    "broken": {"command": "attp-no-such-server", "args": ["--stdio"]},
+                    "broken": {"command": "attp-no-such-server", "args": ["--stdio"], "autoApprove": []},
                     "off": {"command": "attp-never-started", "disabled": True},
                 }
             }
@@ -83,9 +83,15 @@ async def test_attp_serve_in_front_of_real_servers(tmp_path: Path) -> None:
             "broken": "unavailable",
         }
         assert "attp-no-such-server" in upstream["broken"]["problem"]
+        assert upstream["broken"]["ignored"] == [
+            f"{claude}: mcpServers.broken: key 'autoApprove' ignored (another client's key; it means nothing to "
+            "attp-server)"
+        ]
         async with served.client() as client:
             [tool] = (await client.list_tools()).tools
-            assert "broken:" in (tool.description or "")  # the model is told which server is down, and why
+            # The model is told which server is down, in one line; why is in /healthz (above) and the log.
+            assert "\n  broken: unavailable, the operator has been told\n" in (tool.description or "")
+            assert "attp-no-such-server" not in (tool.description or "")
             result = await client.call_tool("attp_execute", {"code": PROGRAM})
             assert result.structured_content is not None
             check_result(result.structured_content)

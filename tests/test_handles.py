@@ -72,6 +72,22 @@ async def test_a_call_without_the_handle_starts_afresh_and_is_told_how_to_contin
         assert (plain["result"], plain["session"]) == (4, None)
 
 
+async def test_the_no_session_hint_only_where_a_kept_name_is_the_likely_cause(http: Served) -> None:
+    """Not on a typo of a tool, not on a pack's member, not on a connection that is the session (legacy: its
+    transport session keeps the names); a kept function called afresh gets it, though a tool is spelled a bit
+    like it."""
+    async with http.client() as client:
+        typo = await run(client, '__result__ = reed_file("notes.txt")')
+        assert typo["error"]["suggested_value"] == "read_file" and typo["hint"] is None, typo
+        member = await run(client, "__result__ = files.reed_file('notes.txt')")
+        assert member["error"]["code"] == "NAME_NOT_FOUND" and member["hint"] is None, member
+        helper = await run(client, "__result__ = my_helper(3)")
+        assert helper["error"]["suggested_value"] == "help" and "earlier call" in helper["hint"], helper
+    async with http.client(mode="legacy") as legacy:
+        lost = await run(legacy, "__result__ = never_defined + 1")
+        assert lost["error"]["code"] == "NAME_NOT_FOUND" and lost["hint"] is None, lost
+
+
 async def test_the_legacy_transport_session_keeps_state_without_passing_anything(http: Served) -> None:
     async with http.client(mode="legacy") as client:
         first = await run(client, "z = 5")
@@ -89,6 +105,31 @@ async def test_unknown_guessed_and_malformed_handles_are_refused(http: Served, e
             assert refused["status"] == "error" and refused["error"]["code"] == "SESSION_NOT_FOUND", refused
             assert "without session" in refused["error"]["solution"]
             assert refused["session"] is None
+
+
+@pytest.mark.parametrize("era", ERAS)
+@pytest.mark.parametrize(
+    ("arguments", "said"),
+    [
+        pytest.param({"session": 5}, "session must be a string; it got an integer", id="session-number"),
+        pytest.param({"session": ["abc"]}, "session must be a string; it got a list", id="session-list"),
+        pytest.param({"reset": "yes"}, "reset must be true or false; it got a string", id="reset-string"),
+        pytest.param({"code": ["x = 1"]}, "code must be a string; it got a list", id="code-list"),
+        pytest.param({"engine": "lua"}, 'engine must be "python" or "starlark"; it got "lua"', id="engine"),
+    ],
+)
+async def test_an_argument_of_the_wrong_type_gets_a_precise_error(
+    http: Served, era: dict[str, Any], arguments: dict[str, Any], said: str
+) -> None:
+    """Not the SDK's pydantic report: which argument, what it got, what it takes, as every other error."""
+    async with http.client(**era) as client:
+        result = await client.call_tool("attp_execute", {"code": "__result__ = 1", **arguments})
+    assert result.is_error and result.structured_content is not None
+    error = result.structured_content["error"]
+    assert error["code"] == "INVALID_ARGUMENT" and error["message"] == f"attp_execute's {said}", error
+    assert error["parameter_name"] == next(iter(arguments)) and error["solution"], error
+    text = result.content[0].text if result.content[0].type == "text" else ""
+    assert "pydantic" not in text and "validation error" not in text
 
 
 @pytest.mark.parametrize("era", ERAS)

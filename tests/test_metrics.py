@@ -3,6 +3,7 @@ did, and label values a program cannot multiply."""
 
 from __future__ import annotations
 
+import ast
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client.parser import text_string_to_metric_families
 from upstreams import everything_stdio
 
+import attp_server
+from attp_server.ops.metrics import bounded_code
 from attp_server.run.runtime import ExecuteRequest, Runtime
 from attp_server.run.startup import open_runtime
 from attp_server.run.state import RunState
@@ -109,6 +112,51 @@ async def test_label_values_are_a_closed_set(workspace: Path) -> None:
         text = runtime.metrics.exposition().decode()
     tool_series = [line for line in text.splitlines() if line.startswith("attp_tool_calls_total{")]
     assert tool_series == ['attp_tool_calls_total{outcome="NAME_NOT_FOUND",pack="",tool="(unknown)"} 100.0']
+
+
+async def test_the_built_in_tools_codes_are_label_values(workspace: Path) -> None:
+    """FILE_NOT_FOUND, the code programs meet most, is counted as itself, in the run's and the tool call's series."""
+    async with running(workspace) as runtime:
+        result = await runtime.execute(ExecuteRequest(code='read_file("missing.txt")'))
+        text = runtime.metrics.exposition().decode()
+    assert result.error is not None and result.error.code == "FILE_NOT_FOUND"
+    assert 'attp_runs_total{error_code="FILE_NOT_FOUND",status="error"} 1.0' in text
+    assert 'attp_tool_calls_total{outcome="FILE_NOT_FOUND",pack="files",tool="read_file"} 1.0' in text
+
+
+def raised_codes(root: Path) -> dict[str, str]:
+    """Every error code the source raises, with a file that raises it: the first argument (or ``code=``) of
+    ``ToolError(...)`` and ``ErrorInfo(...)``, and what is assigned to a name ``code`` (``code = {...}.get(...)``,
+    a class's ``code = "SKILL_NOT_FOUND"``)."""
+    found: dict[str, str] = {}
+    for path in sorted(root.rglob("*.py")):
+        if "bundled_skills" in path.parts:  # examples and templates of programs and third-party packs
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            given: list[ast.expr] = []
+            if isinstance(node, ast.Call):
+                called = node.func
+                name = called.id if isinstance(called, ast.Name) else getattr(called, "attr", "")
+                if name in ("ToolError", "ErrorInfo"):
+                    given += node.args[:1] + [k.value for k in node.keywords if k.arg == "code"]
+            elif isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if any(isinstance(target, ast.Name) and target.id == "code" for target in targets):
+                    given.append(node.value)
+            for expression in given:
+                for leaf in ast.walk(expression):
+                    if isinstance(leaf, ast.Constant) and isinstance(leaf.value, str) and leaf.value.isupper():
+                        found.setdefault(leaf.value, str(path.relative_to(root)))
+    return found
+
+
+def test_every_code_the_source_raises_is_a_label_value() -> None:
+    """A built-in tool's new code must not count as OTHER: it is in `TOOL_CODES` (or `ErrorCode`)."""
+    found = raised_codes(Path(attp_server.__file__).parent)
+    assert {"FILE_NOT_FOUND", "MEMORY_BUSY", "SKILL_NOT_FOUND", "IO_ERROR"} <= set(found)  # the scan sees them
+    missing = {code: where for code, where in found.items() if bounded_code(code) != code}
+    assert not missing, f"add these to attp_server.errors.TOOL_CODES: {missing}"
+    assert bounded_code("NOPE") == "OTHER"
 
 
 async def test_opentelemetry_metrics_when_an_sdk_is_configured(workspace: Path) -> None:

@@ -8,7 +8,9 @@ import bisect
 import collections
 import copy
 import csv
+import decimal
 import difflib
+import fractions
 import functools
 import hashlib
 import heapq
@@ -43,7 +45,9 @@ REAL_MODULES = {
         collections,
         copy,
         csv,
+        decimal,
         difflib,
+        fractions,
         functools,
         hashlib,
         heapq,
@@ -79,6 +83,53 @@ def p(id: str, *lines: str) -> Any:
 
 
 AS_IN_CPYTHON = [
+    # decimal: exact money arithmetic, as models hand-rolled it in cents before (issue 34)
+    p(
+        "decimal-money",
+        "prices = [decimal.Decimal(p) for p in ['19.99', '5.01', '0.10']]",
+        "total = sum(prices, decimal.Decimal('0'))",
+        "vat = (total * decimal.Decimal('0.25')).quantize(decimal.Decimal('0.01'), rounding=decimal.ROUND_HALF_UP)",
+        "__result__ = [str(total), str(vat), str(total + vat), f'{total:.1f}', total > 25, isinstance(vat, decimal.Decimal)]",
+    ),
+    p(
+        "decimal-rounding-and-division",
+        "d = decimal.Decimal('2.675')",
+        "__result__ = [str(d.quantize(decimal.Decimal('0.01'), rounding=r)) for r in",
+        "              (decimal.ROUND_HALF_UP, decimal.ROUND_HALF_EVEN, decimal.ROUND_DOWN, decimal.ROUND_CEILING)]",
+        "__result__ += [str(decimal.Decimal(1) / 7), str(decimal.Decimal(2).sqrt()), repr(decimal.Decimal('1.50'))]",
+    ),
+    p(
+        "decimal-conversions",
+        "d = decimal.Decimal('-12.340')",
+        "__result__ = [int(d), float(d), str(d.normalize()), d.as_tuple().exponent, d.is_signed(), round(d, 1) == "
+        "decimal.Decimal('-12.3'), str(decimal.Decimal(0.1))[:12], d.as_integer_ratio()]",
+    ),
+    p(
+        "decimal-errors",
+        "out = []",
+        "for a, b in [(1, 0), (0, 0)]:",
+        "    try:",
+        "        decimal.Decimal(a) / b",
+        "    except decimal.DivisionByZero:",
+        "        out.append('division by zero')",
+        "    except decimal.InvalidOperation:",
+        "        out.append('invalid')",
+        "__result__ = out",
+    ),
+    # fractions
+    p(
+        "fraction-arithmetic",
+        "F = fractions.Fraction",
+        "x = F(1, 3) + F('1/6') - F(1, 12) * 2",
+        "__result__ = [str(x), x.numerator, x.denominator, str(x ** 2), str(x ** -1), float(x), x < 1, str(-x)]",
+    ),
+    p(
+        "fraction-conversions",
+        "F = fractions.Fraction",
+        "__result__ = [str(F('0.125')), str(F(0.5)), str(F(decimal.Decimal('1.25'))), str(F(22, 7).limit_denominator(5)),",
+        "              str(round(F(22, 7), 2)), divmod(F(7, 2), 1)[0], str(divmod(F(7, 2), 1)[1]), int(F(-7, 2)),",
+        "              F(3, 4).as_integer_ratio(), repr(F(2, 4)), str(sum([F(1, n) for n in range(1, 5)]))]",
+    ),
     # collections
     p("counter-most-common", "__result__ = collections.Counter('abracadabra').most_common(3)"),
     p("counter-as-dict", "__result__ = collections.Counter(['a', 'b', 'a'])"),
@@ -529,6 +580,8 @@ async def test_random_values_differ_between_runs(sandbox: Runtime) -> None:
 def test_the_table_covers_every_new_module() -> None:
     text = " ".join(str(case.values[0]) for case in AS_IN_CPYTHON)
     for name in (
+        "decimal",
+        "fractions",
         "collections",
         "itertools",
         "functools",

@@ -8,6 +8,7 @@ test_sessions_served.py.
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 import re
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from attp_server.sandbox.process.keep import (
     references,
     unchanged,
 )
+from attp_server.sandbox.stdlib import exact
 from attp_server.sandbox.stdlib.namespaces import static_namespaces
 from attp_server.sessions.kept_state import accept
 from attp_server.sessions.registry import Caller
@@ -61,6 +63,8 @@ ROUND_TRIPS = [
     pytest.param(dt.date(2024, 1, 2), id="date"),
     pytest.param(dt.timedelta(days=1, seconds=5), id="timedelta"),
     pytest.param(2**200, id="big-int"),
+    pytest.param(decimal.Decimal("-12.340"), id="decimal"),
+    pytest.param(exact.Fraction(-22, 7), id="fraction"),
 ]
 
 
@@ -70,6 +74,14 @@ def test_plain_values_round_trip(value: Any) -> None:
     check_encoded(encoded)
     back = decode(encoded, resolve)
     assert back == value and type(back) is type(value)
+
+
+def test_a_kept_number_is_no_bigger_than_a_program_may_build() -> None:
+    """A decimal or a fraction comes back through the modules' own checks (a replica's store is read back too)."""
+    assert str(decode({"decimal": "19.90"}, resolve)) == "19.90"
+    for tampered in ({"decimal": "1e999999"}, {"decimal": "many"}, {"fraction": [1, 0]}, {"fraction": [2**40000, 3]}):
+        with pytest.raises(ValueError):
+            decode(tampered, resolve)
 
 
 def test_nan_pattern_and_references_round_trip() -> None:
@@ -383,6 +395,33 @@ async def test_what_is_not_kept_is_named_in_the_hint(workspace: Path) -> None:
         assert "small" not in hint
         after = await run(runtime, "__result__ = small")
         assert after["result"] == "fits"
+
+
+async def test_money_in_decimals_is_kept_between_calls(workspace: Path) -> None:
+    async with running(workspace) as runtime:
+        first = await run(
+            runtime,
+            "total = decimal.Decimal('19.99') + decimal.Decimal('0.01')\nshare = fractions.Fraction(1, 3)\n__result__ = 1",
+        )
+        assert first["status"] == "ok" and not first["hint"], first
+        later = await run(runtime, "__result__ = [str(total * 2), str(share * 3), isinstance(total, decimal.Decimal)]")
+        assert later["result"] == ["40.00", "1", True], later
+
+
+async def test_a_def_is_dropped_only_for_the_globals_it_really_reads(workspace: Path) -> None:
+    """``def pat(s)`` was dropped because a global ``s`` was not kept: its own parameters and locals, and those of
+    the functions and comprehensions inside it, are not the program's globals."""
+    async with running(workspace) as runtime:
+        program = (
+            "s = iter([1])\nrows = iter([2])\n"
+            "def pat(s):\n    rows = [r.strip() for r in s.split(',')]\n    return '|'.join(rows)\n"
+            "def peek():\n    return next(rows)\n__result__ = pat(' a, b ')"
+        )
+        data = await run(runtime, program)
+        assert data["result"] == "a|b", data
+        assert "peek (it uses rows, which is not kept)" in data["hint"], data["hint"]
+        assert "pat (" not in data["hint"], data["hint"]
+        assert (await run(runtime, "__result__ = pat('x,y')"))["result"] == "x|y"
 
 
 async def test_a_def_dropped_for_the_name_it_uses_leaves_its_room_to_the_values(workspace: Path) -> None:

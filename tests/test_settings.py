@@ -315,6 +315,24 @@ def test_unknown_key_in_file_is_an_error_with_a_suggestion(tmp_path: Path) -> No
     assert f"config file {path}" in message
 
 
+def test_unknown_nested_key_names_its_whole_path_and_the_right_one(tmp_path: Path) -> None:
+    """A misspelt key of an ``[mcp_servers.NAME]`` table is named with its path, and the key meant is that table's."""
+    path = write_config(tmp_path, '[mcp_servers.github]\ncommand = "npx"\nexclude_tool = ["create_*"]\n')
+    message = config_error(config_file=path)
+    assert (
+        f"unknown setting 'mcp_servers.github.exclude_tool' in config file {path}; "
+        "did you mean 'mcp_servers.github.exclude_tools'?"
+    ) in message
+    message = config_error(environ={"ATTP_MCP_SERVERS": '{"t": {"url": "https://x.example/mcp", "readonly": true}}'})
+    assert (
+        "'mcp_servers.t.readonly' in environment variable ATTP_MCP_SERVERS; did you mean 'mcp_servers.t.read_only'?"
+        in message
+    )
+    assert "did you mean 'mcp_servers'" not in config_error(
+        config_file=write_config(tmp_path, "[mcp_servers.x]\nzzz = 1\n")
+    )
+
+
 def test_unknown_cli_key_is_an_error_with_a_suggestion() -> None:
     message = config_error(cli={"memory_md": 300})
     assert "memory_md" in message

@@ -232,19 +232,23 @@ async def test_telemetry_that_fails_never_fails_a_run(workspace: Path) -> None:
 # ---------------------------------------------------------------- opentelemetry-instrument, for real
 
 
+def console_recipe() -> dict[str, str]:
+    """The variables of docs/operations.md's console recipe: the ``OTEL_...=...`` words of the command it shows."""
+    page = (Path(__file__).parents[1] / "docs" / "operations.md").read_text(encoding="utf-8")
+    [command] = [line for line in page.splitlines() if "OTEL_TRACES_EXPORTER=console" in line and "`" not in line]
+    return dict(word.split("=", 1) for word in command.split() if word.startswith("OTEL_"))
+
+
 def test_opentelemetry_instrument_around_attp_serve_prints_the_run_spans(tmp_path: Path) -> None:
-    """The README's command: `opentelemetry-instrument` with the console exporter around `attp serve`."""
+    """docs/operations.md's command: `opentelemetry-instrument` with the console exporter around `attp serve`."""
     instrument = Path(sys.executable).with_name("opentelemetry-instrument")
     assert instrument.exists(), "pip install -e '.[test]' installs opentelemetry-distro"
     port = free_port()
-    env = {
-        **server_env(),
-        "OTEL_SERVICE_NAME": "attp-server",
-        "OTEL_TRACES_EXPORTER": "console",
-        "OTEL_METRICS_EXPORTER": "none",
-        "OTEL_LOGS_EXPORTER": "none",
-        "OTEL_BSP_SCHEDULE_DELAY": "200",
-    }
+    recipe = console_recipe()
+    # Each signal names its exporter: one left to the distro's default (OTLP) fails the set-up without the OTLP
+    # package, which this environment may well have (so running the recipe alone would not show it).
+    assert {"OTEL_TRACES_EXPORTER", "OTEL_METRICS_EXPORTER", "OTEL_LOGS_EXPORTER"} <= set(recipe), recipe
+    env = {**server_env(), **recipe, "OTEL_BSP_SCHEDULE_DELAY": "200"}
     out = tmp_path / "stdout.txt"
     with out.open("wb") as stdout:
         process = subprocess.Popen(

@@ -13,6 +13,7 @@ import pytest
 
 from attp_server.toolpack import format_signature
 from attp_server.toolpacks.mcp.content import result_data
+from attp_server.toolpacks.mcp.failure import withheld
 from attp_server.toolpacks.mcp.literal import python_literal
 from attp_server.toolpacks.mcp.schema import MAX_SHAPES, shape_of
 from attp_server.toolpacks.mcp.stderr import KEEP_LINES, REDACTED, StderrTail
@@ -189,6 +190,24 @@ Node.js v20.11.0
 """
 
 
+REGISTRY_URL = "https://registry.npmjs.org/@modelcontextprotocol%2fserver-does-not-exist"
+NPX_404 = f"""npm error code E404
+npm error 404 Not Found - GET {REGISTRY_URL}
+npm error 404
+npm error 404  The requested resource '@modelcontextprotocol/server-does-not-exist@*' could not be found or you do not have permission to access it.
+npm error 404
+npm error 404 Note that you can also install from a
+npm error 404 tarball, folder, http url, or git url.
+npm error A complete log of this run can be found in: /root/.npm/_logs/2026-12-05T09_05_23_656Z-debug-0.log
+"""  # npx -y of a package the registry does not have (npm 11), word for word
+NPX_CERTIFICATE = """npm ERR! code UNABLE_TO_GET_ISSUER_CERT_LOCALLY
+npm ERR! errno UNABLE_TO_GET_ISSUER_CERT_LOCALLY
+npm ERR! request to https://registry.npmjs.org/x failed, reason: unable to get local issuer certificate
+
+npm ERR! A complete log of this run can be found in: /home/me/.npm/_logs/debug-0.log
+"""  # npm 9 behind a company's TLS proxy
+
+
 async def tail_of(text: str, secrets: list[str] | None = None) -> StderrTail:
     tail = StderrTail("demo", secrets or [])
     tail.file.write(text)
@@ -205,10 +224,46 @@ async def tail_of(text: str, secrets: list[str] | None = None) -> StderrTail:
         pytest.param(NODE_TRACEBACK, "Error: Cannot find module '/srv/missing.js'", id="node"),
         pytest.param("starting\nlistening on stdio\n", "listening on stdio", id="no-error"),
         pytest.param("", None, id="silent"),
+        pytest.param(NPX_404, f"npm error 404 Not Found - GET {REGISTRY_URL} (E404)", id="npx-404"),
+        pytest.param(
+            NPX_CERTIFICATE,
+            "npm error request to https://registry.npmjs.org/x failed, reason: unable to get local issuer certificate "
+            "(UNABLE_TO_GET_ISSUER_CERT_LOCALLY)",
+            id="npx-certificate",
+        ),
     ],
 )
 async def test_the_meaningful_stderr_line(text: str, line: str | None) -> None:
     assert (await tail_of(text)).meaningful() == line
+
+
+@pytest.mark.parametrize(
+    ("said", "expected"),
+    [
+        pytest.param(
+            "certificate verify failed", ("a missing certificate", ["NODE_OPTIONS", "SSL_CERT_FILE"]), id="ca"
+        ),
+        pytest.param(
+            "npm ERR! code UNABLE_TO_GET_ISSUER_CERT_LOCALLY",
+            ("a missing certificate", ["NODE_OPTIONS", "SSL_CERT_FILE"]),
+            id="npm-ca",
+        ),
+        pytest.param("getaddrinfo ENOTFOUND registry.npmjs.org", ("a proxy", ["HTTPS_PROXY"]), id="proxy"),
+        pytest.param("Error: Cannot find module 'x'", ("a path", ["NODE_PATH"]), id="path"),
+        pytest.param("ModuleNotFoundError: No module named 'mcp'", ("a path", ["NODE_PATH"]), id="module"),
+        pytest.param(f"npm error 404 Not Found - GET {REGISTRY_URL}", None, id="registry-404"),
+        pytest.param("AttributeError: 'Server' object has no attribute 'list_resources'", None, id="a-bug"),
+        pytest.param("ValueError: ENOTFOUNDATION is not a word", None, id="no-whole-word"),
+    ],
+)
+def test_variables_are_named_only_for_a_failure_they_cause(said: str, expected: tuple[str, list[str]] | None) -> None:
+    """The variables a stdio server did not get are named when its failure looks like a missing certificate, a proxy
+    or a path, and then only those of that kind; never for a failure no variable helps."""
+    environ = {
+        "PATH": "/usr/bin", "NODE_OPTIONS": "--use-openssl-ca", "SSL_CERT_FILE": "/etc/ca.pem", "HTTPS_PROXY": "http://p:3128",
+        "NODE_PATH": "/opt/node", "PYTHONUNBUFFERED": "1", "NO_PROXY_HERE": "x", "GIVEN": "y",
+    }  # fmt: skip
+    assert withheld(said, environ, given=["PATH", "GIVEN"], passthrough=["NO_*"]) == expected
 
 
 @pytest.mark.anyio

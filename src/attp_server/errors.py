@@ -45,6 +45,27 @@ class ErrorCode(StrEnum):
     RATE_LIMITED = "RATE_LIMITED"
 
 
+TOOL_CODES = frozenset(
+    {
+        # files
+        "FILE_NOT_FOUND", "FILE_TOO_LARGE", "BINARY_FILE", "INVALID_PATH", "PATH_OUTSIDE_WORKSPACE", "IS_A_DIRECTORY",
+        "NOT_A_DIRECTORY", "NOT_A_REGULAR_FILE", "PERMISSION_DENIED", "IO_ERROR", "INVALID_EDIT_MODE",
+        "INVALID_PATTERN", "LINE_OUT_OF_RANGE", "OLD_STRING_NOT_FOUND", "OLD_STRING_NOT_UNIQUE", "TOO_MANY_FILES",
+        # shell
+        "COMMAND_DENIED", "INVALID_TIMEOUT",
+        # memory
+        "PAGE_NOT_FOUND", "PAGE_NOT_EMPTY", "SEGMENT_NOT_FOUND", "NOT_A_CONTENTS_PAGE", "NOT_A_DETAIL_PAGE",
+        "INVALID_MOVE", "CANNOT_REMOVE_ROOT", "MEMORY_BUSY", "MEMORY_UNAVAILABLE",
+        # skills
+        "CATEGORY_NOT_FOUND", "SKILL_ERROR", "SKILL_NOT_FOUND", "SKILL_FILE_NOT_FOUND", "PATH_OUTSIDE_SKILL",
+    }
+)  # fmt: skip
+"""The codes the built-in tools raise besides `ErrorCode` (``ToolError("FILE_NOT_FOUND", ...)``). With `ErrorCode`,
+every code a result can carry from attp-server's own code: the label values of metrics and traces, where any other
+code (a third-party pack's, a program's own ``ToolError``) is ``OTHER``. tests/test_metrics.py finds every code the
+source raises and checks that it is here."""
+
+
 class ErrorInfo(BaseModel):
     """What went wrong, written so that the model can fix its next call from this alone."""
 

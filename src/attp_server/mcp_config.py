@@ -13,8 +13,12 @@ settings never hold the secret itself. Values are `SecretStr`: a settings dump o
                                "env": {"GITHUB_PERSONAL_ACCESS_TOKEN": "${GITHUB_TOKEN}"}},
                     "search": {"url": "https://example.com/mcp", "headers": {"Authorization": "Bearer ${KEY}"}}}}
 
-Keys other clients add (``disabled``, ``autoApprove``, ``timeout``, ...) are ignored, except that a
-``"disabled": true`` server is skipped, as those clients do.
+A ``"disabled": true`` server is skipped, as other clients do. A key attp-server does not read is either an
+error or a warning (`ignored_keys`): an error when ignoring it could leave callable a tool the operator meant to hide,
+or start a server meant to stay off (a misspelt filter, ``exclude_tool`` for ``exclude_tools``; another client's tool
+filter, ``disabledTools``); a warning otherwise (``autoApprove``, ``timeout`` and the like, which other clients
+read from the same file), kept with the server (`McpServer.ignored`) and reported at start, by ``attp tools`` and
+in ``/healthz``.
 
 Filters, in either form: ``tools`` (an allow list of names or globs, ``["read_*", "list_*"]``),
 ``exclude_tools`` (names or globs taken out) and ``read_only = true`` (only the tools the server
@@ -33,7 +37,18 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from attp_server.errors import suggest
 
 logger = logging.getLogger(__name__)
 
@@ -51,28 +66,29 @@ _JSON_TRANSPORTS: dict[str, Transport] = {
 }
 """The ``type``/``transport`` spellings other clients write in their JSON, and what each means here."""
 
-_JSON_KEYS = frozenset(
-    {
-        "command",
-        "args",
-        "env",
-        "cwd",
-        "url",
-        "headers",
-        "transport",
-        "tools",
-        "exclude_tools",
-        "read_only",
-        "identity",
-        "audience",
-    }
+GATING_KEYS = ("tools", "exclude_tools", "read_only", "disabled")
+"""Keys that keep tools (or a whole server) away from programs: a key that looks like one of them, or that names
+tools at all, is never ignored."""
+OTHER_CLIENTS_KEYS = frozenset(
+    {"autoApprove", "alwaysAllow", "timeout", "description", "trust", "transportType", "envFile", "watchPaths"}
 )
+"""Keys other clients write in the same file (Claude Desktop, Cline, Roo Code, Cursor, Gemini CLI) that mean nothing
+here and hide nothing: ignored with a warning."""
+OTHER_CLIENTS_FILTERS = {
+    "disabledTools": "exclude_tools",
+    "excludeTools": "exclude_tools",
+    "includeTools": "tools",
+    "allowedTools": "tools",
+    "enabledTools": "tools",
+}
+"""Other clients' tool filters, and the key that says the same here: an error naming it (never ignored)."""
 
 
 class McpServer(BaseModel):
     """One upstream MCP server: a command to start (stdio) or a URL to reach."""
 
     model_config = ConfigDict(extra="forbid")
+    _ignored: tuple[str, ...] = PrivateAttr(default=())
 
     command: str | None = Field(None, description="Program to start; it speaks MCP on its stdin/stdout.")
     args: list[str] = Field(default_factory=list, description="Arguments of the command.")
@@ -168,6 +184,11 @@ class McpServer(BaseModel):
                 raise ValueError(f'identity = {self.identity!r} needs transport = "streamable-http"')
         return self
 
+    @property
+    def ignored(self) -> tuple[str, ...]:
+        """The keys of its JSON entry attp-server does not read, each with what to do (`ignored_keys`)."""
+        return self._ignored
+
     def describe(self) -> str:
         """Where the server is, without any secret: the command's name, or the URL without query or userinfo."""
         if self.command is not None:
@@ -232,10 +253,8 @@ def read_claude_config(path: Path) -> dict[str, McpServer]:
         if entry.get("disabled") is True:
             logger.info("mcp server %r in %s is disabled there; skipped", name, path)
             continue
-        ignored = sorted(set(entry) - _JSON_KEYS - {"type", "disabled"})
-        if ignored:
-            logger.info("mcp server %r in %s: ignoring keys %s", name, path, ", ".join(ignored))
-        values = {key: entry[key] for key in _JSON_KEYS if key in entry}
+        ignored = ignored_keys(entry, f"{path}: mcpServers.{name}")
+        values = {key: entry[key] for key in McpServer.model_fields if key in entry}
         kind = entry.get("type", entry.get("transport"))
         if kind is not None:
             transport = _JSON_TRANSPORTS.get(str(kind).lower())
@@ -245,7 +264,36 @@ def read_claude_config(path: Path) -> dict[str, McpServer]:
                 )
             values["transport"] = transport
         out[name] = _validated(values, f"{path}: mcpServers.{name}")
+        out[name]._ignored = tuple(ignored)
     return out
+
+
+def ignored_keys(entry: Mapping[str, Any], where: str) -> list[str]:
+    """The keys of a JSON entry (at `where`: the file and the server) attp-server does not read, each as a warning
+    naming it (and the key it may have meant).
+
+    Raises:
+        ValueError: for a key in a gating place (`GATING_KEYS`): one spelled like a filter or ``disabled``, or one
+            that names tools (another client's ``disabledTools``). Ignored, it would leave callable the tools it
+            was meant to hide.
+    """
+    known = [*McpServer.model_fields, "type", "disabled"]
+    notes = []
+    for key in sorted(set(entry) - set(known)):
+        hint = suggest(key, known)
+        if "tool" in key.lower():  # another client's filter, or a misspelt one
+            hint = OTHER_CLIENTS_FILTERS.get(key) or suggest(key, GATING_KEYS[:3], cutoff=0.0)
+        if hint in GATING_KEYS:
+            raise ValueError(
+                f"{where}: unknown key {key!r}; did you mean {hint!r}? A key in a filter's place is never ignored: "
+                "the tools it was meant to hide would stay callable (the filters are tools, exclude_tools and "
+                'read_only; "disabled": true skips the server)'
+            )
+        if key in OTHER_CLIENTS_KEYS:
+            notes.append(f"{where}: key {key!r} ignored (another client's key; it means nothing to attp-server)")
+        else:
+            notes.append(f"{where}: unknown key {key!r} ignored" + (f" (did you mean {hint!r}?)" if hint else ""))
+    return notes
 
 
 def _validated(values: Mapping[str, Any], where: str) -> McpServer:

@@ -21,7 +21,7 @@ import tomllib
 from collections.abc import Mapping
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any, Literal, get_origin
+from typing import Any, Literal, get_args, get_origin
 
 from pydantic import (
     Field,
@@ -60,7 +60,7 @@ PROXY_AND_CA_VARIABLES = (
     "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS",
 )  # fmt: skip
 """What a server behind a proxy, or one trusting a company CA, needs to reach the network (`env_passthrough`)."""
-_SECRET_BEARING = frozenset({"mcp_servers", "auth_token", "auth_tokens", "oauth_client_secret"})
+_SECRET_BEARING = frozenset({"mcp_servers", "auth_token", "auth_tokens", "oauth_client_secret", "database_url"})
 """Settings whose values are never repeated in an error message (env and headers of upstream servers, tokens)."""
 CPYTHON_PACKAGES = ("numpy", "pandas", "matplotlib")
 """What ``cpython_packages`` lists by default (those installed): what ``attp-server[data]`` installs."""
@@ -671,19 +671,57 @@ def _problems(exc: ValidationError, sources: Mapping[str, PydanticBaseSettingsSo
         source, received = next(
             ((name, values[field]) for name, values in given if field in values), ("defaults", None)
         )
-        if error["type"] == "extra_forbidden":
-            hint = suggest(field, Settings.model_fields)
-            problems.append(f"unknown setting {field!r} in {source}" + (f"; did you mean {hint!r}?" if hint else ""))
-            continue
         if source == "environment":
             source = f"environment variable {ENV_PREFIX}{field.upper()}"
+        if error["type"] == "extra_forbidden":
+            problems.append(_unknown_key(tuple(str(part) for part in error["loc"]), source))
+            continue
+        message = str(error["msg"]).removeprefix("Value error, ")
         if field in _SECRET_BEARING:  # never echo a value that may hold a token; name where it is instead
             where = ".".join(str(part) for part in error["loc"])
-            problems.append(f"{where}: {error['msg']} (from {source})")
-            continue
-        shown = received if source != "defaults" else "<default>"
-        problems.append(f"{field}: {error['msg']} (got {shown!r} from {source})")
+            problems.append(f"{where}: {message} (from {source})")
+        elif source == "defaults":
+            problems.append(f"{field}: {message} (got <default>)")
+        elif not error["loc"]:  # a check across fields: its message names the culprit (mcp_config's file) already
+            problems.append(f"{field}: {message} (from {source})")
+        else:
+            problems.append(f"{field}: {message} (got {_plain(received)} from {source})")
     return problems
+
+
+def _plain(value: Any) -> str:
+    """A value as a person wrote it: a path as its text, a list as its items, never a Python repr of either."""
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_plain(item) for item in value) + "]"
+    return repr(value)
+
+
+def _unknown_key(path: tuple[str, ...], source: str) -> str:
+    """'unknown setting ...' naming the whole key path (``mcp_servers.github.exclude_tool``) and the closest key
+    known at that place (``exclude_tools``, a field of the table the key is in)."""
+    known = _keys_at(Settings, path[:-1])
+    hint = suggest(path[-1], known) if known else None
+    meant = ".".join([*path[:-1], hint]) if hint else None
+    return f"unknown setting {'.'.join(path)!r} in {source}" + (f"; did you mean {meant!r}?" if meant else "")
+
+
+def _keys_at(model: Any, path: tuple[str, ...]) -> list[str]:
+    """The keys a table at `path` below `model` may have: the fields of the model found there (a ``dict[str, M]``
+    field takes a name, then M's fields), or none when the place holds free keys."""
+    place: Any = model
+    for part in path:
+        fields = getattr(place, "model_fields", None)
+        if fields is not None and part in fields:
+            place = fields[part].annotation
+        elif get_origin(place) is dict:
+            place = get_args(place)[1]
+        else:
+            return []
+    if get_origin(place) is dict:
+        return []
+    return list(getattr(place, "model_fields", {}))
 
 
 LOOPBACK_NAMES = frozenset({"localhost", "ip6-localhost"})

@@ -32,6 +32,7 @@ A tool can read its call's deadline (and forward progress) through `current_call
 
 from __future__ import annotations
 
+import collections.abc
 import contextvars
 import copy
 import dataclasses
@@ -395,7 +396,7 @@ class Tool:
                     tool_name=self.ref,
                     parameter_name=name,
                     received=short_repr(value),
-                    expected=_annotation_text(parameter.annotation),
+                    expected=annotation_text(parameter.annotation),
                     solution=f"Call it as {self.signature_text()}.",
                 )
         return validated
@@ -425,13 +426,31 @@ class ToolpackLoadError(AttpError):
     """A toolpack could not be found, imported, or registered."""
 
 
+def make_folder(pack: str, folder: Path, setting: str = "workspace") -> None:
+    """Create a pack's folder (and its parents) if missing.
+
+    Raises:
+        ToolpackLoadError: naming the pack, the folder, the setting and why, in words (never ``[Errno 17] ...``).
+    """
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except FileExistsError as exc:
+        raise ToolpackLoadError(
+            f"toolpack {pack!r}: {setting} {folder} cannot be a folder: {exc.filename or folder} is a file"
+        ) from None
+    except OSError as exc:
+        raise ToolpackLoadError(
+            f"toolpack {pack!r}: {setting} {folder} cannot be created: {exc.strerror or exc} ({exc.filename or folder})"
+        ) from None
+
+
 def format_signature(sig: inspect.Signature) -> str:
     """``(path: str, max_lines: int = 1000) -> str``: a signature as the model reads it (`annotation_text`)."""
     parts = []
     for p in sig.parameters.values():
         text = p.name
         if p.annotation is not inspect.Parameter.empty:
-            text += f": {_annotation_text(p.annotation)}"
+            text += f": {annotation_text(p.annotation)}"
         if p.default is not inspect.Parameter.empty:
             text += f" = {p.default!r}" if p.annotation is not inspect.Parameter.empty else f"={p.default!r}"
         if p.kind is inspect.Parameter.VAR_POSITIONAL:
@@ -441,7 +460,7 @@ def format_signature(sig: inspect.Signature) -> str:
         parts.append(text)
     out = f"({', '.join(parts)})"
     if sig.return_annotation is not inspect.Signature.empty:
-        out += f" -> {_annotation_text(sig.return_annotation)}"
+        out += f" -> {annotation_text(sig.return_annotation)}"
     return out
 
 
@@ -449,43 +468,56 @@ MAX_SHAPE_DEPTH = 4
 """Nested shapes spelled out in a signature; deeper ones read ``dict``."""
 
 
-def _annotation_text(annotation: Any) -> str:
-    return annotation_text(annotation)
-
-
-def annotation_text(annotation: Any, depth: int = MAX_SHAPE_DEPTH) -> str:
+def annotation_text(annotation: Any, depth: int = MAX_SHAPE_DEPTH, *, compact: bool = False) -> str:
     """A type as the model reads it: ``list[str]``, ``int | None``, ``Literal['a', 'b']``, and a TypedDict as
     its shape, ``{name: str, note?: str}`` (``?`` marks a key that may be left out; shapes nested deeper than
-    `depth` read ``dict``). A forward reference (a schema that contains itself) reads as its name."""
+    `depth` read ``dict``). A forward reference (a schema that contains itself) reads as its name.
+
+    `compact`, for the tool description's one line per tool, spells a container by what a program gets: ``dict``
+    for any mapping, ``list[...]`` for any sequence or iterable (``set[...]`` for a set), ``list`` for a tuple (tuples
+    arrive as lists), ``any`` for ``Any`` and for a type whose spelling passes 40 characters. The full spelling is
+    ``help()``'s, the signatures' and ATDF's.
+    """
     if annotation is inspect.Parameter.empty:
         return "any"
     if annotation is Any:
-        return "Any"
+        return "any" if compact else "Any"
     if annotation is None or annotation is type(None):
         return "None"
-    if isinstance(annotation, str):
-        return annotation
     if isinstance(annotation, typing.ForwardRef):
         return annotation.__forward_arg__
     if typing.is_typeddict(annotation):
         if depth <= 0:
             return "dict"
         fields = [
-            f"{_key_text(key)}{'' if required else '?'}: {annotation_text(value, depth - 1)}"
+            f"{_key_text(key)}{'' if required else '?'}: {annotation_text(value, depth - 1, compact=compact)}"
             for key, value, required in shape_fields(annotation)
         ]
         return "{" + ", ".join(fields) + "}"
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return annotation_text(args[0], depth, compact=compact)
     if origin is typing.Union or origin is types.UnionType:
-        return " | ".join(dict.fromkeys(annotation_text(arg, depth) for arg in args))
+        return " | ".join(dict.fromkeys(annotation_text(arg, depth, compact=compact) for arg in args))
     if origin is typing.Literal:
         return "Literal[" + ", ".join(repr(arg) for arg in args) + "]"
+    if compact and origin in (dict, collections.abc.Mapping):
+        return "dict"
+    if compact and origin in _SEQUENCES and len(args) == 1:
+        name = origin.__name__ if origin in (set, frozenset) else "list"
+        return f"{name}[{annotation_text(args[0], depth, compact=True)}]"
+    if compact and origin is tuple:
+        return "list"
     if origin is not None and args:
         name = getattr(origin, "__name__", None) or str(origin).replace("typing.", "")
-        return f"{name}[{', '.join(annotation_text(arg, depth) for arg in args)}]"
+        return f"{name}[{', '.join(annotation_text(arg, depth, compact=compact) for arg in args)}]"
     if isinstance(annotation, type):
         return annotation.__name__
-    return str(annotation).replace("typing.", "")
+    text = annotation if isinstance(annotation, str) else str(annotation).replace("typing.", "")
+    return "any" if compact and len(text) > 40 else text
+
+
+_SEQUENCES = (list, set, frozenset, collections.abc.Sequence, collections.abc.Iterable)
 
 
 def shape_fields(shape: Any) -> list[tuple[str, Any, bool]]:

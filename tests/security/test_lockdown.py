@@ -33,6 +33,7 @@ async def test_worker_lockdown_matches_its_report(workspace: Path, monkeypatch: 
         environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
         names = {entry.split(b"=", 1)[0].decode() for entry in environ if entry}
         assert names <= {"PATH", "LANG", "LC_ALL", "HOME", "TMPDIR", "MPLCONFIGDIR", *ONE_THREAD}, names
+        assert all(entry.split(b"=", 1)[1] == b"1" for entry in environ if b"_THREADS=" in entry)
         cwd = Path(os.readlink(f"/proc/{pid}/cwd"))
         assert cwd != Path.cwd() and cwd.name.startswith("attp-worker-")
         for fd in (0, 1):

@@ -203,6 +203,9 @@ ASTEVAL_REACHES: dict[str, str] = {
     "modules-textwrapper-regex": "a wrapper's class regex",
     "modules-typing-alias-forward": "a method of the alias's origin class",
     "modules-uuid-is-safe": "an enum member",
+    "modules-decimal-from-float-class": "a Decimal made exactly from a float (some 1,100 digits at most)",
+    "modules-fraction-slots": "a Fraction's numerator (an int)",
+    "modules-fraction-from-float-class": "a library Fraction, past the size checks: the run's time and memory bound it",
 }
 """Attacks python's first wall refuses and asteval's does not: the program gets the object (or a result refused
 only for having no JSON form). Each is contained by what follows it (no escape detector fires): nothing there

@@ -1,6 +1,6 @@
 """Red-team cases for the curated modules of issue 13 (collections, itertools, functools, operator, csv, io, string,
-textwrap, copy, heapq, bisect, base64, hashlib, difflib, uuid, tomllib, typing): object walks through what each returns, and
-size bombs built through them. Same `Case` shape and placeholders as `redteam_cases`."""
+textwrap, copy, heapq, bisect, base64, hashlib, difflib, uuid, tomllib, typing) and issue 34 (decimal, fractions):
+object walks through what each returns, and size bombs built through them. Same `Case` shape and placeholders as `redteam_cases`."""
 
 from __future__ import annotations
 
@@ -139,6 +139,13 @@ MODULE_WALKS = [
     ),
     c("modules-toml-error-class", "tomllib.TOMLDecodeError.__init__", "the error class's internals"),
     c("modules-toml-bytes", "tomllib.loads(b'a = 1')", "bytes where tomllib reads text"),
+    c("modules-decimal-class-mro", "decimal.Decimal.__mro__", "reach object through Decimal's class"),
+    c("modules-decimal-metaclass", "type(decimal.Decimal)", "the checked constructor's metaclass"),
+    c("modules-decimal-context", "decimal.getcontext().prec = 10 ** 9", "the arithmetic context"),
+    c("modules-decimal-from-float-class", "decimal.Decimal.from_float(0.5)", "a class method past the constructor"),
+    c("modules-fraction-slots", "fractions.Fraction(1, 3)._numerator", "a Fraction's private parts"),
+    c("modules-fraction-class-patch", "fractions.Fraction.__add__ = None", "patch a curated class"),
+    c("modules-fraction-from-float-class", "fractions.Fraction.from_float(0.5)", "a class method past the checks"),
 ]
 
 MODULE_BOMBS = [
@@ -250,6 +257,15 @@ MODULE_BOMBS = [
     ),
     c("modules-chainmap-of-namespace", "__result__ = collections.ChainMap(math)", "serialise a namespace", None),
     c("modules-a85-zeros", "base64.a85decode(b'z' * 9_000_000)", "a85's four-byte shorthand", LIMITED),
+    c("modules-decimal-int-of-exponent", "int(decimal.Decimal('1e999999'))", "a million-digit int", LIMITED),
+    c("modules-decimal-format-f", "f\"{decimal.Decimal('1e99999999'):f}\"", "a 100 MB fixed-point text", LIMITED),
+    c("modules-decimal-huge-int", "decimal.Decimal(10 ** 300000)", "a Decimal of 300,000 digits", LIMITED),
+    c("modules-decimal-squared", "d = decimal.Decimal('1e9000')\nwhile 1: d = int(d * d)", "exponents grown", LIMITED),
+    c("modules-fraction-exponent-text", "fractions.Fraction('1e99999999')", "10 ** 99999999 by the library", LIMITED),
+    c("modules-fraction-squaring", "x = fractions.Fraction(3, 7)\nwhile True: x = x * x", "unchecked bignums", LIMITED),
+    c("modules-fraction-power", "fractions.Fraction(3, 7) ** 10 ** 6", "one huge power", LIMITED),
+    c("modules-fraction-huge-int", "10 ** 300000 + fractions.Fraction(1, 3)", "a huge int operand", LIMITED),
+    c("modules-fraction-divmod", "r = divmod(fractions.Fraction(7, 3), 1)[1]\nwhile 1: r *= r", "remainder", LIMITED),
     c("modules-reduce-doubling", "functools.reduce(lambda a, b: a + a, range(64), 'x')", "reduce doubling", LIMITED),
     c("modules-reduce-mul-bits", "functools.reduce(operator.mul, [10 ** 1000] * 2000)", "reduce multiplying", LIMITED),
     c(

@@ -136,7 +136,13 @@ def create_server(runtime: Runtime) -> MCPServer:
         instructions=instructions(settings.engine),
         log_level=settings.log_level,
         subscriptions=bus,
-        middleware=[clients, remember_request, published, functools.partial(own_description, runtime)],
+        middleware=[
+            clients,
+            remember_request,
+            published,
+            functools.partial(own_description, runtime),
+            functools.partial(check_arguments, settings),
+        ],
         request_state_security=request_state_security(runtime),
         cache_hints={"tools/list": CacheHint(ttl_ms=LIVE_TOOLS_TTL_MS if live else FIXED_TOOLS_TTL_MS)},
     )
@@ -241,6 +247,63 @@ def create_server(runtime: Runtime) -> MCPServer:
     return server
 
 
+ARGUMENTS: dict[str, tuple[type, str]] = {
+    "code": (str, "a string: the program"),
+    "envelope": (str, "a string: a whole ATTP TOML envelope"),
+    "target": (str, "a string"),
+    "thought": (str, "a string"),
+    "engine": (str, '"python" or "starlark"'),
+    "session": (str, 'a string: the session value an earlier reply returned, exactly as it came ("PTLa2HZahS3a...")'),
+    "reset": (bool, "true or false"),
+}
+"""attp_execute's arguments, and what each takes."""
+JSON_TYPES = {
+    str: "a string",
+    bool: "a boolean",
+    int: "an integer",
+    float: "a number",
+    list: "a list",
+    dict: "an object",
+}
+
+
+async def check_arguments(
+    settings: Settings, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+) -> HandlerResult:
+    """Server middleware: an attp_execute argument of the wrong type (``"session": 5``) gets a result that says
+    which argument, what it got and what it takes, as every other error does, instead of the SDK's validation
+    error (a pydantic report, written for a Python programmer)."""
+    params = ctx.params if ctx.method == "tools/call" else None
+    arguments = params.get("arguments") if params is not None and params.get("name") == "attp_execute" else None
+    error = wrong_argument(arguments) if isinstance(arguments, dict) else None
+    if error is None:
+        return await call_next(ctx)
+    return tool_result(ExecutionResult(status="error", error=error), text_format(settings, ctx))
+
+
+def wrong_argument(arguments: dict[str, Any]) -> ErrorInfo | None:
+    """The first of attp_execute's `arguments` whose type (or, for ``engine``, value) is not what it takes."""
+    for name, (kind, expected) in ARGUMENTS.items():
+        value = arguments.get(name)
+        if value is None or (type(value) is kind and (name != "engine" or value in LANGUAGES)):
+            continue
+        takes = expected.partition(":")[0]
+        shown = json.dumps(value, ensure_ascii=False, default=str)  # as the model sent it: JSON, not a Python repr
+        shown = shown if len(shown) <= 80 else shown[:65] + f"... ({len(shown)} chars)"
+        got = JSON_TYPES.get(type(value), type(value).__name__) if type(value) is not kind else shown
+        return ErrorInfo(
+            code=ErrorCode.INVALID_ARGUMENT,
+            message=f"attp_execute's {name} must be {takes}; it got {got}",
+            parameter_name=name,
+            received=shown,
+            expected=expected,
+            solution="Leave session out to start a new session, or pass the session value of a reply unchanged."
+            if name == "session"
+            else f"Send {name} as {takes}.",
+        )
+    return None
+
+
 async def own_description(runtime: Runtime, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
     """Server middleware: under access rules, the tool list a caller gets describes only the tools it may call."""
     result = await call_next(ctx)  # the result as it goes on the wire
@@ -277,7 +340,7 @@ def tool_result(result: ExecutionResult, text: Literal["toml", "json"]) -> CallT
     )
 
 
-def text_format(settings: Settings, ctx: Context) -> Literal["toml", "json"]:
+def text_format(settings: Settings, ctx: Context | ServerRequestContext[Any, Any]) -> Literal["toml", "json"]:
     """The text block's format for this caller: JSON for the clients `json_clients` names, else `result_format`.
 
     The name is the ``clientInfo.name`` the client sent. n8n's standalone MCP Client node (version 1)

@@ -71,7 +71,8 @@ def _settings_flags(parser: argparse.ArgumentParser) -> None:
         "--database-url",
         dest="database_url",
         metavar="URL",
-        help="where sessions' state lives: postgresql://... for replicas (default: state.sqlite3 in the data folder)",
+        help="where sessions' state lives: postgresql://... for replicas (default: state.sqlite3 in the data folder); "
+        "a password here shows in ps: give it in ATTP_DATABASE_URL, the config file or ~/.pgpass instead",
     )
     group.add_argument(
         "--secret-file",
@@ -529,6 +530,10 @@ def _report_upstreams(registry: ToolRegistry) -> bool:
         if pack.live.problem is not None:
             failed = True
             print(f"attp: {where} FAILED: {pack.live.problem}", file=sys.stderr)
+            said = [str(line) for line in health.get("stderr", [])]
+            if said:  # what the reason points to (attp serve logs it; at this command's log level it is not shown)
+                print(f"attp:   its stderr (last {len(said)} lines):", file=sys.stderr)
+                print("\n".join(f"attp:   | {line}" for line in said), file=sys.stderr)
             continue
         hidden = int(health.get("hidden", 0))
         count = sum(1 for tool in registry.tools.values() if tool.pack == pack.name)

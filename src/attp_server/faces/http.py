@@ -47,6 +47,8 @@ logger = logging.getLogger(__name__)
 
 PUBLIC_PATHS = frozenset({"/healthz", *CONNECT_PATHS})
 """Paths every request may reach: the health check, and the pages a browser connecting a person's account visits."""
+GUARDED_PATHS = ("/mcp", "/sse", "/messages/", "/metrics")
+"""The paths a token guards when the server has tokens or sign-in, as the start-up log names them."""
 TENANT_CLIENT_PREFIX = "attp-tenant:"
 
 
@@ -78,6 +80,26 @@ def check_exposure(settings: Settings) -> None:
         "could run programs with your tools. Set ATTP_AUTH_TOKEN (or auth_token in the config file), "
         "bind 127.0.0.1, or pass --insecure-no-auth if a proxy in front of it authenticates."
     )
+
+
+def enforced(settings: Settings) -> str:
+    """What the HTTP face demands of a request, for the start-up log: sign-in (through which issuer) and which
+    tokens, by name (never a value), on which paths; or that it demands nothing, and why it may serve so."""
+    if not server_tokens(settings) and settings.oauth_issuer is None:
+        if is_loopback(settings.host):
+            return "no authentication (loopback only: whoever can connect from this machine can run programs)"
+        return "no authentication (--insecure-no-auth: the proxy in front of it must authenticate)"
+    accepted = []
+    if settings.oauth_issuer is not None:
+        accepted.append(f"sign-in through {settings.oauth_issuer}")
+    if settings.auth_tokens:
+        accepted.append(f"{', '.join(settings.auth_tokens)} (auth_tokens)")
+    if settings.auth_token is not None:
+        accepted.append(f"{DEFAULT_TENANT} (auth_token)")
+    opened = ["/healthz (its details only with a token)"]
+    if any(server.identity == "per_user" for server in settings.upstream_servers.values()):
+        opened.append(", ".join(sorted(CONNECT_PATHS)) + " (a person connecting an account)")
+    return f"a token required on {', '.join(GUARDED_PATHS)}: {'; '.join(accepted)}; open: {', '.join(opened)}"
 
 
 def transport_security(settings: Settings) -> TransportSecuritySettings:
@@ -315,15 +337,12 @@ async def serve_http(server: MCPServer, runtime: Runtime) -> None:
         timeout_graceful_shutdown=2,
     )
     web = _Server(config)
-    auth = "token required" if server_tokens(settings) else "no authentication"
-    if settings.oauth_issuer is not None:
-        auth = f"sign-in through {settings.oauth_issuer}" + (" or a token" if server_tokens(settings) else "")
     logger.info(
         "attp-server %s: http://%s:%d/mcp (Streamable HTTP), /sse (SSE); %s; Host accepted: %s",
         __version__,
         settings.host,
         settings.port,
-        auth,
+        enforced(settings),
         ", ".join(transport_security(settings).allowed_hosts),
     )
 

@@ -12,15 +12,12 @@ Built once at startup (signatures and docstrings never change while serving).
 
 from __future__ import annotations
 
-import collections.abc
 import difflib
 import functools
 import importlib.metadata
 import inspect
 import platform
 import re
-import types
-import typing
 from collections.abc import Callable
 from typing import Any
 
@@ -28,7 +25,7 @@ from attp_server.model.prompt import CodeFacts, system_prompt
 from attp_server.sandbox.engines import ENGINES
 from attp_server.sandbox.stdlib.modules import public_names
 from attp_server.settings import Settings
-from attp_server.toolpack import Tool, ToolRegistry, shape_fields
+from attp_server.toolpack import Tool, ToolRegistry, annotation_text
 
 LANGUAGES = {name: engine.language.name for name, engine in ENGINES.items()}
 """The name of each engine's language, as the model and the user read it."""
@@ -41,8 +38,8 @@ description would not fit otherwise."""
 MIN_SUMMARY_CHARS = 24
 """A summary cut shorter than this says too little: the line shows the signature alone."""
 PACK_DESCRIPTION_CHARS = 160
-DOWN_REASON_CHARS = 240
-"""A down server's reason in help()'s answer for an unknown name is cut near this length."""
+DOWN_LINE = "unavailable, the operator has been told"
+"""What the model reads of an upstream server that is down (the reason is the operator's: log, /healthz, attp tools)."""
 PARAMETERS_CHARS = 140
 """A signature longer than this keeps its required parameters and ends in ``...`` (upstream tools can have dozens)."""
 PARAMETER_SHAPE_DEPTH = 3
@@ -99,7 +96,7 @@ def _compact(tool: Tool, depth: int) -> str:
     required = 0
     for parameter in tool.signature.parameters.values():
         text = parameter.name
-        annotation = type_text(parameter.annotation, depth)
+        annotation = annotation_text(parameter.annotation, depth, compact=True)
         default = parameter.default
         if default is inspect.Parameter.empty or default is None:
             if annotation not in ("str", "str | None", "any", "any | None"):
@@ -123,56 +120,46 @@ def _compact(tool: Tool, depth: int) -> str:
         shown = shown[:-1]
     params = ", ".join(shown) + (", ..." if len(shown) < len(parts) else "")
     returns = tool.signature.return_annotation
-    arrow = "" if returns is inspect.Signature.empty else f" -> {type_text(returns, RETURN_SHAPE_DEPTH)}"
+    arrow = (
+        ""
+        if returns is inspect.Signature.empty
+        else f" -> {annotation_text(returns, RETURN_SHAPE_DEPTH, compact=True)}"
+    )
     return f"{tool.ref}({params}){arrow}"
 
 
-def type_text(annotation: Any, depth: int = 0) -> str:
-    """A short spelling of a type: ``list[dict]``, ``dict | None``, ``Literal['a', 'b']``; ``any`` when unknown.
-
-    A TypedDict (an upstream object schema) shows its keys to `depth` levels: ``{name: str, tags?: list[str]}``.
-    """
-    if annotation is inspect.Parameter.empty or annotation is Any:
-        return "any"
-    if annotation is None or annotation is type(None):
-        return "None"
-    if isinstance(annotation, typing.ForwardRef):
-        return annotation.__forward_arg__
-    if typing.is_typeddict(annotation):
-        if depth <= 0:
-            return "dict"
-        fields = [
-            f"{key if key.isidentifier() else repr(key)}{'' if required else '?'}: {type_text(value, depth - 1)}"
-            for key, value, required in shape_fields(annotation)
-        ]
-        return "{" + ", ".join(fields) + "}"
-    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
-    if origin is typing.Annotated:
-        return type_text(args[0], depth)
-    if origin is typing.Union or origin is types.UnionType:
-        return " | ".join(dict.fromkeys(type_text(arg, depth) for arg in args))
-    if origin is typing.Literal:
-        return "Literal[" + ", ".join(repr(arg) for arg in args) + "]"
-    if origin in (dict, collections.abc.Mapping):
-        return "dict"
-    if origin in (list, set, frozenset, collections.abc.Sequence, collections.abc.Iterable) and len(args) == 1:
-        name = "list" if origin is not set and origin is not frozenset else origin.__name__
-        return f"{name}[{type_text(args[0], depth)}]"
-    if origin is tuple:
-        return "list"  # tuples arrive as lists
-    if isinstance(annotation, type):
-        return annotation.__name__
-    text = str(annotation).replace("typing.", "")
-    return text if len(text) <= 40 else "any"
+_BOUNDARY = re.compile(r"[.!?](?=\s)|[,;:](?=\s)|\s(?=[(—–-]\s|\()")
+"""Where a summary may be cut: after a sentence or a clause (``.``, ``,``, ``;``, ``:``), before a dash or a
+parenthesis."""
+_ABBREVIATION = re.compile(r"\b(e\.g|i\.e|etc|vs|cf|incl|approx|no)\.$", re.I)
+"""A full stop that ends an abbreviation, not a sentence."""
+_FORMAT = re.compile(
+    r"`[^`]{1,60}`|<[^<>\s]{1,30}>(?:[:/@.,=#-]*<[^<>\s]{1,30}>)*|\b[Yy]{4}-MM-[Dd]{2}(?:[T ]HH:MM(?::SS)?)?"
+)
+"""An argument format a tool's own text gives (```owner/repo```, ``<revision>:<path>``, ``YYYY-MM-DD``): kept when
+the prose around it is cut."""
 
 
 def shorten(text: str, limit: int) -> str:
-    """`text` on one line, cut at a word before `limit` characters (with an ellipsis)."""
+    """`text` on one line, within `limit` characters: cut after its last sentence or clause that fits (with an
+    ellipsis), never mid-phrase; the argument formats it gives (``<revision>:<path>``) are kept before prose. Empty
+    when not even its first clause fits."""
     line = " ".join(text.split())
     if len(line) <= limit:
         return line
-    cut = line[: limit - 1].rsplit(" ", 1)[0].rstrip(",;:")
-    return cut + "…"
+    formats = " ".join(dict.fromkeys(match.group(0) for match in _FORMAT.finditer(line)))
+    room = limit - 1 - (len(formats) + 3 if formats else 0)
+    ends = [
+        match.start()
+        for match in _BOUNDARY.finditer(line)
+        if 0 < match.start() <= room and not _ABBREVIATION.search(line, 0, match.start() + 1)
+    ]
+    prose = line[: ends[-1]].rstrip() if ends else ""
+    if formats and all(part in prose for part in formats.split(" ")):
+        formats = ""  # what is kept says them already
+    if not prose:
+        return formats if 0 < len(formats) <= limit else ""
+    return prose + "…" + (f" ({formats})" if formats else "")
 
 
 def _most(top: int, fits: Callable[[int], bool]) -> int | None:
@@ -376,12 +363,13 @@ class Catalog:
         return found
 
     def _unavailable(self) -> str:
-        """The upstream MCP servers that are down, with why and the fix: the model can tell the user."""
+        """One line per upstream MCP server that is down. Why, and the fix (the host's PATH, variable names, log
+        files), are the operator's to read: in the log, ``/healthz`` and ``attp tools``."""
         down = self.registry.unavailable()
         if not down:
             return ""
-        listed = "; ".join(f"{name}: {problem}" for name, problem in down.items())
-        return f"\nUnavailable now (MCP servers that are down): {listed}\n"
+        lines = "".join(f"\n  {name}: {DOWN_LINE}" for name in down)
+        return f"\nMCP servers down now (their tools are missing until they are back):{lines}\n"
 
     def _by_pack(self, tools: list[Tool]) -> dict[str, list[Tool]]:
         grouped: dict[str, list[Tool]] = {}
@@ -488,7 +476,7 @@ class Catalog:
 
     def unknown(self, name: str, lead: str | None = None) -> str:
         """One short paragraph for a name that is no tool (`lead` says so, by default "No tool named ..."):
-        the closest names, and the MCP servers that are down, with why."""
+        the closest names, and the MCP servers that are down."""
         names = self.closest(name)
         text = (
             (lead or f"No tool named {name!r}.")
@@ -498,11 +486,8 @@ class Catalog:
         down = self.registry.unavailable()
         if down:
             pack = name.split(".", maxsplit=1)[0]
-            listed = {pack: down[pack]} if pack in down else down
-            reasons = "; ".join(
-                f"{server}: {shorten(why.split('. Fix:')[0], DOWN_REASON_CHARS)}" for server, why in listed.items()
-            )
-            text += f" MCP servers down now, so their tools are missing: {reasons}."
+            listed = [pack] if pack in down else list(down)
+            text += f" MCP servers down now, so their tools are missing: {', '.join(listed)} ({DOWN_LINE})."
         return text + " tools('word') searches names and descriptions."
 
     def closest(self, name: str, count: int = 3) -> list[str]:

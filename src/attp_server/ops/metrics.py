@@ -10,7 +10,8 @@ the SDK collects (the counts kept here), and its two histograms are recorded aft
 client waits for none of it.
 
 Every label value comes from a closed set, so no program can grow the number of series: error codes
-and outcomes are `ErrorCode` values (anything else counts as ``OTHER``), tools are the enabled packs'
+and outcomes are `ErrorCode` values or the built-in tools' codes (`TOOL_CODES`: ``FILE_NOT_FOUND``, ...;
+anything else counts as ``OTHER``), tools are the enabled packs'
 tools (a name no pack has counts as ``(unknown)``), principals are the configured token names (else
 ``other``), servers the configured upstream servers. Recording never raises: a failure to count is
 logged and the run goes on.
@@ -31,11 +32,11 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from attp_server import __version__
-from attp_server.errors import ErrorCode
+from attp_server.errors import TOOL_CODES, ErrorCode
 
 logger = logging.getLogger(__name__)
 
-CODES = frozenset(ErrorCode)
+CODES = frozenset(ErrorCode) | TOOL_CODES
 OTHER = "OTHER"
 UNKNOWN_TOOL = "(unknown)"
 OTHER_PRINCIPAL = "other"
@@ -53,7 +54,8 @@ class Gauges:
 
 
 def bounded_code(code: str | None) -> str:
-    """An error code as a label value: one of `ErrorCode`, else `OTHER` (a pack or worker may send any text)."""
+    """An error code as a label value: one of `ErrorCode` or the built-in tools' `TOOL_CODES`, else `OTHER` (a
+    third-party pack, a program or a worker may send any text)."""
     if code is None:
         return ""
     return code if code in CODES else OTHER
@@ -170,44 +172,50 @@ class Metrics:
     def run_done(self, status: str, error_code: str | None, seconds: float) -> Callable[[], None]:
         """Count a run at once (a scrape after its reply sees it); returns its OpenTelemetry record, to make after
         the reply (`AfterReply`: an SDK's histogram costs tens of microseconds a record)."""
-        try:
-            code = bounded_code(error_code)
-            series = self._run_series.get((status, code))
-            if series is None:
-                series = self._run_series[(status, code)] = _Series(
-                    self.runs.labels(status, code),
-                    self.run_seconds,
-                    {"status": status, "error_code": code},
-                    {"status": status},
-                )
-            series.count.inc()
-            series.n += 1
-            series.seconds.observe(seconds)
-        except Exception:
-            logger.exception("could not count a run")
-            return _nothing
-        return functools.partial(_record, self.otel_run_seconds, seconds, series.duration_attributes, get_current())
+        code = bounded_code(error_code)
+        return self._counted(
+            self._run_series, (status, code), seconds, self.otel_run_seconds, what="a run",
+            make=lambda: _Series(
+                self.runs.labels(status, code), self.run_seconds, {"status": status, "error_code": code},
+                {"status": status},
+            ),
+        )  # fmt: skip
 
     def tool_call_done(self, pack: str, tool: str, error_code: str | None, seconds: float) -> Callable[[], None]:
         """Count a tool call (see `run_done`). `pack` and `tool` must name a tool of an enabled pack (or be ``""``
         and `UNKNOWN_TOOL`)."""
+        outcome = "ok" if error_code is None else bounded_code(error_code)
+        return self._counted(
+            self._tool_series, (pack, tool, outcome), seconds, self.otel_tool_seconds, what="a tool call",
+            make=lambda: _Series(
+                self.tool_calls.labels(pack, tool, outcome), self.tool_seconds.labels(pack),
+                {"pack": pack, "tool": tool, "outcome": outcome}, {"pack": pack},
+            ),
+        )  # fmt: skip
+
+    def _counted(
+        self,
+        known: dict[Any, _Series],
+        key: tuple[str, ...],
+        seconds: float,
+        histogram: Any,
+        *,
+        what: str,
+        make: Callable[[], _Series],
+    ) -> Callable[[], None]:
+        """Count one in the series of `key` (made once per label set, a closed set: later counts skip the labels'
+        lookups); its OpenTelemetry record, to make after the reply. Never raises: a failure is logged."""
         try:
-            outcome = "ok" if error_code is None else bounded_code(error_code)
-            series = self._tool_series.get((pack, tool, outcome))
-            if series is None:  # once per label set (a closed set): later calls skip the labels' lookups
-                series = self._tool_series[(pack, tool, outcome)] = _Series(
-                    self.tool_calls.labels(pack, tool, outcome),
-                    self.tool_seconds.labels(pack),
-                    {"pack": pack, "tool": tool, "outcome": outcome},
-                    {"pack": pack},
-                )
+            series = known.get(key)
+            if series is None:
+                series = known[key] = make()
             series.count.inc()
             series.n += 1
             series.seconds.observe(seconds)
         except Exception:
-            logger.exception("could not count a tool call")
+            logger.exception("could not count %s", what)
             return _nothing
-        return functools.partial(_record, self.otel_tool_seconds, seconds, series.duration_attributes, get_current())
+        return functools.partial(_record, histogram, seconds, series.duration_attributes, get_current())
 
     def rate_limited(self, principal: str) -> None:
         try:

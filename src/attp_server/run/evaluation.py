@@ -22,7 +22,7 @@ from attp_server.ops.metrics import bounded_code
 from attp_server.ops.tracing import Tracing, end, failed, now_ns
 from attp_server.run.dispatch import Dispatcher
 from attp_server.run.intake import Prepared
-from attp_server.run.outcome import from_worker, joined, point_to_renamed
+from attp_server.run.outcome import from_worker, hidden_by_filter, joined, point_to_renamed
 from attp_server.run.reload import Reconfiguration
 from attp_server.run.state import RunState
 from attp_server.sandbox.engines import ENGINES
@@ -112,6 +112,7 @@ class Evaluation:
         done = await self._on_worker(job, run)
         result = from_worker(done, run, prepared.target, self.settings.max_output_bytes, self.settings.max_result_bytes)
         point_to_renamed(result.error, registry.renamed(), job.namespaces)
+        hidden_by_filter(result.error, registry)
         if result.error is not None and result.error.code == ErrorCode.NAME_NOT_FOUND and result.error.received:
             await self.dispatch.refused_by_filter(run, str(result.error.received))  # the check refused it unrun
         if result.error is not None and result.error.code == ErrorCode.UPSTREAM_UNAVAILABLE:

@@ -7,6 +7,7 @@ reads leaves with a solution (the generic one for its code when nothing more pre
 from __future__ import annotations
 
 import base64
+import difflib
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -20,6 +21,9 @@ from attp_server.run.state import RunState
 from attp_server.sandbox.engines import ENGINES
 from attp_server.sandbox.process.protocol import capped
 from attp_server.sessions.registry import Session
+from attp_server.settings import Settings
+from attp_server.store.handles import KIND_HANDLE
+from attp_server.toolpack import ToolRegistry
 
 logger = logging.getLogger(__name__)
 
@@ -27,6 +31,8 @@ NO_SESSION_HINT = (
     "This call had no session, so it started a new, empty one: if an earlier call defined that name, send this "
     "program again with session set to the session value that call's reply returned."
 )
+TYPO_RATIO = 0.8
+"""A name this close to the one suggested for it (``reed_file``, ``read_file``) is taken for a typo of it."""
 
 SOLUTIONS: dict[str, str] = {
     ErrorCode.TIMEOUT: "Do less per call: smaller inputs, fewer iterations, or split the work across several calls.",
@@ -140,12 +146,44 @@ def point_to_renamed(error: ErrorInfo | None, renamed: dict[str, str], namespace
         error.message += f" ({served})"
 
 
-def with_session(result: ExecutionResult, session: Session, request: ExecuteRequest) -> None:
+def hidden_by_filter(error: ErrorInfo | None, registry: ToolRegistry) -> None:
+    """A ``NAME_NOT_FOUND`` for a tool an upstream server's filters hide says so, with no suggestion to call it (or
+    anything spelled like it): the operator's configuration keeps it from programs."""
+    if error is None or error.code != ErrorCode.NAME_NOT_FOUND or not error.received:
+        return
+    hidden = registry.filtered(error.received)
+    if hidden is None:
+        return
+    pack = hidden.partition(".")[0]
+    error.message = (
+        f"{error.received} is a tool of the MCP server {pack!r} that the operator's configuration hides (its tool "
+        "filters): programs cannot call it"
+    )
+    error.tool_name, error.suggested_value = hidden, None
+    error.solution = (
+        "Do the task with the tools of the description; if it cannot be done without this one, tell the user."
+    )
+
+
+def with_session(result: ExecutionResult, session: Session, request: ExecuteRequest, settings: Settings) -> None:
     """The session's part of a call's result: the handle to pass back, and what the model should know of it."""
     result.session = session.returned
     if session.notice is not None and not request.reset:
         result.hint = joined(session.notice, result.hint)
-    fresh = request.session is None and session.handle is not None
-    if fresh and result.error is not None and result.error.code == ErrorCode.NAME_NOT_FOUND:
+    if request.session is None and session.kind == KIND_HANDLE and kept_name_missing(result.error, request, settings):
         # The name may be one an earlier call kept, in the session whose handle was not passed back.
         result.hint = joined(result.hint, NO_SESSION_HINT)
+
+
+def kept_name_missing(error: ErrorInfo | None, request: ExecuteRequest, settings: Settings) -> bool:
+    """Whether `error` may be a name an earlier call kept: sessions keep names (`session_state`, an engine that
+    keeps them), and it is a plain name that no tool, module or pack has, neither hidden by a filter (which names
+    its tool) nor a typo of a name there is (``reed_file`` for ``read_file``)."""
+    keeps = settings.session_state and ENGINES[request.engine or settings.engine].keeps == "names"
+    if not keeps or error is None or error.code != ErrorCode.NAME_NOT_FOUND or error.tool_name is not None:
+        return False
+    name = error.received or ""
+    if not name.isidentifier():
+        return False  # pack.member: a tool's name, never a kept one
+    suggested = error.suggested_value
+    return suggested is None or difflib.SequenceMatcher(None, name.lower(), suggested.lower()).ratio() < TYPO_RATIO

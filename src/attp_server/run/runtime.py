@@ -202,7 +202,7 @@ class Runtime:
                     await self.sessions.finish(session)
         result.elapsed_ms = round((time.perf_counter() - started) * 1000, 2)
         if session is not None:
-            with_session(result, session, request)
+            with_session(result, session, request, self.settings)
         add_solution(result, self.settings.engine)  # a run's result has its engine's already (`_execute`)
         code = result.error.code if result.error else None
         self.deferred.add(self.metrics.run_done(result.status, code, result.elapsed_ms / 1000))

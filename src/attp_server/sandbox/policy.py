@@ -20,17 +20,47 @@ import json as _json
 import re as _re
 import statistics as _statistics
 import string as _string
+import sys
 import weakref
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
-
-from asteval.astutils import UNSAFE_ATTRS, UNSAFE_ATTRS_DTYPES
+from typing import Any, TypeVar
 
 from attp_server.sandbox.advice import attribute_advice, name_advice
 from attp_server.sandbox.limits import MAX_INT_BITS, MAX_SEQUENCE_LEN, Forbidden, SizeLimitError
 from attp_server.sandbox.stdlib.namespaces import MODULE_NAMES, Namespace, check_format_spec, check_substitution
 from attp_server.sandbox.stdlib.reprs import safe_ascii, safe_format, safe_repr, safe_str
+
+Loaded = TypeVar("Loaded")
+
+
+def without_numpy(load: Callable[[], Loaded]) -> Loaded:
+    """`load()`, an import of asteval, while numpy cannot be imported.
+
+    asteval imports numpy when it is installed (and numpy_financial), to offer its functions; the sandbox wants
+    only asteval's lists and its `Interpreter`, and in a worker numpy would cost tens of megabytes of every
+    program's ``memory_mb`` and start its BLAS threads (the lockdown binds one thread). ``sys.modules["numpy"] =
+    None`` makes that import fail meanwhile (the documented way to make an import raise); a numpy imported before,
+    or after, is untouched.
+    """
+    blocked = [name for name in ("numpy", "numpy_financial") if name not in sys.modules]
+    for name in blocked:
+        sys.modules[name] = None  # type: ignore[assignment]
+    try:
+        return load()
+    finally:
+        for name in blocked:
+            del sys.modules[name]
+
+
+def _asteval_lists() -> tuple[frozenset[str], dict[type, tuple[str, ...]]]:
+    from asteval import astutils
+
+    return frozenset(astutils.UNSAFE_ATTRS), dict(astutils.UNSAFE_ATTRS_DTYPES)
+
+
+UNSAFE_ATTRS, UNSAFE_ATTRS_DTYPES = without_numpy(_asteval_lists)
+
 
 FORBIDDEN_NAMES = frozenset(
     {

@@ -10,6 +10,7 @@ PostgreSQL), so a replica that finds the work done does it again harmlessly.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from attp_server.store.backend import Backend, Statement
 
@@ -57,16 +58,37 @@ for the rest of its session."""
 
 async def migrate(backend: Backend, part: str, steps: Sequence[Sequence[str]]) -> None:
     """Bring `part`'s tables up to `len(steps)`. Raises `StoreError`."""
+    *_, rows = await backend.transaction(_asking(backend, part))
+    todo = _applying(backend, part, steps, rows)
+    if todo:
+        await backend.transaction(todo)
+
+
+def migrate_sync(backend: Backend, part: str, steps: Sequence[Sequence[str]]) -> None:
+    """`migrate` for code already on a thread (a toolpack's setup). Raises `StoreError`."""
+    *_, rows = backend.transaction_sync(_asking(backend, part))
+    todo = _applying(backend, part, steps, rows)
+    if todo:
+        backend.transaction_sync(todo)
+
+
+def _lock(backend: Backend) -> list[Statement]:
     # On PostgreSQL even CREATE TABLE IF NOT EXISTS races with itself: all of it runs under one advisory lock.
-    lock: list[Statement] = []
-    if backend.kind == "postgresql":
-        lock.append(("SELECT pg_advisory_xact_lock(?)", (MIGRATION_LOCK,)))
-    version: Statement = ("SELECT version FROM attp_schema WHERE part = ?", (part,))
-    *_, rows = await backend.transaction([*lock, (SCHEMA_TABLE, ()), version])
+    return [("SELECT pg_advisory_xact_lock(?)", (MIGRATION_LOCK,))] if backend.kind == "postgresql" else []
+
+
+def _asking(backend: Backend, part: str) -> list[Statement]:
+    """The statements that make the schema table and read how many of `part`'s steps the database has."""
+    return [*_lock(backend), (SCHEMA_TABLE, ()), ("SELECT version FROM attp_schema WHERE part = ?", (part,))]
+
+
+def _applying(backend: Backend, part: str, steps: Sequence[Sequence[str]], rows: Sequence[Any]) -> list[Statement]:
+    """The statements that apply the steps `rows` (the version read) says are missing, and record them; none when
+    there are none."""
     done = int(rows[0][0]) if rows else 0
     if done >= len(steps):
-        return
-    statements = list(lock)
+        return []
+    statements = _lock(backend)
     for step in steps[done:]:
         statements.extend((sql, ()) for sql in step)
     statements.append(
@@ -76,4 +98,4 @@ async def migrate(backend: Backend, part: str, steps: Sequence[Sequence[str]]) -
             (part, len(steps)),
         )
     )
-    await backend.transaction(statements)
+    return statements

@@ -3,11 +3,11 @@
 The worker side of session state (`attp_server.sessions.registry` keeps it in the server between runs). After a
 run, `collect` goes through the names the program bound at the top level and turns each into JSON-plus
 data: plain values in a tagged form that keeps what JSON would lose (tuples, sets, non-string dict
-keys, dates, compiled patterns), names of the sandbox's own objects (``c = collections.Counter``) as
-references, and functions written with a top-level ``def`` as their source. Anything else is named
-with the reason it was not kept. Before the next run, `restore` rebuilds the values (only plain types
-come out of `decode`) and returns the functions' definitions as statements that run ahead of the
-program, through the sandbox's normal checks like any other code.
+keys, dates, compiled patterns, decimals and fractions), names of the sandbox's own objects
+(``c = collections.Counter``) as references, and functions written with a top-level ``def`` as their
+source. Anything else is named with the reason it was not kept. Before the next run, `restore` rebuilds the
+values (only plain types come out of `decode`) and returns the functions' definitions as statements that run ahead
+of the program, through the sandbox's normal checks like any other code.
 
 Nothing here depends on how the evaluator represents a function: a function is found by its name
 (``__name__``) and its ``def`` statement in the program's syntax tree.
@@ -20,13 +20,17 @@ from __future__ import annotations
 import ast
 import base64
 import datetime as dt
+import decimal as _decimal
 import json
 import math
 import re
+import symtable
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from attp_server.sandbox.limits import SizeLimitError
+from attp_server.sandbox.stdlib import exact
 from attp_server.sandbox.stdlib.namespaces import Namespace
 
 MAX_DEPTH = 100
@@ -36,7 +40,7 @@ FIRST_LINE = 1_000_000
 """Kept definitions are numbered from this line on, so that no error inside one points at a line of the program."""
 
 TAGS = frozenset({"tuple", "set", "frozenset", "dict", "float", "bytes", "datetime", "date", "time", "timedelta",
-                  "pattern", "ref"})  # fmt: skip
+                  "pattern", "decimal", "fraction", "ref"})  # fmt: skip
 """Every tag of the encoding: a JSON object is always exactly one tag, never a dict of the program's."""
 
 _PLAIN_JSON = frozenset({str, int, float, bool, type(None)})
@@ -119,6 +123,13 @@ class _Encoder:
             pattern = value.pattern
             source = {"bytes": base64.b64encode(pattern).decode("ascii")} if isinstance(pattern, bytes) else pattern
             return {"pattern": [source, value.flags]}
+        if cls is _decimal.Decimal:
+            text = str(value)
+            self.grow(len(text) + 14)
+            return {"decimal": text}
+        if cls is exact.Fraction:
+            self.grow((value.numerator.bit_length() + value.denominator.bit_length()) // 3 + 16)
+            return {"fraction": [value.numerator, value.denominator]}
         ref = self.refs.get(id(value))
         if ref is not None:
             self.grow(len(ref) + 10)
@@ -190,6 +201,11 @@ def decode(data: Any, resolve: Callable[[str], Any], depth: int = 0) -> Any:
         if not isinstance(pattern, str | bytes):
             raise ValueError("a pattern's source is text or bytes")
         return re.compile(pattern, _int(flags))
+    if tag in ("decimal", "fraction"):
+        try:  # the module's own checks: a kept number is no bigger than one a program may build
+            return exact.Decimal(_text(body)) if tag == "decimal" else exact.Fraction(*(_int(n) for n in _pair(body)))
+        except (SizeLimitError, _decimal.InvalidOperation, ZeroDivisionError) as exc:
+            raise ValueError(f"not a {tag}: {exc}") from None
     if tag == "ref":
         return resolve(_text(body))
     raise ValueError(f"unknown tag {tag!r}")
@@ -222,8 +238,11 @@ def check_encoded(data: Any, depth: int = 0) -> None:
     elif tag == "float":
         if body not in ("nan", "inf", "-inf"):
             raise ValueError(f"not a float: {body!r}")
-    elif tag in ("bytes", "datetime", "date", "time"):
+    elif tag in ("bytes", "datetime", "date", "time", "decimal"):
         _text(body)
+    elif tag == "fraction":
+        for part in _pair(body):
+            _int(part)
     elif tag == "timedelta":
         if len(_list(body)) != 3:
             raise ValueError("a timedelta is [days, seconds, microseconds]")
@@ -358,8 +377,20 @@ def why_not_source(node: ast.FunctionDef) -> str | None:
     return None
 
 
-def _names_used(node: ast.FunctionDef) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+def free_names(node: ast.FunctionDef) -> frozenset[str]:
+    """The names a ``def`` reads from outside itself (the program's globals), as Python's own symbol table finds
+    them: not its parameters, nor its locals, nor those of the functions and comprehensions inside it. (A
+    ``def pat(s)`` does not use a global ``s``.)"""
+    tables = [symtable.symtable(ast.unparse(node), "<kept>", "exec")]
+    names: set[str] = set()
+    while tables:
+        table = tables.pop()
+        if table.get_type() != "module":
+            names.update(
+                symbol.get_name() for symbol in table.get_symbols() if symbol.is_global() and symbol.is_referenced()
+            )
+        tables.extend(table.get_children())
+    return frozenset(names)
 
 
 # ---------------------------------------------------------------- collect and restore
@@ -465,12 +496,13 @@ def _json(data: Any) -> str | None:
 
 
 def _drop_users(functions: dict[str, ast.FunctionDef], dropped: dict[str, str]) -> None:
-    """Drop from `functions` each one that uses a name in `dropped` (it would fail next time), and its users."""
+    """Drop from `functions` each one that reads a global in `dropped` (it would fail next time), and its users."""
+    free = {name: free_names(node) for name, node in functions.items()}
     changed = True
     while changed:
         changed = False
-        for name, node in list(functions.items()):
-            missing = sorted((_names_used(node) & set(dropped)) - {name})
+        for name in list(functions):
+            missing = sorted((free[name] & set(dropped)) - {name})
             if missing:
                 verb = "is" if len(missing) == 1 else "are"
                 dropped[name] = f"it uses {', '.join(missing)}, which {verb} not kept"

@@ -153,8 +153,12 @@ def _threads() -> int:
 
 
 ONE_THREAD = {
-    "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "NUMEXPR_NUM_THREADS": "1",
-    "VECLIB_MAXIMUM_THREADS": "1", "ARROW_DEFAULT_MEMORY_POOL": "system", "MPLBACKEND": "Agg",
+    **dict.fromkeys(
+        ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS",
+         "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS"),
+        "1",
+    ),
+    "ARROW_DEFAULT_MEMORY_POOL": "system", "MPLBACKEND": "Agg",
 }  # fmt: skip
 """Part of every worker's environment, read by the numerical libraries as they load: one BLAS thread (none besides
 the main one: numpy imported by anything would otherwise start a thread per core, and the lockdown refuses a

@@ -226,6 +226,8 @@ def _error(code: str, message: str, source: str, where: tuple[int | None, int | 
 def _name_error(exc: NameError, known: list[str], code: str) -> ErrorReport:
     name = getattr(exc, "name", None) or ""
     error = _error("NAME_NOT_FOUND", f"name {name!r} is not defined", code, _where(exc))
+    if name:
+        error["received"] = name
     advice = getattr(exc, "attp_advice", None)  # a name the language lacks, and what to write instead
     if isinstance(advice, str):
         error["message"] += f": {advice}"

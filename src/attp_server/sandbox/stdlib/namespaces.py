@@ -427,9 +427,9 @@ SAFE_EXCEPTIONS: dict[str, type[Exception]] = {
 }  # fmt: skip
 
 MODULE_NAMES = (
-    "math", "json", "datetime", "re", "random", "statistics", "collections", "itertools", "functools", "operator",
-    "csv", "io", "string", "textwrap", "copy", "heapq", "bisect", "base64", "hashlib", "difflib", "uuid", "tomllib",
-    "typing",
+    "math", "json", "datetime", "re", "random", "statistics", "decimal", "fractions", "collections", "itertools",
+    "functools", "operator", "csv", "io", "string", "textwrap", "copy", "heapq", "bisect", "base64", "hashlib",
+    "difflib", "uuid", "tomllib", "typing",
 )  # fmt: skip
 """Every curated module, in the order descriptions list them (``attp_server.sandbox.stdlib.modules`` builds them all;
 the ``modules`` setting picks which a run gets). The first six are seed 000's."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from attp_server.toolpack import READ_ONLY, ToolFunction, ToolMarks, Toolpack, ToolpackContext
+from attp_server.toolpack import READ_ONLY, ToolFunction, ToolMarks, Toolpack, ToolpackContext, make_folder
 from attp_server.toolpacks.files.binary import BinaryTools
 from attp_server.toolpacks.files.tools import FilesOptions, FileTools
 
@@ -12,7 +12,7 @@ __all__ = ["BinaryTools", "FileTools", "FilesOptions", "build", "toolpack"]
 def build(ctx: ToolpackContext) -> list[ToolFunction]:
     """Create the workspace if needed and bind the tools to it (the byte tools to the same workspace)."""
     options = ctx.options if isinstance(ctx.options, FilesOptions) else FilesOptions()
-    ctx.workspace.mkdir(parents=True, exist_ok=True)
+    make_folder("files", ctx.workspace)
     text = FileTools(ctx.workspace, options)
     return [*text.tools(), *BinaryTools(text.workspace, options).tools()]
 

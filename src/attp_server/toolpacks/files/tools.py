@@ -94,6 +94,9 @@ class FileTools:
     def read_file(self, path: str, max_lines: int = 1000, offset: int = 0) -> str:
         """Read a UTF-8 text file from the workspace: max_lines lines (5000 at most) from line offset (0-based).
 
+        To read a whole file longer than that cap, read it in pages: while the last page ends with "\\n", call again
+        with offset set to the lines read so far (text.count("\\n")); the last example below does this.
+
         Args:
             path: File path relative to the workspace root, e.g. "notes/todo.md".
             max_lines: Most lines to return (at least 1); the server caps it (5000 by default).

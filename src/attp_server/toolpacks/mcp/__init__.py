@@ -59,6 +59,8 @@ def updated_toolpacks(settings: Any, current: Sequence[Toolpack], taken: frozens
             if pack_name != name:
                 logger.warning("mcp server %r is the toolpack %r: %s", name, pack_name, _why_renamed(name, pack_name))
             used.add(pack_name)
+        for note in config.ignored:  # at start, and when an edit starts it anew: where the operator reads
+            logger.warning("mcp server %r: %s", name, note)
         person = Person(pack_name, name, config, settings, vault) if config.identity != "shared" and vault else None
         live = Upstream(
             pack_name,

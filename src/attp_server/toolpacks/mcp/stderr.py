@@ -4,8 +4,9 @@ A server that dies at start (a missing module, an SDK it was not written for) sa
 and nowhere else; the MCP client only sees the connection close. `StderrTail` is the stderr of one
 started process: a pipe read by a thread of its own (it ends when the process and its children have
 all closed it), each line cut to `MAX_LINE_CHARS`, with every value of the server's `env` blanked out, logged
-and kept (the last `KEEP_LINES`). `meaningful` picks the line that says what went wrong: the last
-error line, else the last line that is not a stack frame or a runtime's banner.
+and kept (the last `KEEP_LINES`). `meaningful` picks the line that says what went wrong: npm's headline
+when ``npx`` failed to fetch the server (the registry's 404, not npm's "A complete log of this run..."), else
+the last error line, else the last line that is not a stack frame or a runtime's banner.
 """
 
 from __future__ import annotations
@@ -43,6 +44,17 @@ _NOISE = re.compile(
     re.VERBOSE,
 )
 _ERROR = re.compile(r"(\b[A-Z]\w*(Error|Exception)\b|\berror\b|\bfatal\b|\bpanic\b)", re.IGNORECASE)
+_NPM = re.compile(r"^\s*npm (?:error|ERR!)\s*(.*)$")
+"""A line of npm's error report (``npx`` failing before the server starts): its text after the prefix."""
+_NPM_FRAME = re.compile(
+    r"""^(
+        code\s\S+ | errno\s.* | syscall\s.* | path\s.* | \d{3}\s*   # the report's fields, a bare status
+      | A\scomplete\slog\sof\sthis\srun.* | Log\sfiles\swere\snot\swritten.*  # where npm's own log went
+      | \d{3}\s+Note\sthat\syou\scan\salso\sinstall.* | \d{3}\s+tarball,\sfolder,.*  # a 404's advice
+    )?$""",
+    re.VERBOSE,
+)
+"""Lines of npm's report that say where or how, not what: its code, its log file's path, a 404's advice."""
 
 
 class StderrTail:
@@ -75,6 +87,8 @@ class StderrTail:
         """The line that best says what went wrong: the last error line, else (unless `errors_only`: a server
         that ran a while has printed lines that say nothing of why it stopped) the last ordinary line."""
         lines = [line for line in self._lines if line.strip() and not _NOISE.match(line)]
+        if npm := npm_headline(lines):
+            return npm
         errors = [line for line in lines if _ERROR.search(line)]
         chosen = errors[-1] if errors else lines[-1] if lines and not errors_only else None
         return chosen.strip() if chosen is not None else None
@@ -104,3 +118,19 @@ class StderrTail:
             if secret in text:
                 text = text.replace(secret, REDACTED)
         return text
+
+
+def npm_headline(lines: Iterable[str]) -> str | None:
+    """What npm's error report says went wrong (``npm error 404 Not Found - GET https://registry.npmjs.org/...``,
+    with its code), not its last line (``A complete log of this run can be found in: ...``); None without one."""
+    code = None
+    for line in lines:
+        match = _NPM.match(line)
+        if match is None:
+            continue
+        text = match.group(1).strip()
+        if text.startswith("code "):
+            code = code or text.removeprefix("code ").strip()
+        if not _NPM_FRAME.match(text):
+            return f"npm error {text}" + (f" ({code})" if code and code not in text else "")
+    return None

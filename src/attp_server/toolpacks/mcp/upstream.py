@@ -22,7 +22,6 @@ import fnmatch
 import functools
 import logging
 import math
-import os
 import re
 import time
 import urllib.parse
@@ -47,6 +46,7 @@ from attp_server import __version__
 from attp_server.mcp_config import ExpansionError, McpServer, expand
 from attp_server.toolpack import Tool, ToolError, ToolMarks, current_call, make_tool
 from attp_server.toolpacks.mcp.content import media_saver, result_data, scrub
+from attp_server.toolpacks.mcp.failure import not_started, withheld
 from attp_server.toolpacks.mcp.oauth import LoginNeeded, Provider, Vault, has_tokens
 from attp_server.toolpacks.mcp.oauth import provider as oauth_provider
 from attp_server.toolpacks.mcp.person import Person
@@ -64,11 +64,6 @@ MAX_PAGES = 100
 MAX_MESSAGE_FACTOR = 2
 """A stdio server's message may be this many times its ``max_result_bytes`` (plus 1 MiB) before it is refused
 unread (`bounded_stdio`): what the server reads and parses is bounded by the limit, not by what was sent."""
-_NEEDED = re.compile(
-    r"PROXY|CERT|CA_BUNDLE|SSL|TLS|^NODE_|^NPM_|^UV_|^PIP_|^PYTHON|^VIRTUAL_ENV$|^JAVA_HOME$|^XDG_", re.I
-)
-"""Variables servers commonly need that are worth naming when one fails without them."""
-_NETWORK = re.compile(r"PROXY|CERT|CA_BUNDLE|SSL|TLS", re.I)
 MIN_SECRET_CHARS = 6
 """Shorter values of env and headers are not blanked out (they would match ordinary text)."""
 MIN_PASSWORD_CHARS = 4
@@ -154,6 +149,8 @@ class Upstream:
             "problem": self.problem,
             "tools": len(self._tools),
             "hidden": self.hidden,
+            "ignored": list(self.config.ignored),
+            "stderr": self._stderr.lines() if self.problem is not None and self._stderr is not None else [],
             "connects": self.connects,
             "failures": self.failures,
         }
@@ -298,18 +295,15 @@ class Upstream:
         reason = _reason(cause)
         if self.config.command is not None:
             if isinstance(cause, FileNotFoundError | PermissionError):
-                reason, fix = self._not_started(cause, where)
+                reason, fix = not_started(str(self.config.command), cause, where, self.environ.get("PATH", ""))
             else:
                 if said:
                     reason = f"it exited at start; its stderr said: {said}"
-                    fix = f"correct the server or {where} (its whole stderr is in attp-server's log)"
+                    fix = f"correct the server or {where} (its stderr: `attp tools` prints it, attp serve logs it)"
                 else:
                     fix = f"run the command of {where} by hand to see its error, and correct it"
-                if withheld := self._withheld():
-                    fix += (
-                        f". It did not get these variables of attp-server's environment: {', '.join(withheld)} "
-                        "(add the ones it needs to env_passthrough, or to its env)"
-                    )
+                lines = self._stderr.lines() if self._stderr is not None else []
+                fix += self._withheld("\n".join([reason, *lines]))
             return f"{self.config.describe()}: {reason}. Fix: {fix}; it is retried on the next call."
         if self._challenge is not None or (
             isinstance(cause, httpx2.HTTPStatusError) and cause.response.status_code in (401, 403)
@@ -320,40 +314,17 @@ class Upstream:
             fix = f"check that the server is running and that {where}.url is right"
         return f"{self.config.describe()}: {reason}. Fix: {fix}; it is retried on the next call."
 
-    def _not_started(self, cause: BaseException, where: str) -> tuple[str, str]:
-        """Why the command did not start, and the fix: a program missing from PATH is the usual case (uvx, npx
-        and node live in folders an app such as Claude Desktop does not put on the PATH it starts us with)."""
-        command = str(self.config.command)
-        if isinstance(cause, PermissionError):
-            return (
-                f"the command {command!r} is not executable (PermissionError)",
-                f"make it executable, or correct {where}.command",
-            )
-        if os.sep in command or (os.altsep and os.altsep in command):
-            return f"the command {command!r} does not exist", f"correct {where}.command (an absolute path)"
-        path = self.environ.get("PATH", "")
-        reason = f"the command {command!r} was not found on the PATH attp-server was started with ({path[:300]})"
-        comes_with = {"uvx": "uv (https://docs.astral.sh/uv/)", "uv": "uv (https://docs.astral.sh/uv/)",
-                      "npx": "Node.js", "node": "Node.js", "npm": "Node.js"}.get(Path(command).name)  # fmt: skip
-        fix = f"install {comes_with}, or " if comes_with else "install it, or "
-        fix += (
-            f"give its absolute path as {where}.command (`which {command}` in a terminal prints it): an app such "
-            "as Claude Desktop starts attp-server with a shorter PATH than a terminal's"
+    def _withheld(self, said: str) -> str:
+        """The variables of attp-server's environment the server did not get, as a sentence, when its failure (`said`:
+        the reason and its stderr) looks like one they cause (`failure.withheld`); else nothing."""
+        found = withheld(said, self.environ, {*DEFAULT_INHERITED_ENV_VARS, *self.config.env}, self.passthrough)
+        if found is None:
+            return ""
+        kind, names = found
+        return (
+            f". It looks like {kind} problem, and it did not get these variables of attp-server's environment: "
+            f"{', '.join(names)} (add the ones it needs to env_passthrough, or to its env)"
         )
-        return reason, fix
-
-    def _withheld(self) -> list[str]:
-        """Variables of attp-server's environment a stdio server did not get that servers commonly need (proxies,
-        certificates, toolchain settings): names only, for the failure's reason."""
-        given = {*DEFAULT_INHERITED_ENV_VARS, *self.config.env}
-        withheld = [
-            name
-            for name in self.environ
-            if name not in given
-            and not any(fnmatch.fnmatchcase(name, pattern) for pattern in self.passthrough)
-            and _NEEDED.search(name)
-        ]
-        return sorted(withheld, key=lambda name: (not _NETWORK.search(name), name))[:20]  # proxies, CAs first
 
     def _needs_login(self, cause: BaseException) -> bool:
         """Whether the server wants an OAuth login: the provider found it needs a person, or the server answered

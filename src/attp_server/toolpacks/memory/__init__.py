@@ -5,6 +5,10 @@ pages group other pages, detail pages hold text. The model reads and reshapes th
 tools, and expands or hides pages to decide what `view()` (and the ``memory://view`` resource)
 shows. The database is the `db_path` setting (SQLite; several server processes on one machine may
 share it), or the PostgreSQL server of `database_url` (replicas on several machines).
+
+`pages` says what the tree is made of, `tree` its operations (one SQL for both databases), `store` and `pg`
+the two databases (their connections and searches), `search` the ranking, `access` who may change what,
+`render` what `view()` shows, `tools` the tools the model calls.
 """
 
 from __future__ import annotations
@@ -22,8 +26,9 @@ from attp_server.toolpack import (
     ToolpackLoadError,
 )
 from attp_server.toolpacks.memory.options import MemoryOptions, SeedPage, SegmentSpec
+from attp_server.toolpacks.memory.pages import PageStore
 from attp_server.toolpacks.memory.schema import SCHEMA_VERSION
-from attp_server.toolpacks.memory.store import PageStore, Store
+from attp_server.toolpacks.memory.store import Store
 from attp_server.toolpacks.memory.tools import MemoryTools
 
 __all__ = ["SCHEMA_VERSION", "MemoryOptions", "MemoryTools", "SeedPage", "SegmentSpec", "Store", "build", "toolpack"]
@@ -45,8 +50,11 @@ def build(ctx: ToolpackContext) -> list[ToolFunction]:
     store = Store(path, busy_timeout_s=options.busy_timeout_s)
     try:
         store.open(options.segments)
-    except (sqlite3.Error, OSError) as exc:
-        raise ToolpackLoadError(f"toolpack 'memory': cannot open the database {path} (db_path): {exc}") from exc
+    except OSError as exc:
+        why = f"{exc.strerror or exc} ({exc.filename})" if exc.filename else str(exc.strerror or exc)
+        raise ToolpackLoadError(f"toolpack 'memory': cannot open the database {path} (db_path): {why}") from None
+    except sqlite3.Error as exc:
+        raise ToolpackLoadError(f"toolpack 'memory': cannot open the database {path} (db_path): {exc}") from None
     return MemoryTools(store, options).tools()
 
 

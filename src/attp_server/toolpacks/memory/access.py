@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from attp_server.errors import short_repr, suggest
 from attp_server.toolpack import ToolError
 from attp_server.toolpacks.memory.options import MemoryOptions
-from attp_server.toolpacks.memory.store import Page, Segment, Tx
+from attp_server.toolpacks.memory.pages import Page, Segment
+from attp_server.toolpacks.memory.tree import TreeTx
 
 INDEX_FORMAT = "a page index such as 'usr-3' (segment id, dash, number), as view() and find_page() show it"
 
@@ -30,11 +31,11 @@ class Located:
     segment: Segment
 
 
-def visible_segments(tx: Tx) -> list[Segment]:
+def visible_segments(tx: TreeTx) -> list[Segment]:
     return [s for s in tx.segments() if s.permission != "system_managed"]
 
 
-def visible_segment(tx: Tx, segment_id: str, parameter: str) -> Segment:
+def visible_segment(tx: TreeTx, segment_id: str, parameter: str) -> Segment:
     segments = visible_segments(tx)
     for segment in segments:
         if segment.id == segment_id:
@@ -52,7 +53,7 @@ def visible_segment(tx: Tx, segment_id: str, parameter: str) -> Segment:
     )
 
 
-def locate(tx: Tx, index: str, parameter: str = "page_index") -> Located:
+def locate(tx: TreeTx, index: str, parameter: str = "page_index") -> Located:
     """The page and its segment, or PAGE_NOT_FOUND (also for pages of system-managed segments)."""
     page = tx.page(index)
     segment = tx.segment(page.segment_id) if page is not None else None
@@ -61,7 +62,7 @@ def locate(tx: Tx, index: str, parameter: str = "page_index") -> Located:
     return Located(page, segment)
 
 
-def _not_found(tx: Tx, index: str, parameter: str) -> ToolError:
+def _not_found(tx: TreeTx, index: str, parameter: str) -> ToolError:
     pairs = tx.index_names([s.id for s in visible_segments(tx)])
     by_name = {name.casefold(): page_index for page_index, name in pairs}
     named = by_name.get(index.strip().casefold())
@@ -82,7 +83,7 @@ def _not_found(tx: Tx, index: str, parameter: str) -> ToolError:
     )
 
 
-def writable(tx: Tx, index: str, action: str, parameter: str = "page_index") -> Located:
+def writable(tx: TreeTx, index: str, action: str, parameter: str = "page_index") -> Located:
     """The page, if the model may change it (its segment is read_write); else PERMISSION_DENIED."""
     found = locate(tx, index, parameter)
     if found.segment.permission != "read_write":
@@ -90,7 +91,7 @@ def writable(tx: Tx, index: str, action: str, parameter: str = "page_index") -> 
     return found
 
 
-def deny(tx: Tx, found: Located, action: str, parameter: str) -> ToolError:
+def deny(tx: TreeTx, found: Located, action: str, parameter: str) -> ToolError:
     writable_roots = [s.root_index for s in visible_segments(tx) if s.permission == "read_write"]
     where = f" Write in {' or '.join(repr(r) for r in writable_roots)} instead." if writable_roots else ""
     return ToolError(
@@ -152,7 +153,7 @@ def check_text(options: MemoryOptions, parameter: str, value: str) -> None:
         )
 
 
-def check_move(tx: Tx, moved: Located, into: Located, parameter: str) -> None:
+def check_move(tx: TreeTx, moved: Located, into: Located, parameter: str) -> None:
     """INVALID_MOVE for a root, another segment, or a page going under itself or its own descendant."""
     page = moved.page
     if page.is_root:
@@ -171,7 +172,7 @@ def check_move(tx: Tx, moved: Located, into: Located, parameter: str) -> None:
         raise invalid_move(f"Cannot put {page.index!r} under {relation}.", parameter, page.index)
 
 
-def check_position(tx: Tx, position: int | None, into: Located, moved: Located) -> None:
+def check_position(tx: TreeTx, position: int | None, into: Located, moved: Located) -> None:
     """INVALID_ARGUMENT unless `position` is None or a place among the target's other children."""
     if position is None:
         return

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from attp_server.toolpacks.memory.store import Page, Segment
+from attp_server.toolpacks.memory.pages import Page, Segment
 
 INDENT = "  "
 

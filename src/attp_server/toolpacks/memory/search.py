@@ -33,7 +33,8 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from attp_server.toolpacks.memory.store import Column, Page, Tx
+from attp_server.toolpacks.memory.pages import Column, Page
+from attp_server.toolpacks.memory.tree import TreeTx
 
 _TERM = re.compile(r'"([^"]*)"|(\S+)')
 TRIGRAM = 3
@@ -107,7 +108,7 @@ class _Scored:
 
 
 def search(
-    tx: Tx, query: str, segment_ids: Sequence[str], limit: int, time_left: Callable[[], float | None] = lambda: None
+    tx: TreeTx, query: str, segment_ids: Sequence[str], limit: int, time_left: Callable[[], float | None] = lambda: None
 ) -> list[Hit]:
     """The best `limit` pages for `query`; `SearchStopped` once `time_left` says the asking run has ended."""
     terms = terms_of(query)
@@ -135,7 +136,7 @@ def search(
 # ------------------------------------------------------------------ candidates
 
 
-def _candidate_ids(tx: Tx, terms: Sequence[str], segment_ids: Sequence[str]) -> set[int]:
+def _candidate_ids(tx: TreeTx, terms: Sequence[str], segment_ids: Sequence[str]) -> set[int]:
     long_terms = [t for t in terms if len(t) >= TRIGRAM]
     found: set[int] = set()
     if long_terms:
@@ -172,7 +173,7 @@ def _strongest(index: _Index, terms: Sequence[str]) -> list[int]:
 class _Index:
     """Reads of the text index, limited to the searched segments."""
 
-    def __init__(self, tx: Tx, segment_ids: Sequence[str]) -> None:
+    def __init__(self, tx: TreeTx, segment_ids: Sequence[str]) -> None:
         self.tx = tx
         every = {segment.id for segment in tx.segments()}
         self.segment_ids: Sequence[str] | None = None if every <= set(segment_ids) else segment_ids
@@ -185,7 +186,7 @@ class _Index:
         return self.tx.newest_matching(terms, limit, every=every, column=column, segment_ids=self.segment_ids)
 
 
-def _fetch(tx: Tx, rowids: Iterable[int]) -> list[_Candidate]:
+def _fetch(tx: TreeTx, rowids: Iterable[int]) -> list[_Candidate]:
     return [
         _Candidate(rowid, index, (name, about, detail), (name.casefold(), about.casefold(), detail.casefold()))
         for rowid, index, name, about, detail in tx.texts(sorted(rowids))

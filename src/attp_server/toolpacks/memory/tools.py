@@ -23,9 +23,9 @@ from attp_server.toolpacks.memory.access import (
     writable,
 )
 from attp_server.toolpacks.memory.options import MemoryOptions
+from attp_server.toolpacks.memory.pages import Page, PageStore, Segment, stopped
 from attp_server.toolpacks.memory.render import render
 from attp_server.toolpacks.memory.search import MAX_QUERY_CHARS, MAX_TERMS, SearchStopped, search, terms_of
-from attp_server.toolpacks.memory.store import Page, PageStore, Segment, stopped
 
 MAX_FIND_RESULTS = 100
 MAX_CHILDREN = 1_000

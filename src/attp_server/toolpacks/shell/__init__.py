@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from attp_server.toolpack import ToolFunction, Toolpack, ToolpackContext, ToolpackLoadError
+from attp_server.toolpack import ToolFunction, Toolpack, ToolpackContext, ToolpackLoadError, make_folder
 from attp_server.toolpacks.shell.options import DEFAULT_DENY_PATTERNS, ShellOptions
 from attp_server.toolpacks.shell.tools import BASH, ShellTools
 
@@ -21,7 +21,7 @@ def build(ctx: ToolpackContext) -> list[ToolFunction]:
     if not os.access(BASH, os.X_OK):
         raise ToolpackLoadError(f"toolpack 'shell' needs {BASH}, which is missing or not executable")
     options = ctx.options if isinstance(ctx.options, ShellOptions) else ShellOptions()
-    ctx.workspace.mkdir(parents=True, exist_ok=True)
+    make_folder("shell", ctx.workspace)
     return ShellTools(ctx.workspace.resolve(), options).tools()
 
 

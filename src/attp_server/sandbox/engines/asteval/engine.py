@@ -39,7 +39,7 @@ from attp_server.sandbox.engines import Answer
 from attp_server.sandbox.engines.asteval import lacks
 from attp_server.sandbox.engines.asteval.failures import failure
 from attp_server.sandbox.limits import Abort, Forbidden, ImportForbidden
-from attp_server.sandbox.policy import scan
+from attp_server.sandbox.policy import scan, without_numpy
 from attp_server.sandbox.process import alarm, keep
 from attp_server.sandbox.process.tools import OutputBuffer, Print, ToolBridge, ToolError, tool_symbols
 from attp_server.sandbox.stdlib.modules import build_namespaces, run_namespaces
@@ -52,17 +52,16 @@ RECURSION_LIMIT = 6000
 
 
 def _interpreter_class() -> type[Any]:
-    """asteval's `Interpreter`, imported without numpy: asteval loads numpy when it can, and never needs it here
-    (its numpy table is not used), while numpy's BLAS would start a thread before the lockdown."""
-    if "numpy" in sys.modules:
+    """asteval's `Interpreter`, imported without numpy (`policy.without_numpy`): asteval loads numpy when it can,
+    and never needs it here (its numpy table is not used), while numpy's BLAS would start a thread before the
+    lockdown."""
+
+    def load() -> type[Any]:
         from asteval import Interpreter
-    else:
-        sys.modules["numpy"] = None  # type: ignore[assignment]  # `import numpy` raises ImportError meanwhile
-        try:
-            from asteval import Interpreter
-        finally:
-            del sys.modules["numpy"]
-    return _subclass(Interpreter)
+
+        return Interpreter  # type: ignore[no-any-return]
+
+    return _subclass(without_numpy(load))
 
 
 def _subclass(base: type[Any]) -> type[Any]:
