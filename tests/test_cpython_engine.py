@@ -13,10 +13,12 @@ from typing import Any
 import pytest
 from harness import make_settings
 
+from attp_server.errors import ConfigError
 from attp_server.model.results import ExecutionResult
 from attp_server.run.runtime import CallContext, ExecuteRequest, Runtime
 from attp_server.run.startup import open_runtime
 from attp_server.sessions.registry import Caller
+from attp_server.settings import load_settings
 
 pytest.importorskip("pandas")
 pytest.importorskip("matplotlib")
@@ -167,6 +169,23 @@ async def test_errors_name_the_type_the_message_and_the_line(
 async def test_an_import_that_was_not_preloaded_names_the_setting(data_runtime: Runtime) -> None:
     result = await run(data_runtime, "import scipy\n")
     assert result.error is not None and "cpython_packages" in result.error.message
+
+
+def test_cpython_without_containment_required_is_refused_at_start() -> None:
+    with pytest.raises(ConfigError) as refused:
+        load_settings({"engine": "cpython"}, environ={"ATTP_CONTAINMENT": "best-effort"})
+    message = str(refused.value)
+    assert "containment: engine 'cpython' runs only where every containment layer holds" in message
+    assert message.endswith("(from environment variable ATTP_CONTAINMENT)"), message
+
+
+async def test_each_run_draws_its_own_random_numbers(data_runtime: Runtime) -> None:
+    code = (
+        "import random, numpy as np, pandas as pd\n__result__ = [random.random(), float(np.random.rand()), "
+        "pd.Series(range(1000)).sample(3).tolist()]"
+    )
+    first, second = ok(await run(data_runtime, code)), ok(await run(data_runtime, code))
+    assert all(a != b for a, b in zip(first, second, strict=True)), (first, second)
 
 
 async def test_print_and_warnings_come_back_as_stdout(data_runtime: Runtime) -> None:

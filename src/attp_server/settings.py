@@ -439,9 +439,9 @@ class Settings(BaseSettings):
         walled = [name for name in self.offered_engines if ENGINES[name].walls]
         if walled and self.containment != "required":
             raise ValueError(
-                f"engine {walled[0]!r} runs only where every containment layer holds (real CPython, or an "
-                'interpreter that bounds neither memory nor time): it needs containment = "required" (attp doctor '
-                "shows what holds on this machine)"
+                f"containment: engine {walled[0]!r} runs only where every containment layer holds (real CPython, "
+                'or an interpreter that bounds neither memory nor time): it needs containment = "required" (attp '
+                "doctor shows what holds on this machine)"
             )
         return self
 

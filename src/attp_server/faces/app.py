@@ -46,7 +46,7 @@ from attp_server.model.results import ExecutionResult, render, structured
 from attp_server.model.skills import SkillError, SkillLibrary, default_skills_dirs
 from attp_server.run.reach import View
 from attp_server.run.runtime import CallContext, ExecuteRequest, Runtime
-from attp_server.sandbox.engines import ENGINES
+from attp_server.sandbox.engines import ENGINE_NAMES, ENGINES
 from attp_server.sessions.approvals import Ask
 from attp_server.sessions.isolation import NoSession
 from attp_server.sessions.registry import STDIO_SESSION, Caller
@@ -252,7 +252,7 @@ ARGUMENTS: dict[str, tuple[type, str]] = {
     "envelope": (str, "a string: a whole ATTP TOML envelope"),
     "target": (str, "a string"),
     "thought": (str, "a string"),
-    "engine": (str, '"python" or "starlark"'),
+    "engine": (str, "one of " + ", ".join(f'"{name}"' for name in ENGINE_NAMES)),
     "session": (str, 'a string: the session value an earlier reply returned, exactly as it came ("PTLa2HZahS3a...")'),
     "reset": (bool, "true or false"),
 }

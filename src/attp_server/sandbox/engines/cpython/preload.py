@@ -87,8 +87,18 @@ def preload(packages: Iterable[str]) -> None:
     compat.apply()
     _warm_up()
     loop.install()
+    os.register_at_fork(after_in_child=_reseed)
     Loaded.seconds = time.perf_counter() - started
     Loaded.done = True
+
+
+def _reseed() -> None:
+    """In each fork: numpy's global generator (``np.random.rand``, ``choice``, pandas' ``sample``) seeded afresh
+    from the operating system, as ``random`` reseeds itself; otherwise every run would draw the fork server's
+    numbers, the same in each."""
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        numpy.random.seed()
 
 
 def _load_package(package: str) -> None:
