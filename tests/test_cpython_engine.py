@@ -188,6 +188,12 @@ async def test_each_run_draws_its_own_random_numbers(data_runtime: Runtime) -> N
     assert all(a != b for a, b in zip(first, second, strict=True)), (first, second)
 
 
+async def test_running_out_of_memory_names_the_line_and_the_setting(data_runtime: Runtime) -> None:
+    result = await run(data_runtime, "import numpy as np\nsizes = [1, 2]\nhuge = np.ones((1 << 40,), dtype=np.int8)\n")
+    assert result.error is not None and result.error.code == "MEMORY_LIMIT"
+    assert result.error.line == 3 and "cpython_memory_mb" in result.error.message, result.error
+
+
 async def test_print_and_warnings_come_back_as_stdout(data_runtime: Runtime) -> None:
     code = "import warnings, sys\nprint('hello', 42)\nprint('to stderr', file=sys.stderr)\nwarnings.warn('careful')"
     result = await run(data_runtime, code)

@@ -16,6 +16,7 @@ import io
 import json
 import os
 import re
+import resource
 import sys
 import time
 from collections.abc import Mapping
@@ -131,9 +132,9 @@ class Runner:
         except RecursionError:
             message = "RecursionError: too many nested calls; rewrite the recursion as a loop"
             _fail(done, _error("RUNTIME_ERROR", message, code, (None, None)))
-        except MemoryError:
+        except MemoryError as exc:
             stopped = retire = True
-            _fail(done, _error("MEMORY_LIMIT", "the program ran out of memory", code, (None, None)))
+            _fail(done, _error("MEMORY_LIMIT", _out_of_memory(name), code, _where(exc)))
         except Exception as exc:
             message = f"{type(exc).__name__}: {_explained(exc)}"
             _fail(done, _error("RUNTIME_ERROR", message, code, _where(exc)))
@@ -193,6 +194,15 @@ def _fail(done: DoneMessage, error: ErrorReport) -> None:
 
 def _joined(first: str | None, second: str) -> str:
     return second if not first else f"{first}; {second}"
+
+
+def _out_of_memory(engine: str) -> str:
+    """What a program that ran out of memory is told: the limit it met (the worker's address space)."""
+    limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    if limit == resource.RLIM_INFINITY:
+        return "the program ran out of memory"
+    setting = "cpython_memory_mb" if engine == "cpython" else "memory_mb"
+    return f"the program ran out of memory: its process may use {limit >> 20} MB (the server's {setting} setting)"
 
 
 def _where(exc: BaseException) -> tuple[int | None, int | None]:
