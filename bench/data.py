@@ -125,14 +125,17 @@ async def _at_rest(report: Report, runtime: Runtime, work: Workload, execs: list
 OWN_CPU = """\
 import time as _time
 _code = compile({code!r}, "<workload>", "exec")
+_runs = 0
 _cpu = _time.process_time()
-for _ in range({times}):
+while _runs < {times} or _time.process_time() - _cpu < {least_s}:
     exec(_code, {{}})
-__result__ = _time.process_time() - _cpu
+    _runs += 1
+__result__ = (_time.process_time() - _cpu) / _runs
 """
-"""A program measuring its own CPU time (``time.process_time``) over `times` runs of a workload: what the workload
-costs where it runs, whatever it waits for a core. (In a worker that clock moves in scheduler ticks, 4 ms here: the
-runs are many, and long enough together, for a tick to matter little.)"""
+"""A program measuring its own CPU time (``time.process_time``) per run of a workload, over `times` runs and at
+least `least_s` seconds: what the workload costs where it runs, whatever it waits for a core. (In a worker that
+clock moves in scheduler ticks, 4 ms here: the runs are many, and long enough together, for a tick to matter
+little.)"""
 
 
 async def _own_cpu(report: Report, engine: RuntimeEngine, exec_engine: ExecEngine, work: Workload, quick: bool) -> None:
@@ -140,7 +143,7 @@ async def _own_cpu(report: Report, engine: RuntimeEngine, exec_engine: ExecEngin
     from the scheduler (on a busy machine a fresh worker waits for a core more than this long-running process)."""
     if work.name == "startup":
         return
-    code = OWN_CPU.format(code=work.code, times=1 if quick else 20)
+    code = OWN_CPU.format(code=work.code, times=1 if quick else 20, least_s=0.05 if quick else 0.1)
     timed = Workload(f"{work.name}.own_cpu", work.title, code, 0)
     samples: dict[str, list[float]] = {"cpython": [], "exec": []}
     for _ in range(1 if quick else 5):
