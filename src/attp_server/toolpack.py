@@ -55,6 +55,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from attp_server.errors import AttpError, ErrorCode, ErrorInfo, short_repr, suggest
 from attp_server.sandbox.engines.starlark.engine import PRELUDE_NAMES, STARLARK_BUILTINS
+from attp_server.sandbox.static_check import KnownNames, known_names, module_members
 from attp_server.sandbox.stdlib.namespaces import MODULE_NAMES, SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS
 
 logger = logging.getLogger(__name__)
@@ -834,6 +835,13 @@ class ToolRegistry:
         for alias, target in self.aliases.items():
             out[self.tools[target].pack].append(alias)
         return out
+
+    def known_names(self, modules: Sequence[str] = MODULE_NAMES) -> KnownNames:
+        """Every name a program may use without defining it: tools, builtins, the enabled modules and pack
+        namespaces (what the static check accepts)."""
+        packs = tuple((pack, tuple(names)) for pack, names in self.namespaces().items())
+        unavailable = tuple(self.unavailable().items())
+        return known_names(tuple(self.callable_names()), packs, unavailable, module_members(tuple(modules)))
 
     def callable_names(self) -> list[str]:
         """Every name a program may call directly: tools with a bare name, and aliases."""

@@ -537,7 +537,7 @@ async def serve_stdio(server: MCPServer, runtime: Runtime) -> None:
     def stop(_received: object) -> None:
         # The SDK reads stdin on a thread that cancellation cannot interrupt: an orderly unwind would
         # wait for the client's next line. Kill the workers, then end the process here.
-        for pool in runtime.pools:
+        for pool in runtime.evaluation.pools:
             pool.kill_now()
         logging.shutdown()
         os._exit(0)

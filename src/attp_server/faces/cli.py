@@ -455,7 +455,7 @@ def _check(settings: Settings, args: argparse.Namespace) -> int:
     given = _input(args, settings)
     request = given.request
     registry = _registry(settings)
-    known = Runtime.known_names(registry, settings.modules)
+    known = registry.known_names(settings.modules)
     problem: ErrorInfo | None = None
     hint = "the program passed the static checks (nothing was run)"
     code = request.code

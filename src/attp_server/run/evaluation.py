@@ -56,6 +56,11 @@ class Evaluation:
         self.seal_key = seal_key
         """The server's key for sealing a ``cpython`` session's pickle to its handle (None: no store, no sessions)."""
 
+    @property
+    def pools(self) -> list[WorkerPool]:
+        """Every worker pool of the server (the default engine's, and the ``cpython`` engine's if apart)."""
+        return [self.pool, *([self.data_pool] if self.data_pool is not None else [])]
+
     def pool_for(self, engine: str) -> WorkerPool:
         return self.data_pool if engine == "cpython" and self.data_pool is not None else self.pool
 
