@@ -17,7 +17,6 @@ from harness import run_code, running
 from attp_server.errors import ConfigError
 from attp_server.faces.manifest import build_manifest
 from attp_server.model.catalog import Catalog
-from attp_server.run.runtime import Runtime
 from attp_server.sandbox.process.jsonify import NotJSON, to_json
 from attp_server.sandbox.process.pool import Job, WorkerPool
 from attp_server.sandbox.stdlib.containers import deque
