@@ -7,6 +7,9 @@ Sections (each figure a median over many runs; each ratio two medians measured i
   and Starlark (the last three if installed: ``pip install -e '.[bench]'``).
 - Call-heavy: C1-C5 (helper loops, recursion, sort keys, closures, string building) on every engine,
   each against CPython ``exec`` in the same run (``bench/callheavy.py``).
+- Data: engine ``cpython`` (real CPython behind the walls, the data stack loaded): C1-C5 and a pandas group-by over
+  1,000,000 rows against ``exec``, a run's start-up, HumanEval's 164 canonical solutions, the fork server's memory
+  and a run's own (``bench/data.py``; needs the extra ``data``).
 - Round trip: ``attp_execute(W1)`` over stdio and Streamable HTTP, against a no-op tool on a tiny
   MCP server of the same SDK over the same transport.
 - Containment: deadline to TIMEOUT for a Python loop and for a C-level regex hang; a concurrent
@@ -47,6 +50,7 @@ import anyio
 
 from bench.callheavy import callheavy
 from bench.containment import containment
+from bench.data import data
 from bench.evaluation import evaluation
 from bench.gateway import gateway
 from bench.load import load
@@ -65,6 +69,7 @@ RESULTS = Path(__file__).parent / "results.json"
 SECTIONS = (
     "evaluation",
     "callheavy",
+    "data",
     "transport",
     "containment",
     "walls",
@@ -86,6 +91,8 @@ async def measure(quick: bool, only: list[str]) -> Report:
         await evaluation(report, quick)
     if "callheavy" in only:
         await callheavy(report, quick)
+    if "data" in only:
+        await data(report, quick)
     if "transport" in only:
         await transport(report, quick)
     if "containment" in only:

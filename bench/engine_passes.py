@@ -19,7 +19,9 @@ records the counts. ``--quick`` runs the first few programs of each set (the tes
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
+import importlib.util
 import json
 import sys
 import tempfile
@@ -34,7 +36,7 @@ from attp_server.run.runtime import ExecuteRequest, Runtime
 from attp_server.run.startup import build_registry
 from attp_server.sandbox.engines import ENGINES
 from attp_server.sandbox.process.pool import WorkerPool
-from attp_server.settings import Settings
+from attp_server.settings import CPYTHON_PACKAGES, Settings
 from bench.humaneval import problems
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "tests" / "support"))
@@ -122,8 +124,15 @@ async def measure(engines: list[str], only: str | None, quick: bool = False) -> 
         def oracle(program: Program) -> tuple[Any, str]:
             return run_oracle(program, root / f"oracle-{program.name}")
 
-        async with WorkerPool(size=2, max_workers=4, memory_mb=512) as pool:
+        packages = tuple(name for name in CPYTHON_PACKAGES if importlib.util.find_spec(name) is not None)
+        data = WorkerPool(
+            size=2, max_workers=4, memory_mb=2048, engine="cpython", packages=packages, startup_timeout_s=120
+        )
+        async with WorkerPool(size=2, max_workers=4, memory_mb=512) as plain, contextlib.AsyncExitStack() as stack:
+            if "cpython" in engines:  # real CPython runs in data-stack workers of its own
+                await stack.enter_async_context(data)
             for engine in engines:
+                pool = data if engine == "cpython" else plain
                 if only != "humaneval":
                     report["corpus"][engine] = await corpus_on(engine, pool, root, oracle, corpus)
                 if programs is not None:

@@ -35,6 +35,7 @@ LONGEST_FIRST = (
     "test_clients.py",
     "test_gateway_newcomer.py",
     "test_transports.py",
+    "test_cpython_served.py",
     "toolpacks/test_memory_acceptance.py",
     "test_approvals.py",
     "security/test_containment.py",

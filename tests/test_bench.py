@@ -37,6 +37,8 @@ REQUIRED = [
     "load.server_threads_max",
     "store.w1_no_state_ms", "store.w1_sqlite_ms", "store.sqlite_ops_ms",
     "replicas.1_replica_throughput", "replicas.3_replicas_throughput", "replicas.3_vs_1",
+    "c1.cpython_vs_exec", "groupby.cpython_vs_exec", "startup.cpython_ms", "startup.at_rest_cpython_ms",
+    "c2.own_cpu_cpython_vs_exec", "fork_server_rss_mb", "groupby_run_peak_virtual_mb", "humaneval_passed",
     "telemetry.http_w1_no_sdk_ms", "telemetry.http_everything_vs_none", "telemetry.runtime_everything_vs_none",
 ]  # fmt: skip
 """Figures every run has; smolagents, Monty and Starlark rows appear only where those are installed."""

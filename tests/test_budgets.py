@@ -340,7 +340,7 @@ async def test_inline_tools_run_on_the_event_loop_until_they_prove_slow(workspac
         assert slow.result is not None
         assert slow.result[:3] == [loop_thread] * 3  # three strikes over INLINE_BUDGET_S ...
         assert slow.result[3].startswith("attp-tool-")  # ... and it runs on a tool thread
-        assert runtime.slow_inline == {"spin"}
+        assert runtime.dispatch.slow_inline == {"spin"}
         again = await runtime.execute(ExecuteRequest(code="__result__ = where()"))
         assert again.result == loop_thread
 

@@ -10,7 +10,6 @@ import pytest
 
 from attp_server.errors import ErrorInfo
 from attp_server.run.checks import KnownNames, check_program
-from attp_server.run.runtime import Runtime
 from attp_server.sandbox.static_check import check
 from attp_server.sandbox.suggestions import MAX_COMPARED, closest
 from attp_server.toolpack import Toolpack, ToolRegistry
@@ -64,7 +63,7 @@ PACK = Toolpack(
 @pytest.fixture(scope="module")
 def known(tmp_path_factory: pytest.TempPathFactory) -> KnownNames:
     registry = ToolRegistry([PACK], tmp_path_factory.mktemp("ws"), {})
-    return Runtime.known_names(registry)
+    return registry.known_names()
 
 
 def problem(code: str, known: KnownNames) -> ErrorInfo:

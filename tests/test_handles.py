@@ -115,7 +115,11 @@ async def test_unknown_guessed_and_malformed_handles_are_refused(http: Served, e
         pytest.param({"session": ["abc"]}, "session must be a string; it got a list", id="session-list"),
         pytest.param({"reset": "yes"}, "reset must be true or false; it got a string", id="reset-string"),
         pytest.param({"code": ["x = 1"]}, "code must be a string; it got a list", id="code-list"),
-        pytest.param({"engine": "lua"}, 'engine must be "python" or "starlark"; it got "lua"', id="engine"),
+        pytest.param(
+            {"engine": "lua"},
+            'engine must be one of "python", "starlark", "asteval", "cpython"; it got "lua"',
+            id="engine",
+        ),
     ],
 )
 async def test_an_argument_of_the_wrong_type_gets_a_precise_error(

@@ -17,7 +17,6 @@ from harness import run_code, running
 from attp_server.errors import ConfigError
 from attp_server.faces.manifest import build_manifest
 from attp_server.model.catalog import Catalog
-from attp_server.run.runtime import Runtime
 from attp_server.sandbox.process.jsonify import NotJSON, to_json
 from attp_server.sandbox.process.pool import Job, WorkerPool
 from attp_server.sandbox.stdlib.containers import deque
@@ -99,10 +98,10 @@ async def test_manifest_lists_the_enabled_modules(tmp_path: Path) -> None:
 
 def test_static_check_suggests_the_module_of_a_bare_member(tmp_path: Path) -> None:
     registry = ToolRegistry([load_toolpack("files")], tmp_path, {})
-    enabled = Runtime.known_names(registry)
+    enabled = registry.known_names()
     assert enabled.members["Counter"] == "collections.Counter"  # not typing.Counter: collections comes first
     assert enabled.members["reduce"] == "functools.reduce"
-    assert "Counter" not in Runtime.known_names(registry, SOME).members  # typing's names are for annotations
+    assert "Counter" not in registry.known_names(SOME).members  # typing's names are for annotations
 
 
 @pytest.mark.anyio

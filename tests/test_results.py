@@ -11,7 +11,19 @@ import pytest
 from attp_server.errors import ErrorInfo
 from attp_server.model.results import CallRecord, ExecutionResult, call_summary, render, structured
 
-SPEC_FIELDS = {"status", "target", "result", "stdout", "truncated", "hint", "calls", "error", "elapsed_ms", "session"}
+SPEC_FIELDS = {
+    "status",
+    "target",
+    "result",
+    "stdout",
+    "truncated",
+    "hint",
+    "calls",
+    "error",
+    "elapsed_ms",
+    "session",
+    "pictures",
+}  # fmt: skip  (pictures: SPEC §9, the cpython engine's figures; their bytes are image content)
 SPEC_ERROR_FIELDS = {
     "code", "message", "line", "column", "source_line", "tool_name", "parameter_name", "received", "expected",
     "suggested_value", "solution",
@@ -276,6 +288,7 @@ def test_defaults() -> None:
         "error": None,
         "elapsed_ms": 0.0,
         "session": None,
+        "pictures": [],
     }
 
 

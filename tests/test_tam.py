@@ -714,7 +714,7 @@ def test_a_normalized_id_that_matches_two_tools_is_ambiguous(tmp_path: Path) -> 
 
 def test_program_obeys_the_sandbox_rules(registry: ToolRegistry) -> None:
     code = tam_program(SEED_CHAIN_OURS, registry)
-    assert check_program(code, Runtime.known_names(registry)) is None
+    assert check_program(code, registry.known_names()) is None
     names = {n.id for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Name)}
     assert not [n for n in names if n.startswith("_") and n != "__result__"]
 

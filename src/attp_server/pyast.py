@@ -22,7 +22,7 @@ def parse(source: str) -> ast.Module:
         return ast.parse(source, mode="exec")
 
 
-def compile_tree(tree: ast.Module, filename: str) -> None:
+def compile_tree(tree: ast.Module, filename: str, flags: int = 0) -> None:
     """Compile `tree` (never run it) for the compiler's own errors, serialised like `parse`."""
     with _LOCK:
-        compile(tree, filename, "exec", dont_inherit=True)
+        compile(tree, filename, "exec", flags=flags, dont_inherit=True)

@@ -11,6 +11,7 @@ and passed down; tests build ``Settings(...)`` directly (it reads no environment
 
 from __future__ import annotations
 
+import importlib.util
 import ipaddress
 import json
 import os
@@ -61,6 +62,12 @@ PROXY_AND_CA_VARIABLES = (
 """What a server behind a proxy, or one trusting a company CA, needs to reach the network (`env_passthrough`)."""
 _SECRET_BEARING = frozenset({"mcp_servers", "auth_token", "auth_tokens", "oauth_client_secret", "database_url"})
 """Settings whose values are never repeated in an error message (env and headers of upstream servers, tokens)."""
+CPYTHON_PACKAGES = ("numpy", "pandas", "matplotlib")
+"""What ``cpython_packages`` lists by default (those installed): what ``attp-server[data]`` installs."""
+CPYTHON_MEMORY_MB = 2048
+"""A cpython worker's default address-space limit, set from a measured pandas run (``python -m bench``, section Data):
+a group-by over 10,000,000 rows peaks at 1.8 GB of address space in a worker, the loaded data stack's 0.5 GB
+included, and fits with room; over 1,000,000 rows it peaks at 0.66 GB."""
 N8N_MCP_CLIENT = "@n8n/n8n-nodes-langchain.mcpClient"  # the clientInfo name of n8n's standalone MCP Client node
 
 
@@ -91,12 +98,31 @@ class Settings(BaseSettings):
     engine: EngineName = Field(
         "python",
         description="The engine a program runs on when it names none: python (the project's evaluator), asteval "
-        "(asteval's own Interpreter), or starlark (extra attp-server[starlark]).",
+        "(asteval's own Interpreter), cpython (real CPython behind every containment layer, with the data stack of "
+        "cpython_packages), or starlark (extra attp-server[starlark]).",
     )
     engines: list[EngineName] = Field(
         default_factory=list,
         description="The engines a call (its engine argument, or an envelope's tool_call.engine) may pick, besides "
         "engine, which is always offered. Default: engine alone; the tool's input schema lists them.",
+    )
+    cpython_packages: list[str] = Field(
+        default_factory=lambda: [name for name in CPYTHON_PACKAGES if importlib.util.find_spec(name) is not None],
+        description="Packages a cpython program can import, loaded before the walls close (default: numpy, pandas "
+        "and matplotlib, those installed; pip install 'attp-server[data]' installs them).",
+    )
+    cpython_memory_mb: int = Field(
+        CPYTHON_MEMORY_MB,
+        ge=256,
+        le=65536,
+        description="Address-space limit of one cpython worker (the data stack it has loaded included).",
+    )
+    cpython_max_state_bytes: int = Field(
+        32 * 1024 * 1024,
+        ge=0,
+        le=48 * 1024 * 1024,
+        description="Most bytes a session keeps of its cpython runs (the pickled top-level names they leave, "
+        "DataFrames included); the rest is named in hint.",
     )
     timeout_s: float = Field(10.0, gt=0, le=3600, description="Wall-clock limit of one run; the worker is killed.")
     memory_mb: int = Field(256, ge=64, le=65536, description="Address-space limit of one worker process.")
@@ -398,6 +424,27 @@ class Settings(BaseSettings):
             if missing is not None:
                 raise ValueError(missing)
         return list(dict.fromkeys(engines))  # each once, in the order given
+
+    @field_validator("cpython_packages")
+    @classmethod
+    def _packages_are_installed(cls, packages: list[str]) -> list[str]:
+        for name in packages:
+            if not all(part.isidentifier() for part in name.split(".")):
+                raise ValueError(f"{name!r} is not a module name (e.g. numpy, pandas, sklearn)")
+            if importlib.util.find_spec(name.partition(".")[0]) is None:
+                raise ValueError(f"package {name!r} is not installed (pip install it beside attp-server)")
+        return list(dict.fromkeys(packages))
+
+    @model_validator(mode="after")
+    def _walls_hold(self) -> Settings:
+        walled = [name for name in self.offered_engines if ENGINES[name].walls]
+        if walled and self.containment != "required":
+            raise ValueError(
+                f"containment: engine {walled[0]!r} runs only where every containment layer holds (real CPython, "
+                'or an interpreter that bounds neither memory nor time): it needs containment = "required" (attp '
+                "doctor shows what holds on this machine)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _read_mcp_config(self) -> Settings:

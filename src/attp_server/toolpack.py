@@ -55,6 +55,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from attp_server.errors import AttpError, ErrorCode, ErrorInfo, short_repr, suggest
 from attp_server.sandbox.engines.starlark.engine import PRELUDE_NAMES, STARLARK_BUILTINS
+from attp_server.sandbox.static_check import KnownNames, known_names, module_members
 from attp_server.sandbox.stdlib.namespaces import MODULE_NAMES, SAFE_BUILTIN_FUNCTIONS, SAFE_EXCEPTIONS
 
 logger = logging.getLogger(__name__)
@@ -302,6 +303,12 @@ class Toolpack:
     origin: str | None = None
     """The name the user gave it where that is not `name` (an upstream server named ``memory`` is the pack
     ``memory_mcp``): errors that use the old name point to the new one."""
+    unlisted: Mapping[str, str] = field(default_factory=dict)
+    """Tools that no description lists (the tool description, ``help()``, ``tools()``, the resources) and no
+    program finds as a name, each with the listed tool of the pack whose access it follows (under access rules it
+    is reachable exactly when that one is): an engine's own machinery calls them by ``pack.tool`` (the ``cpython``
+    engine's ``open()`` reads workspace files with ``files.read_bytes``, which follows ``read_file``). Checked,
+    approved, audited and counted like any other tool."""
     forget: Callable[[ToolpackContext], None] | None = None
     """Remove what the pack keeps for the context's scope outside its folders (rows in the shared
     database): a session's scope ended (``isolation = "session"``). What is in the scope's folders goes
@@ -593,6 +600,10 @@ class ToolRegistry:
     ) -> None:
         self.packs: dict[str, Toolpack] = {}
         self.tools: dict[str, Tool] = {}
+        self.unlisted: dict[str, Tool] = {}
+        """The packs' `Toolpack.unlisted` tools, by ``pack.tool``: `resolve` finds them, nothing lists them."""
+        self._follows: dict[str, str] = {}
+        """An unlisted tool's ``pack.tool`` -> the name of the listed tool whose access it follows."""
         self.aliases: dict[str, str] = {}
         self.skills_dirs = tuple(skills_dirs)
         self.db_path = db_path
@@ -688,6 +699,12 @@ class ToolRegistry:
             raise ToolpackLoadError(f"toolpack {pack.name!r}: marks name unknown tools {sorted(unknown)}")
         if unknown := set(pack.inline) - names:
             raise ToolpackLoadError(f"toolpack {pack.name!r}: inline names unknown tools {sorted(unknown)}")
+        if unknown := ({*pack.unlisted, *pack.unlisted.values()} - names) | (
+            set(pack.unlisted.values()) & set(pack.unlisted)
+        ):
+            raise ToolpackLoadError(
+                f"toolpack {pack.name!r}: unlisted names unknown or unlisted tools {sorted(unknown)}"
+            )
         tools = []
         for function in functions:
             name = str(getattr(function, "__name__", ""))
@@ -697,7 +714,11 @@ class ToolRegistry:
                 raise ToolpackLoadError(
                     f"toolpack {pack.name!r}: {name!r} is async (on the event loop already): not inline"
                 )
-            tools.append(tool)
+            if name in pack.unlisted:
+                self.unlisted[f"{pack.name}.{name}"] = dataclasses.replace(tool, qualified=True)
+                self._follows[f"{pack.name}.{name}"] = pack.unlisted[name]
+            else:
+                tools.append(tool)
         self._fixed[pack.name] = tools
         for tool in tools:
             if tool.name in self.packs or tool.name == pack.name or tool.name in RESERVED_NAMES:
@@ -773,7 +794,11 @@ class ToolRegistry:
             if name in kept or (name not in with_tools and pack.live is not None and keeps_pack(name))
         }
         view.aliases = {alias: target for alias, target in self.aliases.items() if target in view.tools}
-        withheld = {}
+        admitted = {(tool.pack, tool.name) for tool in view.tools.values()}
+        view.unlisted = {
+            ref: tool for ref, tool in self.unlisted.items() if (tool.pack, self._follows[ref]) in admitted
+        }
+        withheld = {ref: ref for ref in self.unlisted if ref not in view.unlisted}
         for ref, tool in self.tools.items():
             if ref not in view.tools:
                 withheld[ref] = withheld[f"{tool.pack}.{tool.name}"] = f"{tool.pack}.{tool.name}"
@@ -792,7 +817,7 @@ class ToolRegistry:
 
     def resolve(self, name: str) -> Tool | None:
         """Find a tool by the name programs call it, an alias, or ``pack.tool``."""
-        found = self.tools.get(name) or self.tools.get(self.aliases.get(name, ""))
+        found = self.tools.get(name) or self.tools.get(self.aliases.get(name, "")) or self.unlisted.get(name)
         if found is not None or "." not in name:
             return found
         pack, _, short = name.partition(".")
@@ -810,6 +835,13 @@ class ToolRegistry:
         for alias, target in self.aliases.items():
             out[self.tools[target].pack].append(alias)
         return out
+
+    def known_names(self, modules: Sequence[str] = MODULE_NAMES) -> KnownNames:
+        """Every name a program may use without defining it: tools, builtins, the enabled modules and pack
+        namespaces (what the static check accepts)."""
+        packs = tuple((pack, tuple(names)) for pack, names in self.namespaces().items())
+        unavailable = tuple(self.unavailable().items())
+        return known_names(tuple(self.callable_names()), packs, unavailable, module_members(tuple(modules)))
 
     def callable_names(self) -> list[str]:
         """Every name a program may call directly: tools with a bare name, and aliases."""

@@ -139,10 +139,13 @@ def test_doctor_as_root_every_probe_is_blocked(shared_dir: Path) -> None:
     if os.getuid() != 0:
         pytest.skip("runs as root only where the tests do")
     workspace = shared_dir / "workspace"
-    diagnosis = doctor_json(attp("doctor", "--json", "--workspace", str(workspace)), shared_dir)
+    diagnosis = doctor_json(attp("doctor", "--json", "--workspace", str(workspace), "--engine", "cpython"), shared_dir)
     assert diagnosis["machine"]["uid"] == 0
     assert diagnosis["layers"]["dropped_privileges"] == "uid 65534"
     assert_every_probe_blocked(diagnosis)
+    # engine = "cpython": each probe again in a data-stack worker (its packages loaded), every layer on.
+    assert [row["probe"] for row in diagnosis["probes"] if not row["cpython"]["blocked"]] == []
+    assert diagnosis["cpython"]["memory_mb"] == 2048 and "numpy" in diagnosis["cpython"]["packages"]
     assert list(workspace.iterdir()) == []  # the doctor's probe file is gone
 
 

@@ -9,7 +9,7 @@ import anyio
 import pytest
 from harness import running
 
-from attp_server.sandbox.process.pool import ONE_THREAD
+from attp_server.sandbox.process.lockdown import ONE_THREAD
 
 pytestmark = pytest.mark.anyio
 
@@ -32,7 +32,7 @@ async def test_worker_lockdown_matches_its_report(workspace: Path, monkeypatch: 
         report = runtime.pool.lockdown
         environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
         names = {entry.split(b"=", 1)[0].decode() for entry in environ if entry}
-        assert names <= {"PATH", "LANG", "LC_ALL", "HOME", "TMPDIR", *ONE_THREAD}, names
+        assert names <= {"PATH", "LANG", "LC_ALL", "HOME", "TMPDIR", "MPLCONFIGDIR", *ONE_THREAD}, names
         assert all(entry.split(b"=", 1)[1] == b"1" for entry in environ if b"_THREADS=" in entry)
         cwd = Path(os.readlink(f"/proc/{pid}/cwd"))
         assert cwd != Path.cwd() and cwd.name.startswith("attp-worker-")

@@ -15,7 +15,6 @@ from harness import run_code, running
 
 from attp_server.model.skills import SkillLibraryError
 from attp_server.run.checks import KnownNames, check_program
-from attp_server.run.runtime import Runtime
 from attp_server.toolpack import ToolError, Toolpack, ToolRegistry, load_toolpack
 from attp_server.toolpacks.skills import toolpack
 
@@ -210,7 +209,7 @@ def test_pack_template_tests_pass() -> None:
 @pytest.fixture(scope="module")
 def known(tmp_path_factory: pytest.TempPathFactory) -> KnownNames:
     workspace = tmp_path_factory.mktemp("ws")
-    return Runtime.known_names(ToolRegistry([load_toolpack("files"), toolpack], workspace, {}))
+    return ToolRegistry([load_toolpack("files"), toolpack], workspace, {}).known_names()
 
 
 def test_there_are_example_programs() -> None:

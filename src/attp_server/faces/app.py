@@ -22,7 +22,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError
 from mcp.server.request_state import RequestStateSecurity
 from mcp.server.subscriptions import InMemorySubscriptionBus, ToolsListChanged
-from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from mcp_types import CallToolResult, ImageContent, InputRequiredResult, TextContent, ToolAnnotations
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field, WithJsonSchema
 
@@ -46,7 +46,7 @@ from attp_server.model.results import ExecutionResult, render, structured
 from attp_server.model.skills import SkillError, SkillLibrary, default_skills_dirs
 from attp_server.run.reach import View
 from attp_server.run.runtime import CallContext, ExecuteRequest, Runtime
-from attp_server.sandbox.engines import ENGINES
+from attp_server.sandbox.engines import ENGINE_NAMES, ENGINES
 from attp_server.sessions.approvals import Ask
 from attp_server.sessions.isolation import NoSession
 from attp_server.sessions.registry import STDIO_SESSION, Caller
@@ -252,7 +252,7 @@ ARGUMENTS: dict[str, tuple[type, str]] = {
     "envelope": (str, "a string: a whole ATTP TOML envelope"),
     "target": (str, "a string"),
     "thought": (str, "a string"),
-    "engine": (str, '"python" or "starlark"'),
+    "engine": (str, "one of " + ", ".join(f'"{name}"' for name in ENGINE_NAMES)),
     "session": (str, 'a string: the session value an earlier reply returned, exactly as it came ("PTLa2HZahS3a...")'),
     "reset": (bool, "true or false"),
 }
@@ -330,8 +330,11 @@ def request_state_security(runtime: Runtime) -> RequestStateSecurity:
 
 def tool_result(result: ExecutionResult, text: Literal["toml", "json"]) -> CallToolResult:
     """The MCP result of a run: its rendering as text, the object as structured content, isError on error."""
+    pictures = [
+        ImageContent(type="image", data=picture.data, mime_type=picture.mime_type) for picture in result.pictures
+    ]
     return CallToolResult(
-        content=[TextContent(type="text", text=render(result, text))],
+        content=[TextContent(type="text", text=render(result, text)), *pictures],
         structured_content=structured(result),
         is_error=result.is_error,
     )
@@ -534,7 +537,8 @@ async def serve_stdio(server: MCPServer, runtime: Runtime) -> None:
     def stop(_received: object) -> None:
         # The SDK reads stdin on a thread that cancellation cannot interrupt: an orderly unwind would
         # wait for the client's next line. Kill the workers, then end the process here.
-        runtime.pool.kill_now()
+        for pool in runtime.evaluation.pools:
+            pool.kill_now()
         logging.shutdown()
         os._exit(0)
 

@@ -396,6 +396,8 @@ def _input(args: argparse.Namespace, settings: Settings) -> Input:
     text = _read_input(args.file)
     suffix = "" if args.file in (None, "-") else Path(args.file).suffix.lower()
     engine = CODE_SUFFIXES.get(suffix)
+    if engine is not None and ENGINES[settings.engine].language.suffix == suffix:
+        engine = settings.engine  # a .py file on a server whose default engine runs Python (cpython, asteval)
     if args.read_as is not None:
         as_code, why = args.read_as == "code", f"--as {args.read_as}"
     elif engine is not None:
@@ -453,7 +455,7 @@ def _check(settings: Settings, args: argparse.Namespace) -> int:
     given = _input(args, settings)
     request = given.request
     registry = _registry(settings)
-    known = Runtime.known_names(registry, settings.modules)
+    known = registry.known_names(settings.modules)
     problem: ErrorInfo | None = None
     hint = "the program passed the static checks (nothing was run)"
     code = request.code

@@ -20,6 +20,7 @@ to it (a serving pool's workers refuse ``probe`` messages; only a pool made here
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import json
 import logging
 import os
@@ -52,6 +53,10 @@ PARALLEL_PROBES = 4
 
 RUNS = {"all": (), "without_seccomp": ("seccomp",), "without_landlock": ("landlock",)}
 """The worker as it serves (every layer), and with one wall left out."""
+
+CPYTHON = "cpython"
+"""One more run where engine = "cpython": every layer, in a data-stack worker (its packages loaded, then locked down)
+as that engine serves, with its own memory limit."""
 
 
 @dataclass(frozen=True)
@@ -319,11 +324,27 @@ async def _layers(settings: Settings) -> dict[str, Any]:
         return dict(pool.lockdown)
 
 
-def _probe_pool(settings: Settings, without: tuple[str, ...]) -> WorkerPool:
-    """A pool whose every `probe` runs in a fresh worker, forked from its fork server as a serving pool's are."""
+def _probe_pool(settings: Settings, without: tuple[str, ...], *, data: bool = False) -> WorkerPool:
+    """A pool whose every `probe` runs in a fresh worker, forked from its fork server as a serving pool's are (`data`:
+    a data-stack fork server, as engine = "cpython" serves)."""
+    if data:
+        return WorkerPool(
+            size=0,
+            max_workers=1,
+            memory_mb=settings.cpython_memory_mb,
+            containment="best-effort",
+            probe=True,
+            engine="cpython",
+            packages=tuple(settings.cpython_packages),
+            startup_timeout_s=120.0,
+        )
     return WorkerPool(
         size=0, max_workers=1, memory_mb=settings.memory_mb, containment="best-effort", probe=True, without=without
     )
+
+
+def _runs(settings: Settings) -> dict[str, tuple[str, ...]]:
+    return {**RUNS, CPYTHON: ()} if settings.engine == "cpython" else dict(RUNS)
 
 
 async def _run_probe(pool: WorkerPool, code: str, on_output: Callable[[str], None]) -> dict[str, Any]:
@@ -346,21 +367,24 @@ async def diagnose(settings: Settings) -> dict[str, Any]:
             outcomes[number, run] = await _run_probe(pools[run], code, lambda text: None)
 
     rows: list[dict[str, Any]] = []
-    pools = {run: _probe_pool(settings, without) for run, without in RUNS.items()}
+    runs = _runs(settings)
+    pools = {run: _probe_pool(settings, without, data=run == CPYTHON) for run, without in runs.items()}
     with fixtures(settings) as f:
         chosen = probes(f, settings.memory_mb)
+        data_probes = probes(f, settings.cpython_memory_mb)  # the same probes, sized for a data-stack worker
         async with contextlib.AsyncExitStack() as stack:
             for pool in pools.values():
                 await stack.enter_async_context(pool)
             async with anyio.create_task_group() as group:
                 group.start_soon(layers)
                 for number, probe in enumerate(chosen):
-                    for run, without in RUNS.items():
+                    for run, without in runs.items():
                         if not (probe.rlimit and without):
-                            group.start_soon(attempt, number, probe.code, run)
+                            code = data_probes[number].code if run == CPYTHON else probe.code
+                            group.start_soon(attempt, number, code, run)
         for number, probe in enumerate(chosen):
             row: dict[str, Any] = {"probe": probe.name, "wall": probe.wall}
-            for run, without in RUNS.items():
+            for run, without in runs.items():
                 if probe.rlimit and without:
                     row[run] = {"blocked": row["all"]["blocked"], "how": "a resource limit: the same in every run"}
                     continue
@@ -384,8 +408,21 @@ async def diagnose(settings: Settings) -> dict[str, Any]:
         "missing": missing,
         "probes": rows,
         "server": server,
-        "ok": all(row["all"]["blocked"] for row in rows) and all(row["blocked"] for row in server),
+        "ok": all(row["all"]["blocked"] and row.get(CPYTHON, row["all"])["blocked"] for row in rows)
+        and all(row["blocked"] for row in server),
+        **({"cpython": _data_stack(settings)} if CPYTHON in runs else {}),
     }
+
+
+def _data_stack(settings: Settings) -> dict[str, Any]:
+    """What engine = "cpython" loads into its workers before their walls close, and their memory limit."""
+    versions = {}
+    for name in settings.cpython_packages:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return {"packages": versions, "memory_mb": settings.cpython_memory_mb}
 
 
 def render(diagnosis: dict[str, Any]) -> str:
@@ -402,18 +439,32 @@ def render(diagnosis: dict[str, Any]) -> str:
         lines.append(f"  {name:<20} {state:<8} {why}".rstrip())
     lines += ["", "probes (plain CPython inside a locked-down worker, as if the evaluator had fallen):"]
     width = max(len(row["probe"]) for row in diagnosis["probes"])
-    lines.append(f"  {'':<{width}}  {'every layer':<12} {'no seccomp':<12} {'no Landlock':<12}")
+    data = "cpython" in diagnosis
+    runs = [*RUNS, *([CPYTHON] if data else [])]
+    titles = ["every layer", "no seccomp", "no Landlock", *(["cpython"] if data else [])]
+    lines.append(f"  {'':<{width}}  " + " ".join(f"{title:<12}" for title in titles))
     for row in diagnosis["probes"]:
-        cells = ["blocked" if row[run]["blocked"] else "NOT BLOCKED" for run in RUNS]
-        lines.append(f"  {row['probe']:<{width}}  {cells[0]:<12} {cells[1]:<12} {cells[2]:<12}")
+        cells = ["blocked" if row[run]["blocked"] else "NOT BLOCKED" for run in runs]
+        lines.append(f"  {row['probe']:<{width}}  " + " ".join(f"{cell:<12}" for cell in cells))
         lines.append(f"  {'':<{width}}    {row['all']['how']}")
+    if data:
+        packages = ", ".join(f"{name} {version}" for name, version in diagnosis["cpython"]["packages"].items())
+        lines += [
+            "",
+            f'engine = "cpython": column cpython ran each probe in a data-stack worker ({packages or "no packages"} '
+            f"loaded before its walls closed; memory limit {diagnosis['cpython']['memory_mb']} MB).",
+        ]
     lines += ["", "the server's side (a fallen worker speaking the protocol itself; each must be refused):"]
     if not diagnosis["server"]:
         lines.append("  not probed: a fallen worker runs nothing without every wall, and one is missing here")
     width = max((len(row["probe"]) for row in diagnosis["server"]), default=0)
     for row in diagnosis["server"]:
         lines.append(f"  {row['probe']:<{width}}  {'refused' if row['blocked'] else 'NOT REFUSED'}  ({row['guard']})")
-    escaped = [row["probe"] for row in diagnosis["probes"] if not row["all"]["blocked"]]
+    escaped = [
+        row["probe"]
+        for row in diagnosis["probes"]
+        if not row["all"]["blocked"] or not row.get(CPYTHON, row["all"])["blocked"]
+    ]
     escaped += [row["probe"] for row in diagnosis["server"] if not row["blocked"]]
     lines.append("")
     if escaped:

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import difflib
 import functools
+import importlib.metadata
 import inspect
+import platform
 import re
 from collections.abc import Callable
 from typing import Any
@@ -51,6 +53,19 @@ def enabled_modules(settings: Settings) -> tuple[str, ...]:
     help() read (an engine with modules of its own, Starlark's json and math, has those)."""
     fixed = ENGINES[settings.engine].language.modules
     return fixed if fixed is not None else tuple(settings.modules)
+
+
+def package_line(packages: list[str]) -> str:
+    """The packages a ``cpython`` program can import, with their versions (as installed here, where the workers
+    load them from)."""
+    versions = []
+    for name in packages:
+        try:
+            versions.append(f"{name} {importlib.metadata.version(name)}")
+        except importlib.metadata.PackageNotFoundError:
+            versions.append(name)
+    listed = ", ".join(versions) or "none besides the standard library"
+    return f"Packages (CPython {platform.python_version()}): {listed}."
 
 
 def tool_text(tool: Tool) -> str:
@@ -179,6 +194,7 @@ class Catalog:
         """What a program may use, for the prompt (the description states the same)."""
         return CodeFacts(
             engine=self.settings.engine,
+            packages=package_line(self.settings.cpython_packages) if self.settings.engine == "cpython" else None,
             modules=self.modules,
             timeout_s=self.settings.timeout_s,
             max_tool_calls=self.settings.max_tool_calls,
@@ -220,6 +236,8 @@ class Catalog:
         if state := self._state_rule():
             lines.append(state)
         lines.extend(language.rules)
+        if s.engine == "cpython":
+            lines.append(f"- {package_line(s.cpython_packages)}")
         if engines := self._engines_rule():
             lines.append(engines)
         lines.append(self._reach_rule())
@@ -264,6 +282,14 @@ class Catalog:
         )
 
     def _state_rule(self) -> str:
+        if self.settings.session_state and self.settings.engine == "cpython":
+            return (
+                "- Between your calls in a session the top-level names a program leaves are kept: values that "
+                "pickle (DataFrames, arrays, lists, dicts, ...), def and class by their source, imported modules "
+                f"(at most {self.settings.cpython_max_state_bytes:,} bytes pickled; hint names what was not kept). "
+                "Pass the reply's session value back as session on your next call to use them; reset=true clears "
+                "them."
+            )
         if not self.settings.session_state or ENGINES[self.settings.engine].keeps != "names":
             if self.settings.isolation == "session":
                 return (

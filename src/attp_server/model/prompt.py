@@ -24,6 +24,8 @@ class CodeFacts:
     """What a program may use on this server: the catalog fills it from the settings and the registry."""
 
     engine: str = "python"
+    packages: str | None = None
+    """The packages a program can import, when the engine has some (``cpython``): one line after its rules."""
     modules: tuple[str, ...] = ()
     timeout_s: float = 10.0
     max_tool_calls: int = 200
@@ -221,7 +223,7 @@ def system_prompt(available_tools: str, language: str = "en", facts: CodeFacts |
         template.replace(PLACEHOLDER, available_tools.strip())
         .replace("{{MODULES}}", ", ".join(facts.modules) or "none")
         .replace("{{LANGUAGE}}", written.name)
-        .replace("{{CODE_RULES}}", code.rules)
+        .replace("{{CODE_RULES}}", code.rules + (f"\n- {facts.packages}" if facts.packages else ""))
         .replace("{{LIMITS}}", limits)
         .replace("{{TOOL_ERRORS}}", code.errors)
         .replace("{{REPLY_FORMAT}}", parts["toml" if facts.result_format == "toml" else "json"])

@@ -16,6 +16,7 @@ from typing import Any, Literal
 import pydantic_core
 import tomli_w
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import SkipJsonSchema
 
 from attp_server.errors import ErrorInfo
 
@@ -36,6 +37,18 @@ class CallRecord(BaseModel):
     error_code: str | None = None
 
 
+class Picture(BaseModel):
+    """A picture the program showed (a matplotlib figure): the client gets its bytes as image content after the
+    text; the result object says only what it is."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mime_type: Literal["image/png"] = "image/png"
+    bytes: int = Field(description="Size of the image.")
+    data: SkipJsonSchema[str] = Field("", exclude=True, repr=False)
+    """The image, base64: rendered as MCP image content, never in the structured result or the text."""
+
+
 class ExecutionResult(BaseModel):
     """What `attp_execute` returns. ``isError`` is set exactly when ``status == "error"``."""
 
@@ -52,6 +65,9 @@ class ExecutionResult(BaseModel):
     elapsed_ms: float = Field(0.0, description="Wall-clock time of the whole call.")
     session: str | None = Field(
         None, description="The session handle: pass it back as session to keep this call's variables and functions."
+    )
+    pictures: list[Picture] = Field(
+        default_factory=list, description="Pictures the program showed; each follows the text as image content."
     )
 
     @property
@@ -116,6 +132,8 @@ def lean_view(result: ExecutionResult) -> dict[str, Any]:
         view["tool_calls"] = call_summary(result.calls)
     if result.session is not None:
         view["session"] = result.session
+    if result.pictures:
+        view["pictures"] = [f"{picture.mime_type}, {picture.bytes:,} bytes" for picture in result.pictures]
     return view
 
 

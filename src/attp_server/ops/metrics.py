@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -240,3 +241,15 @@ def _record(histogram: otel_metrics.Histogram, seconds: float, attributes: dict[
 
 def _nothing() -> None:
     return None
+
+
+def weakly(gauges: Callable[[], Gauges]) -> Callable[[], Gauges]:
+    """`gauges` (a bound method) without keeping its object alive: the meter provider is the process's, and would
+    hold every runtime ever made (with its registry's open databases) through its callbacks."""
+    method = weakref.WeakMethod(gauges)
+
+    def read() -> Gauges:
+        found = method()
+        return found() if found is not None else Gauges()
+
+    return read

@@ -17,7 +17,7 @@ from attp_server.sandbox.engines.starlark import engine as starlark_engine
 from attp_server.sandbox.policy import scan
 from attp_server.sandbox.static_check import SOLUTIONS, KnownNames, check, source_line
 
-__all__ = ["KnownNames", "check_asteval", "check_code", "check_program", "check_starlark"]
+__all__ = ["KnownNames", "check_asteval", "check_code", "check_program", "check_starlark", "check_syntax"]
 
 
 def check_code(code: str, engine: str, known: KnownNames, *, allow_imports: bool = True) -> ErrorInfo | None:
@@ -28,6 +28,8 @@ def check_code(code: str, engine: str, known: KnownNames, *, allow_imports: bool
         return check_asteval(code, known, allow_imports=allow_imports)
     if engine == "python":
         return check_program(code, known, allow_imports=allow_imports)
+    if engine == "cpython":
+        return check_syntax(code)
     return ErrorInfo(
         code=ErrorCode.INVALID_ARGUMENT,
         message=f"unknown engine {engine!r}; the engines are {', '.join(ENGINE_NAMES)}",
@@ -101,4 +103,22 @@ def check_asteval(code: str, known: KnownNames, *, allow_imports: bool = True) -
             source_line=source_line(code, first.line),
             solution=SOLUTIONS.get(first.code),
         )
+    return None
+
+
+def check_syntax(code: str) -> ErrorInfo | None:
+    """Compile `code` as real CPython would (``engine = "cpython"``: top-level ``await`` allowed), running nothing:
+    its syntax error, or None. The whole language is the program's; only the walls stand around it."""
+    try:
+        pyast.compile_tree(pyast.parse(code), "<program>", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    except SyntaxError as exc:
+        return ErrorInfo(
+            code=ErrorCode.SYNTAX_ERROR,
+            message=str(exc.msg),
+            line=exc.lineno,
+            column=exc.offset,
+            source_line=source_line(code, exc.lineno),
+        )
+    except (ValueError, RecursionError, MemoryError) as exc:
+        return ErrorInfo(code=ErrorCode.SYNTAX_ERROR, message=f"the program cannot be parsed: {exc}")
     return None

@@ -42,16 +42,31 @@ class Evaluation:
         dispatch: Dispatcher,
         tracing: Tracing,
         reconfiguration: Reconfiguration,
+        *,
+        data_pool: WorkerPool | None = None,
+        seal_key: bytes | None = None,
     ) -> None:
         self.settings = settings
         self.pool = pool
+        self.data_pool = data_pool
+        """The ``cpython`` engine's workers, when it is offered beside a default engine that runs on `pool`."""
         self.dispatch = dispatch
         self.tracing = tracing
         self.reconfiguration = reconfiguration
+        self.seal_key = seal_key
+        """The server's key for sealing a ``cpython`` session's pickle to its handle (None: no store, no sessions)."""
+
+    @property
+    def pools(self) -> list[WorkerPool]:
+        """Every worker pool of the server (the default engine's, and the ``cpython`` engine's if apart)."""
+        return [self.pool, *([self.data_pool] if self.data_pool is not None else [])]
+
+    def pool_for(self, engine: str) -> WorkerPool:
+        return self.data_pool if engine == "cpython" and self.data_pool is not None else self.pool
 
     def job(self, prepared: Prepared, run: RunState, registry: ToolRegistry, keeping: bool) -> Job:
         settings = self.settings
-        state = run.session.kept if keeping and run.session is not None else None
+        pickles = ENGINES[prepared.engine].keeps == "pickles"
         return Job(
             code=prepared.code,
             tools=registry.callable_names(),
@@ -63,12 +78,25 @@ class Evaluation:
             capture_print=settings.capture_print,
             engine=prepared.engine,
             allow_imports=settings.allow_imports,
-            state=state.message() if state is not None else None,
+            state=self._state(run, pickles) if keeping else None,
             keep=keeping,
-            max_state_bytes=settings.max_state_bytes,
+            max_state_bytes=settings.cpython_max_state_bytes if pickles else settings.max_state_bytes,
             unavailable=registry.unavailable(),
             modules=settings.modules,
         )
+
+    def _state(self, run: RunState, pickles: bool) -> dict[str, Any] | None:
+        """The session's kept state for the worker: an engine gets only its own kind, and a pickle only with the seal
+        this server put on it for this very handle (a row changed, or moved from another handle, is dropped)."""
+        kept = run.session.kept if run.session is not None else None
+        if kept is None or bool(kept.pickle) != pickles:
+            return None
+        if pickles and (
+            run.session is None or self.seal_key is None or not kept_state.sealed(kept, self.seal_key, run.session.key)
+        ):
+            run.notices["kept-state"] = kept_state.UNSEALED
+            return None
+        return kept.message()
 
     def owner(self, run: RunState) -> str:
         """Whose worker runs it: a worker serves one owner only (`WorkerPool.run`), which is the principal (the
@@ -83,15 +111,11 @@ class Evaluation:
         back."""
         run.deadline = time.monotonic() + self.settings.timeout_s
         session = run.session
-        keeping = (
-            prepared.keep
-            and ENGINES[prepared.engine].keeps == "names"
-            and self.settings.session_state
-            and session is not None
-        )
+        keeps = ENGINES[prepared.engine].keeps
+        keeping = prepared.keep and keeps != "nothing" and self.settings.session_state and session is not None
         job = self.job(prepared, run, registry, keeping)
         done = await self._on_worker(job, run)
-        result = from_worker(done, run, prepared.target, self.settings.max_output_bytes)
+        result = from_worker(done, run, prepared.target, self.settings.max_output_bytes, self.settings.max_result_bytes)
         point_to_renamed(result.error, registry.renamed(), job.namespaces)
         hidden_by_filter(result.error, registry)
         if result.error is not None and result.error.code == ErrorCode.NAME_NOT_FOUND and result.error.received:
@@ -102,7 +126,14 @@ class Evaluation:
             if pack is not None and pack.live is not None:
                 pack.live.wake()
         if keeping and session is not None:
-            kept, hint = await kept_state.after_run(session.kept, done, self.settings.max_state_bytes)
+            sealing = None
+            max_bytes = self.settings.max_state_bytes
+            if keeps == "pickles" and self.seal_key is not None:
+                sealing, max_bytes = (
+                    kept_state.Sealing(self.seal_key, session.key),
+                    self.settings.cpython_max_state_bytes,
+                )
+            kept, hint = await kept_state.after_run(session.kept, done, max_bytes, sealing)
             if kept is not session.kept:  # unchanged state is not written again
                 session.keep(kept)
             result.hint = joined(result.hint, hint)
@@ -126,7 +157,7 @@ class Evaluation:
         done: Mapping[str, Any] = {}
         try:
             with self.reconfiguration.run():
-                done = await self.pool.run(
+                done = await self.pool_for(job.engine).run(
                     job,
                     functools.partial(self.dispatch.traced_call, run),
                     started,

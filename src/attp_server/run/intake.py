@@ -31,7 +31,7 @@ class Prepared:
     target: str | None
     engine: EngineName = "python"
     keep: bool = False
-    """The session's kept names go in and what the program leaves comes back (engines that keep names only)."""
+    """The session's kept names go in and what the program leaves comes back (engines that keep something only)."""
     tam: TamProgram | None = None
     """The TAM blocks the code was translated from: its errors are told in their terms."""
 
@@ -111,7 +111,7 @@ async def prepare(request: ExecuteRequest, settings: Settings, registry: ToolReg
     # No static check here: each engine checks in the worker, under the run's deadline (for python:
     # attp_server.sandbox.static_check, with the names the session kept; they travel in the job's state). A
     # pathological Starlark program must never reach starlark-rust in the server process.
-    return Prepared(program.code, target, engine.name, keep=engine.keeps == "names")
+    return Prepared(program.code, target, engine.name, keep=engine.keeps != "nothing")
 
 
 def _engine(argument: str | None, declared: str | None, settings: Settings) -> Engine | ErrorInfo:

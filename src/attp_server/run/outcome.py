@@ -6,6 +6,7 @@ reads leaves with a solution (the generic one for its code when nothing more pre
 
 from __future__ import annotations
 
+import base64
 import difflib
 import logging
 from collections.abc import Mapping
@@ -14,7 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from attp_server.errors import ErrorCode, ErrorInfo, short_repr
-from attp_server.model.results import ExecutionResult, Status
+from attp_server.model.results import ExecutionResult, Picture, Status
 from attp_server.run.request import ExecuteRequest
 from attp_server.run.state import RunState
 from attp_server.sandbox.engines import ENGINES
@@ -44,8 +45,11 @@ SOLUTIONS: dict[str, str] = {
 }
 
 
-def from_worker(done: Mapping[str, Any], run: RunState, target: str | None, max_output_bytes: int) -> ExecutionResult:
-    """The worker's ``done`` message and the run's trace and notices as a result; stdout cut to `max_output_bytes`."""
+def from_worker(
+    done: Mapping[str, Any], run: RunState, target: str | None, max_output_bytes: int, max_result_bytes: int = 0
+) -> ExecutionResult:
+    """The worker's ``done`` message and the run's trace and notices as a result; stdout cut to `max_output_bytes`,
+    pictures to `max_result_bytes` in all."""
     stdout = done.get("stdout")
     stdout = stdout if isinstance(stdout, str) else ""
     cut = stdout.encode("utf-8")[:max_output_bytes].decode("utf-8", "ignore")
@@ -69,7 +73,38 @@ def from_worker(done: Mapping[str, Any], run: RunState, target: str | None, max_
         hint=hint,
         calls=run.calls,
         error=error,
+        pictures=pictures(done.get("pictures"), max_result_bytes) if status == "ok" else [],
     )
+
+
+MAX_PICTURES = 10
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def pictures(raw: object, max_bytes: int) -> list[Picture]:
+    """The pictures a worker reported, checked: at most `MAX_PICTURES`, each base64 PNG bytes (only its signature is
+    read: the server never decodes an image), `max_bytes` of them in all. What is not that is left out, and logged."""
+    if not isinstance(raw, list):
+        return []
+    found: list[Picture] = []
+    total = 0
+    for item in raw[:MAX_PICTURES]:
+        data = item.get("data") if isinstance(item, dict) else None
+        if not isinstance(item, dict) or item.get("mime_type") != "image/png" or not isinstance(data, str):
+            logger.warning("a worker reported a malformed picture; it was left out")
+            continue
+        if len(data) > (max_bytes - total) * 4 // 3 + 4:
+            continue
+        try:
+            size = len(image := base64.b64decode(data, validate=True))
+        except ValueError:
+            logger.warning("a worker reported a picture that is not base64; it was left out")
+            continue
+        if not image.startswith(PNG_SIGNATURE) or total + size > max_bytes:
+            continue
+        total += size
+        found.append(Picture(bytes=size, data=data))
+    return found
 
 
 def error_result(target: str | None, info: ErrorInfo) -> ExecutionResult:

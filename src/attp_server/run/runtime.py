@@ -13,8 +13,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
-import weakref
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 
 import anyio.abc
 from opentelemetry import metrics as otel_metrics
@@ -26,7 +25,7 @@ from attp_server.model.results import ExecutionResult
 from attp_server.ops.after_reply import AfterReply, record_all
 from attp_server.ops.audit import AuditLog, handle_digest
 from attp_server.ops.call_log import report_call
-from attp_server.ops.metrics import Gauges, Metrics
+from attp_server.ops.metrics import Gauges, Metrics, weakly
 from attp_server.ops.rate_limits import RateLimits, known_principals
 from attp_server.ops.tracing import Tracing, now_ns
 from attp_server.run.admission import Admission
@@ -40,8 +39,6 @@ from attp_server.run.request import CallContext, Engine, ExecuteRequest, Progres
 from attp_server.run.state import RunState
 from attp_server.run.tool_executor import ToolExecutor
 from attp_server.sandbox.process.pool import WorkerPool
-from attp_server.sandbox.static_check import KnownNames, known_names, module_members
-from attp_server.sandbox.stdlib.namespaces import MODULE_NAMES
 from attp_server.sessions.approvals import Approvals
 from attp_server.sessions.isolation import NoSession, Scopes
 from attp_server.sessions.registry import Caller, Session, SessionRefused, Sessions
@@ -71,15 +68,17 @@ class Runtime:
         pool: WorkerPool,
         store: Store | None = None,
         *,
+        data_pool: WorkerPool | None = None,
         tracer_provider: trace.TracerProvider | None = None,
         meter_provider: otel_metrics.MeterProvider | None = None,
     ) -> None:
-        """`store`: where sessions live (None: every call stands alone). `tracer_provider` and `meter_provider`:
-        the OpenTelemetry globals unless given (the bench gives them)."""
+        """`store`: where sessions live (None: every call stands alone). `data_pool`: the ``cpython`` engine's workers
+        when that engine is offered beside a default engine whose workers are `pool`. `tracer_provider` and
+        `meter_provider`: the OpenTelemetry globals unless given (the bench gives them)."""
         self.settings = settings
         self.registry = registry
         self.pool = pool
-        self.known = self.known_names(registry, settings.modules)
+        self.known = registry.known_names(settings.modules)
         self.listeners: list[Callable[[], Awaitable[None]]] = []
         """Told after `refresh` (the MCP face tells its clients that the tool list changed)."""
         self.store = store
@@ -94,7 +93,7 @@ class Runtime:
         self.admission = Admission(settings)
         self.tools = ToolExecutor(settings.tool_threads, settings.max_runs_per_session)
         self.tracing = Tracing(tracer_provider)
-        self.metrics = Metrics(known_principals(settings), _weakly(self.gauges), meter_provider)
+        self.metrics = Metrics(known_principals(settings), weakly(self.gauges), meter_provider)
         self.audit = AuditLog(settings, registry.held_secrets)
         self.limits = RateLimits(settings)
         for name in self.limits.unknown_names():
@@ -115,7 +114,15 @@ class Runtime:
         """Edits of the upstream servers' configuration while serving (its `live` is set by `open_runtime`)."""
         self.watching = False
         """Whether edits of the configuration are applied while serving (`ConfigWatch`)."""
-        self.evaluation = Evaluation(settings, pool, self.dispatch, self.tracing, self.reconfiguration)
+        self.evaluation = Evaluation(
+            settings,
+            pool,
+            self.dispatch,
+            self.tracing,
+            self.reconfiguration,
+            data_pool=data_pool,
+            seal_key=store.secret.key("cpython-state") if store is not None else None,
+        )
         self.deferred = AfterReply()
         """Telemetry made once replies are on their way (a face tells it when a response has been sent)."""
 
@@ -123,7 +130,7 @@ class Runtime:
         """What the server is doing right now (read at each scrape of the metrics)."""
         return Gauges(
             runs_waiting=self.admission.stats()["waiting"],
-            workers_busy=len(self.pool.running_pids()),
+            workers_busy=sum(len(pool.running_pids()) for pool in self.evaluation.pools),
             sessions_active=self.sessions.active if self.sessions is not None else 0,
             upstream_up={
                 name: pack.live.health().get("status") == "ok"
@@ -137,19 +144,6 @@ class Runtime:
         """What the model reads about the tools (the description, ``help()``, ``tools()``)."""
         return self.dispatch.catalog
 
-    @property
-    def slow_inline(self) -> set[str]:
-        """Tools declared inline that proved slow: they run on tool threads now."""
-        return self.dispatch.slow_inline
-
-    @staticmethod
-    def known_names(registry: ToolRegistry, modules: Sequence[str] = MODULE_NAMES) -> KnownNames:
-        """Every name a program may use without defining it: tools, builtins, the enabled modules and pack
-        namespaces."""
-        packs = tuple((pack, tuple(names)) for pack, names in registry.namespaces().items())
-        unavailable = tuple(registry.unavailable().items())
-        return known_names(tuple(registry.callable_names()), packs, unavailable, module_members(tuple(modules)))
-
     async def refresh(self, *, changed: bool = False) -> None:
         """A live pack's tools or availability changed: settle the names again, rebuild what is derived from
         them (catalog and description, known names), and tell the listeners if what a client reads changed (or
@@ -158,7 +152,7 @@ class Runtime:
         self.registry.refresh()
         self.scopes.refresh()
         self.dispatch.catalog = Catalog(self.registry, self.settings)
-        self.known = self.known_names(self.registry, self.settings.modules)
+        self.known = self.registry.known_names(self.settings.modules)
         if (self.catalog.description, self.catalog.attp_text()) == before and not changed:
             return
         for listener in list(self.listeners):
@@ -226,9 +220,6 @@ class Runtime:
             except NoSession as refused:
                 return error_result(request.target, refused.info)
             view = self.reach.view(caller, tools)
-            forbidden = self.reach.refused_engine(view.grant, request.engine or self.settings.engine)
-            if forbidden is not None:
-                return error_result(request.target, forbidden)
             run = RunState(
                 progress=context.progress,
                 session=session,
@@ -262,7 +253,7 @@ class Runtime:
         prepared = await prepare(request, self.settings, self.registry)
         if isinstance(prepared, ExecutionResult):
             return prepared
-        forbidden = self.reach.refused_engine(run.grant, prepared.engine)  # an envelope may name its own engine
+        forbidden = self.reach.refused_engine(run.grant, prepared.engine)  # the call's, or its envelope's
         if forbidden is not None:
             return error_result(request.target, forbidden)
         result = await self.evaluation.run(prepared, run, run.tools or self.registry)
@@ -300,15 +291,3 @@ class Runtime:
         if self.sessions is not None:
             await self.sessions.close()
         self.audit.close()
-
-
-def _weakly(gauges: Callable[[], Gauges]) -> Callable[[], Gauges]:
-    """`gauges` (a bound method) without keeping its runtime alive: the meter provider is the process's, and would
-    hold every runtime ever made (with its registry's open databases) through its callbacks."""
-    method = weakref.WeakMethod(gauges)
-
-    def read() -> Gauges:
-        found = method()
-        return found() if found is not None else Gauges()
-
-    return read

@@ -7,6 +7,7 @@ packs started (``attp tools``, ``attp prompt``, ``attp check``).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -19,8 +20,9 @@ from attp_server.errors import ConfigError
 from attp_server.model.docstrings import docstring_warnings
 from attp_server.ops.live import ConfigWatch, LivePacks, config_stamp
 from attp_server.run.runtime import Runtime
+from attp_server.sandbox.engines import ENGINES
 from attp_server.sandbox.process import fallen
-from attp_server.sandbox.process.pool import WorkerPool
+from attp_server.sandbox.process.pool import WorkerPool, missing_layers
 from attp_server.settings import Settings
 from attp_server.store import open_store
 from attp_server.store.layout import check_layout
@@ -137,19 +139,18 @@ async def open_runtime(
         else:
             registry.refresh()
 
+    pool, data_pool = worker_pools(settings, fallen_workers)
     async with (
         open_store(settings) as store,
         live_tools(registry, changed) as live,
-        WorkerPool(
-            size=settings.workers,
-            max_workers=settings.max_workers,
-            memory_mb=settings.memory_mb,
-            containment=settings.containment,
-            fallen=fallen_workers,
-        ) as pool,
+        pool,
+        data_pool if data_pool is not None else contextlib.nullcontext(),
         anyio.create_task_group() as tasks,
     ):
-        runtime = Runtime(settings, registry, pool, store)
+        for each in (pool, data_pool):
+            if each is not None:
+                check_walls(each, settings)
+        runtime = Runtime(settings, registry, pool, store, data_pool=data_pool)
         runtime.tasks = tasks
         runtime.reconfiguration.tasks = tasks
         runtime.reconfiguration.live = live
@@ -169,6 +170,56 @@ async def open_runtime(
             tasks.cancel_scope.cancel()
             await runtime.close()
             runtime.tools.close()
+
+
+def worker_pools(settings: Settings, fallen_workers: bool = False) -> tuple[WorkerPool, WorkerPool | None]:
+    """The server's worker pools: the default engine's, and the ``cpython`` engine's data-stack workers apart when it
+    is offered beside other engines (one pool when it is the only one)."""
+    offered = settings.offered_engines
+    data = (
+        WorkerPool(
+            size=max(settings.workers, 1),  # one ready at start: its lockdown says at once whether the engine may run
+            max_workers=settings.max_workers,
+            memory_mb=settings.cpython_memory_mb,
+            containment=settings.containment,
+            fallen=fallen_workers,
+            engine="cpython",
+            packages=tuple(settings.cpython_packages),
+            startup_timeout_s=CPYTHON_STARTUP_S,
+        )
+        if "cpython" in offered
+        else None
+    )
+    if data is not None and set(offered) == {"cpython"}:
+        return data, None
+    pool = WorkerPool(
+        size=settings.workers,
+        max_workers=settings.max_workers,
+        memory_mb=settings.memory_mb,
+        containment=settings.containment,
+        fallen=fallen_workers,
+    )
+    return pool, data
+
+
+CPYTHON_STARTUP_S = 120.0
+"""How long a data-stack worker may take to start: the first waits for its fork server to load the packages."""
+
+
+def check_walls(pool: WorkerPool, settings: Settings) -> None:
+    """Refuse to start a server offering an engine that needs every wall (``cpython``, ``asteval``) where the
+    workers that run it cannot hold them."""
+    walled = [name for name in settings.offered_engines if ENGINES[name].walls]
+    runs = [name for name in walled if (name == "cpython") == (pool.engine == "cpython")]
+    if not runs or pool.refused is None:
+        return
+    missing = missing_layers(pool.lockdown)
+    layers = "; ".join(f"{layer}: {why}" for layer, why in missing.items()) or pool.refused
+    raise ConfigError(
+        f"engine {runs[0]!r} runs only where every containment layer holds, and on this machine the workers could "
+        f"not apply {' and '.join(missing) or 'them'} ({layers}). Run `attp doctor` to see what holds here; offer "
+        'engine = "python" on this machine.'
+    )
 
 
 SWEEP_PERIOD_S = 10.0

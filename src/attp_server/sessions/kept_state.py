@@ -10,7 +10,10 @@ worker or here, is named in the result's hint (`hint`), never silently lost.
 from __future__ import annotations
 
 import ast
+import base64
 import functools
+import hashlib
+import hmac
 import json
 import keyword
 import logging
@@ -35,19 +38,96 @@ HINT_NAMES = 10
 
 @dataclass(frozen=True)
 class KeptState:
-    """A session's kept names: values in JSON-plus form, functions by their ``def`` source."""
+    """A session's kept names: values in JSON-plus form, functions by their ``def`` source (the ``python`` engine);
+    or a ``cpython`` engine's pickle, opaque, with the names it holds and its seal (`seal`)."""
 
     values: Mapping[str, Any] = field(default_factory=dict)
     functions: Mapping[str, str] = field(default_factory=dict)
     size: int = 0
-    """Bytes of the whole, as JSON: what `max_state_bytes` bounds."""
+    """Bytes of the whole, as JSON (of a pickle, its bytes): what `max_state_bytes` (`cpython_max_state_bytes`)
+    bounds."""
+    pickle: str = ""
+    """A ``cpython`` run's kept names, pickled by the worker (base64); never read in the server."""
+    pickled: tuple[str, ...] = ()
+    """The names `pickle` holds, as the worker said."""
+    seal: str = ""
+    """`seal` of `pickle` for the handle it belongs to: checked before the pickle goes to a worker."""
 
     def names(self) -> frozenset[str]:
-        return frozenset([*self.values, *self.functions])
+        return frozenset([*self.values, *self.functions, *self.pickled])
 
     def message(self) -> dict[str, Any]:
-        """The state as a ``run`` message carries it to the worker."""
+        """The state as a ``run`` message carries it to the worker (a pickle only once its seal is checked)."""
+        if self.pickle:
+            return {"pickle": self.pickle}
         return {"values": dict(self.values), "functions": dict(self.functions)}
+
+    def stored(self) -> dict[str, Any]:
+        """The state as the store keeps it."""
+        if self.pickle:
+            return {"pickle": self.pickle, "names": list(self.pickled), "seal": self.seal}
+        return self.message()
+
+    @classmethod
+    def from_stored(cls, data: Mapping[str, Any], size: int) -> KeptState | None:
+        """The state `stored` wrote (None: not that shape)."""
+        if isinstance(data.get("pickle"), str):
+            names, seal = data.get("names"), data.get("seal")
+            if not isinstance(names, list) or not isinstance(seal, str):
+                return None
+            return cls(size=size, pickle=data["pickle"], pickled=tuple(map(str, names)), seal=seal)
+        values, functions = data.get("values"), data.get("functions")
+        if not isinstance(values, dict) or not isinstance(functions, dict):
+            return None
+        return cls(values=values, functions=functions, size=size)
+
+
+def seal(key: bytes, handle_key: str, pickle: str) -> str:
+    """The seal of a kept pickle: an HMAC, with the server's secret, of the handle's keyed digest and the pickle.
+    A pickle moved to another handle's row, or changed, no longer matches it."""
+    return hmac.new(key, handle_key.encode() + b"\0" + pickle.encode("ascii", "replace"), hashlib.sha256).hexdigest()
+
+
+def sealed(kept: KeptState, key: bytes, handle_key: str) -> bool:
+    """Whether `kept`'s pickle is the one the server sealed for this handle."""
+    return bool(kept.pickle) and hmac.compare_digest(kept.seal, seal(key, handle_key, kept.pickle))
+
+
+MAX_PICKLED_NAMES = 10_000
+"""Most names a worker may say its pickle holds."""
+
+
+def accept_pickle(raw: object, *, max_bytes: int, key: bytes, handle_key: str) -> Accepted | None:
+    """Check a ``cpython`` worker's report of what its program left (the pickle is only measured: the server never
+    unpickles what a worker sent) and seal it to the handle; None if the report is not even the right shape."""
+    if not isinstance(raw, dict):
+        return None
+    blob, names, dropped_raw = raw.get("pickle"), raw.get("names"), raw.get("dropped")
+    if not isinstance(blob, str) or not isinstance(names, list) or not isinstance(dropped_raw, list):
+        logger.warning("a worker reported a malformed kept pickle; it was not kept")
+        return None
+    dropped = _dropped(dropped_raw)
+    kept_names = [name for name in names[:MAX_PICKLED_NAMES] if public_name(name) and len(name) <= 200]
+    if not blob or not kept_names:
+        return Accepted(KeptState(), dropped)
+    try:
+        size = len(base64.b64decode(blob, validate=True)) if len(blob) <= (max_bytes + 2) * 4 // 3 + 4 else None
+    except ValueError:
+        logger.warning("a worker reported a kept pickle that is not base64; it was not kept")
+        return None
+    if size is None or size > max_bytes:
+        reason = f"too big (more than cpython_max_state_bytes = {max_bytes:,} bytes pickled)"
+        return Accepted(KeptState(), {**dict.fromkeys(kept_names, reason), **dropped})
+    state = KeptState(size=size, pickle=blob, pickled=tuple(kept_names), seal=seal(key, handle_key, blob))
+    return Accepted(state, dropped)
+
+
+def _dropped(items: list[Any]) -> dict[str, str]:
+    dropped: dict[str, str] = {}
+    for item in items[:MAX_DROPPED]:
+        if isinstance(item, list) and len(item) == 2 and public_name(item[0]):
+            dropped[item[0]] = text_of(item[1], 300)
+    return dropped
 
 
 @dataclass
@@ -69,10 +149,7 @@ def accept(raw: object, *, max_bytes: int) -> Accepted | None:
     if not isinstance(values, dict) or not isinstance(functions, dict) or not isinstance(dropped_raw, list):
         logger.warning("a worker reported a malformed session state; it was not kept")
         return None
-    dropped: dict[str, str] = {}
-    for item in dropped_raw[:MAX_DROPPED]:
-        if isinstance(item, list) and len(item) == 2 and public_name(item[0]):
-            dropped[item[0]] = text_of(item[1], 300)
+    dropped = _dropped(dropped_raw)
     sizes: dict[str, tuple[int, Any]] = {}
     for name, data in values.items():
         if not public_name(name):
@@ -132,6 +209,8 @@ def same(one: KeptState | None, other: KeptState | None) -> bool:
         return one is other
     if one.size != other.size or one.functions != other.functions or one.values != other.values:
         return False
+    if one.pickle or other.pickle:
+        return one.pickle == other.pickle and one.pickled == other.pickled
     return _text(one.values) == _text(other.values)
 
 
@@ -139,24 +218,42 @@ def _text(values: Mapping[str, Any]) -> str:
     return json.dumps(values, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
 
+UNSEALED = (
+    "The variables kept from this session's earlier calls were dropped: the stored state did not carry this "
+    "server's seal for this session (it was changed, or written by another server)."
+)
 STOPPED = "The run was stopped before it finished: the variables kept from earlier calls are as they were."
 
 
+@dataclass(frozen=True)
+class Sealing:
+    """What seals a ``cpython`` run's pickle to its handle: the server's key for it, and the handle's keyed digest."""
+
+    key: bytes
+    handle_key: str
+
+
 async def after_run(
-    kept: KeptState | None, done: Mapping[str, Any], max_bytes: int
+    kept: KeptState | None, done: Mapping[str, Any], max_bytes: int, sealing: Sealing | None = None
 ) -> tuple[KeptState | None, str | None]:
     """The session's state after a run (from the worker's ``done`` report), and the hint naming what was not kept.
+    With `sealing`, the report is a ``cpython`` worker's pickle.
 
     The state is `kept` itself when the run left it as it was: nothing needs writing then."""
     if "state" not in done:  # the worker was killed: it reported nothing
         return kept, STOPPED if kept is not None else None
     if done["state"] is None:  # the program did not get to run, was stopped midway, or left the state unchanged
         return kept, None
-    return await anyio.to_thread.run_sync(functools.partial(_after, kept, done["state"], max_bytes))
+    return await anyio.to_thread.run_sync(functools.partial(_after, kept, done["state"], max_bytes, sealing))
 
 
-def _after(kept: KeptState | None, raw: object, max_bytes: int) -> tuple[KeptState | None, str | None]:
-    accepted = accept(raw, max_bytes=max_bytes)
+def _after(
+    kept: KeptState | None, raw: object, max_bytes: int, sealing: Sealing | None
+) -> tuple[KeptState | None, str | None]:
+    if sealing is not None:
+        accepted = accept_pickle(raw, max_bytes=max_bytes, key=sealing.key, handle_key=sealing.handle_key)
+    else:
+        accepted = accept(raw, max_bytes=max_bytes)
     if accepted is None:
         return kept, None
     state = accepted.state if accepted.state.names() else None

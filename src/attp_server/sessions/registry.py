@@ -499,15 +499,12 @@ def _tools(names: frozenset[str]) -> set[tuple[str, str]]:
 
 
 def _dumps(kept: KeptState) -> str:
-    return json.dumps(kept.message(), ensure_ascii=False, separators=(",", ":"))
+    return json.dumps(kept.stored(), ensure_ascii=False, separators=(",", ":"))
 
 
 def _loads(text: str, size: int) -> KeptState | None:
     data = json.loads(text)
-    values, functions = data.get("values"), data.get("functions")
-    if not isinstance(values, dict) or not isinstance(functions, dict):
-        return None
-    return KeptState(values=values, functions=functions, size=size)
+    return KeptState.from_stored(data, size) if isinstance(data, dict) else None
 
 
 async def _encode(kept: KeptState) -> str:

@@ -5,7 +5,7 @@ engine's own ``language.py``; what a handle keeps of its runs between calls; whe
 containment layer; whether a worker that ran it may run another; the extra that installs it and whether it is
 installed here), and `EngineRun`, what a worker asks of an engine for one program.
 The engines: `python/` (the project's evaluator, the default), `starlark/` (starlark-pyo3), `asteval/` (asteval's
-own `Interpreter`).
+own `Interpreter`), `cpython/` (real CPython behind the walls, with the data stack).
 
 A worker builds each installed engine once, before its lockdown (`runner`), and for each ``run`` message asks
 that engine for an `EngineRun`; the worker maps what the run raises to error codes and the answer to the
@@ -18,20 +18,22 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from attp_server.sandbox.engines.asteval.language import LANGUAGE as ASTEVAL
+from attp_server.sandbox.engines.cpython.language import LANGUAGE as CPYTHON
 from attp_server.sandbox.engines.language import Language
 from attp_server.sandbox.engines.python.language import LANGUAGE as PYTHON
 from attp_server.sandbox.engines.starlark.language import LANGUAGE as STARLARK
 
-EngineName = Literal["python", "starlark", "asteval"]
+EngineName = Literal["python", "starlark", "asteval", "cpython"]
 """Every value of the ``engine`` setting (the table below has one entry for each)."""
 
-Keeps = Literal["names", "nothing"]
+Keeps = Literal["names", "pickles", "nothing"]
 """What a handle keeps of an engine's runs: ``names`` (the variables and ``def``s a program leaves, as data and
-source), or ``nothing`` (every run starts empty)."""
+source), ``pickles`` (the top-level names a program leaves, pickled in the worker into one blob the server stores
+sealed to the handle and never reads), or ``nothing`` (every run starts empty)."""
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,15 @@ ENGINES: Mapping[str, Engine] = {
             runner="attp_server.sandbox.engines.asteval.engine:Asteval",
             reuse=False,
         ),
+        Engine(
+            "cpython",
+            CPYTHON,
+            "pickles",
+            walls=True,  # real CPython: only the walls hold it
+            runner="attp_server.sandbox.engines.cpython.engine:CPythonEngine",
+            extra="data",
+            reuse=False,  # a program can change anything in its process
+        ),
     )
 }
 """Every engine, by name; the first is the default."""
@@ -114,6 +125,10 @@ class Answer:
     """The value of the last expression statement and its line, when the program ended on one."""
     hint: str | None = None
     """What the engine tells the model about this run besides the result (an unnecessary import)."""
+    pictures: list[dict[str, str]] = field(default_factory=list)
+    """Pictures the program showed, each ``{"mime_type": "image/png", "data": base64}``."""
+    error: Mapping[str, Any] | None = None
+    """The run's error although the program ran to its end (its result cannot be returned: too large)."""
 
 
 class EngineRun(Protocol):

@@ -30,9 +30,11 @@ from contextlib import AsyncExitStack
 import anyio
 import anyio.abc
 
+from attp_server.sandbox.process.lockdown import WITHOUT_NUMPY
+
 logger = logging.getLogger(__name__)
 
-_BOOT = "from attp_server.sandbox.process.worker import forks; forks()"
+_BOOT = WITHOUT_NUMPY + "from attp_server.sandbox.process.worker import forks; forks()"
 _REPLY_BYTES = 4096
 
 

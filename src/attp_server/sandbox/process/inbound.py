@@ -65,6 +65,10 @@ _DONE_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "retire": (lambda value: isinstance(value, bool), "true or false"),
     "check_s": (_number, "a number of seconds"),
     "state": (lambda value: value is None or isinstance(value, dict), "an object or null"),
+    "pictures": (
+        lambda value: isinstance(value, list) and all(isinstance(item, dict) for item in value),
+        "a list of objects",
+    ),
 }
 """Each field of a ``done`` but its result (any JSON) and error (`_error`): what it must be."""
 

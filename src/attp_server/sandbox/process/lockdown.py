@@ -18,6 +18,7 @@ import ctypes.util
 import math
 import os
 import resource
+import threading
 from collections.abc import Iterable
 from typing import Any
 
@@ -149,6 +150,52 @@ def _threads() -> int:
         return len(os.listdir("/proc/self/task"))
     except OSError:
         return 1
+
+
+ONE_THREAD = {
+    **dict.fromkeys(
+        ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS",
+         "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS"),
+        "1",
+    ),
+    "ARROW_DEFAULT_MEMORY_POOL": "system", "MPLBACKEND": "Agg",
+}  # fmt: skip
+"""Part of every worker's environment, read by the numerical libraries as they load: one BLAS thread (none besides
+the main one: numpy imported by anything would otherwise start a thread per core, and the lockdown refuses a
+threaded worker), Arrow's system allocator (its jemalloc arenas would want threads of their own), and the
+matplotlib backend that draws without a display."""
+
+WITHOUT_NUMPY = "import sys; sys.modules.update({} if 'engine=cpython' in sys.argv else {'numpy': None}); "
+"""The first statement of a worker's (and a fork server's) program: a worker that is not a data-stack worker never
+imports numpy, whatever is installed beside the server (asteval, which the sandbox imports, loads it when it can:
+its memory and its BLAS would be every worker's, for nothing)."""
+
+ALLOWED_THREADS = frozenset({"jemalloc_bg_thd"})
+"""Threads a fork server may run besides its own: pyarrow's allocator starts this idle one when its library loads
+(no setting stops it; the ``cpython`` engine's data stack loads it). jemalloc makes its own state safe across
+fork, a fork has only the forking thread, and Arrow allocates from the system allocator there
+(``ARROW_DEFAULT_MEMORY_POOL``), so a worker never needs it back."""
+
+
+def other_threads() -> list[str]:
+    """This process's threads besides the calling one and `ALLOWED_THREADS`, by name: a fork of a process running
+    any of them could inherit a lock one of them held, and the lockdown binds only the thread that applies it."""
+    names: list[str] = []
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return names
+    for task in tasks:
+        if int(task) == threading.get_native_id():
+            continue
+        try:
+            with open(f"/proc/self/task/{task}/comm") as comm:
+                name = comm.read().strip()
+        except OSError:
+            name = "?"
+        if name not in ALLOWED_THREADS:
+            names.append(name)
+    return names
 
 
 def _landlock(libc: Any) -> str:

@@ -46,7 +46,7 @@ from attp_server.sandbox.process.forkserver import (
     drain_stderr,
     kill_worker,
 )
-from attp_server.sandbox.process.lockdown import CONTAINMENT
+from attp_server.sandbox.process.lockdown import CONTAINMENT, ONE_THREAD, WITHOUT_NUMPY
 from attp_server.sandbox.process.protocol import (
     MAX_CALL_BYTES,
     MAX_OUTPUT_BYTES,
@@ -75,7 +75,7 @@ LONG_RUN_NICE = 19
 calls) go first and runaways share what is left. Its worker retires afterwards: raising a priority back
 needs a privilege the server may not have."""
 
-_BOOT = "from attp_server.sandbox.process.worker import main; main()"
+_BOOT = WITHOUT_NUMPY + "from attp_server.sandbox.process.worker import main; main()"
 """The worker's whole program: the installed package (a wheel, or an editable checkout) is importable as is."""
 
 _DIRECTORY_PREFIX = "attp-worker-"
@@ -402,16 +402,6 @@ def _private_directory(kind: str = "") -> str:
     return directory
 
 
-ONE_THREAD = dict.fromkeys(
-    ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS",
-     "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS"),
-    "1",
-)  # fmt: skip
-"""Read by the numeric libraries as they load: with numpy installed beside attp-server, asteval's import loads it,
-and its BLAS would start a thread pool in the worker, whose lockdown (Landlock, seccomp) binds one thread only and
-so refuses to run anything with more. One thread each: nothing an engine imports starts another."""
-
-
 def _worker_environment(directory: str) -> dict[str, str]:
     """The whole environment a worker gets: nothing of the server's (no tokens, no credentials)."""
     return {
@@ -421,7 +411,19 @@ def _worker_environment(directory: str) -> dict[str, str]:
         "HOME": directory,
         "TMPDIR": directory,
         **ONE_THREAD,
+        "MPLCONFIGDIR": _matplotlib_cache(directory),
     }
+
+
+def _matplotlib_cache(fallback: str) -> str:
+    """Where a data-stack fork server keeps matplotlib's font list between server starts (building it takes
+    seconds): a folder of the server's user's own in the temporary directory (its workers can write nowhere)."""
+    path = Path(tempfile.gettempdir()) / f"attp-matplotlib-{os.getuid()}"
+    with contextlib.suppress(FileExistsError):
+        path.mkdir(mode=0o700)
+    if path.is_symlink() or not path.is_dir() or path.stat().st_uid != os.getuid():
+        return fallback  # someone else's: the process's own folder, rebuilt every time
+    return str(path)
 
 
 class WorkerPool:
@@ -439,6 +441,8 @@ class WorkerPool:
         without: tuple[str, ...] = (),
         fork_server: bool = True,
         fallen: bool = False,
+        engine: str | None = None,
+        packages: tuple[str, ...] = (),
     ) -> None:
         if size < 0 or max_workers < 1:
             raise ValueError("pool size must be >= 0 and max_workers >= 1")
@@ -456,6 +460,10 @@ class WorkerPool:
         """Workers are forked from a fork server (`forkserver`) that has loaded what they load (``attp doctor``'s
         probes too: they must meet the workers as they serve). False (only in code: the benchmark's comparison)
         starts each as a new interpreter."""
+        self.engine = engine
+        """``cpython``: the workers are data-stack workers (their fork server loads `packages` first; the engine
+        table says each serves one run). None: workers for the other engines."""
+        self.packages = packages
         self._forks: ForkServer | None = None
         self.refused: str | None = None
         """Why runs are refused (a containment layer missing under ``required``), once a worker said so."""
@@ -582,10 +590,12 @@ class WorkerPool:
         self._running.add(worker)
         worker.owner = owner
         worker.runs += 1
-        reusable = False
+        reusable = finished = False
         demotion = asyncio.get_running_loop().call_later(LONG_RUN_S, _demote, worker)
         token: contextvars.Token[RunClock | None] | None = None
-        expected = {"call": MAX_CALL_BYTES, "done": done_bytes(job.message()["limits"], job.keep)}
+        pictures = job.engine == "cpython"  # the engine whose programs show pictures
+        single_use = job.engine in ENGINES and not ENGINES[job.engine].reuse
+        expected = {"call": MAX_CALL_BYTES, "done": done_bytes(job.message()["limits"], job.keep, pictures)}
         try:
             with anyio.move_on_after(job.timeout_s + KILL_GRACE_S) as scope:
                 clock = RunClock(scope, slots)
@@ -597,6 +607,7 @@ class WorkerPool:
                     message = await worker.receive(expected)
                     if message["op"] == "done":
                         done = inbound.done(message, keep=job.keep)
+                        finished = True
                         # The worker may ask to retire sooner, never to serve longer; whether an engine's worker
                         # runs again at all is the engine table's word (asteval's programs can change shared objects).
                         engine = ENGINES.get(job.engine)
@@ -637,6 +648,11 @@ class WorkerPool:
             self.runs += 1
             if reusable and worker.alive and not worker.demoted:
                 await self._keep(worker)
+            elif finished and single_use and self._tasks is not None:  # a spent one-run worker: reaped after the reply
+                worker.killed = True
+                kill_worker(worker.pid)
+                self._tasks.start_soon(worker.kill)
+                self._refill()
             else:
                 await worker.kill()
                 self._refill()
@@ -807,6 +823,8 @@ class WorkerPool:
         """A worker's arguments (and its fork server's): ``<memory_mb> [probe|fallen] [without=layer ...]``."""
         mode = ["probe"] if self.probing else ["fallen"] if self.fallen else []
         flags = [*mode, *(f"without={layer}" for layer in self.without)]
+        if self.engine is not None:
+            flags += [f"engine={self.engine}", f"packages={','.join(self.packages)}"]
         return [str(self.memory_mb), *flags]
 
     async def _start_fork_server(self) -> None:

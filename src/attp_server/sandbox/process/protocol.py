@@ -146,6 +146,8 @@ class DoneMessage(_Done, total=False):
     """The state the program left, when the `RunMessage` asked to keep it (None: keep what was kept)."""
     check_s: float
     """Seconds from the run's arrival to the end of the static check (the trace's static-check span)."""
+    pictures: list[dict[str, str]]
+    """What the program showed (``cpython``): ``{"mime_type": "image/png", "data": base64}`` each."""
 
 
 class ProbeMessage(TypedDict):
@@ -199,11 +201,13 @@ DONE_SLACK_BYTES = 1024 * 1024
 """What a ``done`` line may hold beyond its run's result, output and state: error texts, hint, fields."""
 
 
-def done_bytes(limits: Limits, keep: bool) -> int:
+def done_bytes(limits: Limits, keep: bool, pictures: bool = False) -> int:
     """Longest ``done`` line a run with these `limits` can honestly send: its result, its output (escaped: a control
-    character is six bytes of JSON), its kept state, and `DONE_SLACK_BYTES`."""
+    character is six bytes of JSON), its kept state, its pictures (base64 of at most ``max_result_bytes`` of PNG, on
+    an engine that shows them), and `DONE_SLACK_BYTES`."""
     state = 2 * limits["max_state_bytes"] if keep else 0
-    return limits["max_result_bytes"] + 6 * limits["max_output_bytes"] + state + DONE_SLACK_BYTES
+    shown = 2 * limits["max_result_bytes"] if pictures else 0
+    return limits["max_result_bytes"] + 6 * limits["max_output_bytes"] + state + shown + DONE_SLACK_BYTES
 
 
 def value_count(line: bytes) -> int:

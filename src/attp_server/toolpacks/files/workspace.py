@@ -209,6 +209,24 @@ class Workspace:
         _check_size(len(data), limit, target.rel)
         return data
 
+    def read_range(self, target: Resolved, offset: int, size: int, limit: int) -> tuple[bytes, int]:
+        """`size` bytes from `offset` of a regular file of at most `limit` bytes, and the file's whole size."""
+        try:
+            before = os.lstat(target.real)
+        except (FileNotFoundError, NotADirectoryError):
+            raise self.not_found(target) from None
+        check_kind(before, target.rel)
+        _check_size(before.st_size, limit, target.rel)
+        with os_errors(target.rel):
+            fd = os.open(target.real, os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC)
+            try:
+                found = os.fstat(fd)
+                check_kind(found, target.rel)
+                _check_size(found.st_size, limit, target.rel)
+                return os.pread(fd, max(0, min(size, found.st_size - offset)), offset), found.st_size
+            finally:
+                os.close(fd)
+
     def existing_mode(self, target: Resolved) -> int | None:
         """Permission bits of the file about to be replaced, or None if it does not exist yet."""
         try:
