@@ -68,6 +68,8 @@ def test_bench_quick_run_prints_and_writes_every_figure(quick_run: tuple[str, di
         ):
             # may be zero (or, for memory, negative)
             assert value >= 0 or "_growth_" in key, (key, value)
+        elif "_net_vs_" in key:
+            pass  # a difference of two single samples in a quick run: may come out below zero on a busy machine
         else:
             assert value > 0, (key, value)
     assert set(data["targets"]) <= set(rows)
