@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import statistics
 import time
 from collections.abc import Awaitable, Callable
@@ -15,8 +16,9 @@ Call = Callable[[], Awaitable[Any]]
 async def interleaved(
     calls: dict[str, Call], repeats: int, warmup: int = 3, settle_s: float = 0.0
 ) -> dict[str, list[float]]:
-    """Time each call `repeats` times, one of each in turn, each round starting one further along (so that no call
-    always follows the same other); returns seconds per call, by name.
+    """Time each call `repeats` times, one of each in turn, each round in a new order (shuffled with a fixed seed, so
+    that no call always follows the same other: a call that follows its own engine's last one finds that process's
+    caches warm, and one that follows another engine's finds them cold); returns seconds per call, by name.
 
     `settle_s`: an untimed pause after each call, for work a server does after its reply (the telemetry's
     spans), so that it is not timed in the next call, to another server."""
@@ -25,9 +27,10 @@ async def interleaved(
             await call()
     samples: dict[str, list[float]] = {name: [] for name in calls}
     names = list(calls)
-    for round_ in range(repeats):
-        shift = round_ % len(names)
-        for name in names[shift:] + names[:shift]:
+    order = random.Random(len(names) * 1000 + repeats)
+    for _ in range(repeats):
+        order.shuffle(names)
+        for name in names:
             call = calls[name]
             started = time.perf_counter()
             await call()
