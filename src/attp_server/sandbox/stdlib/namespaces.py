@@ -359,7 +359,12 @@ def _pow(base: Any, exp: Any, mod: Any = None) -> Any:
 def check_power(base: int, exp: int) -> None:
     """Refuse ``base ** exp`` when the result would exceed the integer size limit."""
     if exp > 0 and abs(base) > 1 and exp * max(1, abs(base).bit_length() - 1) > MAX_INT_BITS:
-        raise SizeLimitError(f"{base} ** {exp} would exceed {MAX_INT_BITS:,} bits")
+        raise SizeLimitError(f"{_named(base)} ** {_named(exp)} would exceed {MAX_INT_BITS:,} bits")
+
+
+def _named(number: int) -> str:
+    """`number` as an error message shows it: its digits, or its size when they are too many to show."""
+    return str(number) if number.bit_length() <= 64 else f"(an integer of {number.bit_length():,} bits)"
 
 
 def _digits(name: str, convert: Callable[[Any], str]) -> Callable[[Any], str]:

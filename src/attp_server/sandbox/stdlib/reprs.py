@@ -30,7 +30,8 @@ PROGRAM_FILE = "<program>"
 _SUSPECT = re.compile(r"0x[0-9a-fA-F]{5,}|attp_server\.")
 """What an address or an internal name looks like in a repr (a false alarm only costs the slow path)."""
 
-_PLAIN = (type(None), bool, int, float, complex, str, bytes, bytearray, range, slice)
+_PLAIN = (type(None), bool, int, float, complex, str, bytes, bytearray, range)
+"""Types whose repr holds nothing but their own value (not ``slice``: its parts may be any objects)."""
 _SCALARS = frozenset({type(None), bool, int, float, str})
 """Types whose text is always safe, answered without a look at it (``str(i)`` in a loop)."""
 _VIEWS: tuple[type, ...] = (type({}.keys()), type({}.values()), type({}.items()))
@@ -115,6 +116,14 @@ class Shown:
     def __format__(self, spec: str) -> str:
         return safe_format(self._obj, spec)
 
+    def __bytes__(self) -> bytes:
+        """``b'%s' % uuid.uuid4()``: the object's own bytes, when it makes some (bytes themselves are not shown)."""
+        own = getattr(type(self._obj), "__bytes__", None)
+        if own is None:
+            kind = type(self._obj).__name__
+            raise TypeError(f"%b requires a bytes-like object, or an object that implements __bytes__, not '{kind}'")
+        return bytes(own(self._obj))
+
 
 def plain(values: Iterable[Any]) -> bool:
     """True when every one of `values` is a number, a string, a bool or None (nothing to make safe)."""
@@ -148,6 +157,8 @@ def _render(obj: Any, seen: set[int], depth: int) -> str:
         return f"{cls.__name__}([{_items(view, seen, depth + 1)}])"
     if isinstance(obj, BaseException):
         return f"{cls.__name__}({', '.join(_render(a, seen, depth + 1) for a in obj.args)})"
+    if cls is slice:
+        return f"slice({_items((obj.start, obj.stop, obj.step), seen, depth + 1)})"
     if isinstance(obj, functools.partial):
         parts = [_render(obj.func, seen, depth + 1), *(_render(a, seen, depth + 1) for a in obj.args)]
         parts += [f"{key}={_render(value, seen, depth + 1)}" for key, value in obj.keywords.items()]

@@ -137,9 +137,8 @@ def mod(a: Any, b: Any) -> Any:
     """``a % b``: a %-format template's widths checked, and its arguments shown by their safe text."""
     if a.__class__ is int:  # the common case first: a remainder
         return a % b
-    if isinstance(a, str | bytes | bytearray):
+    if isinstance(a, str | bytes | bytearray):  # a bytes template shows its arguments too (``b'%r' % f``)
         _check_percent_format(a)
-    if isinstance(a, str):
         if b.__class__ is tuple:
             if not plain(b):
                 b = tuple(shown(item) for item in b)
@@ -199,9 +198,9 @@ def text(function: Any, value: Any) -> Any:
 
 
 def text_call(function: Any, /, *args: Any, **kwargs: Any) -> Any:
-    """``str(...)`` with any other arguments: ``str(object=x)`` is safe text too."""
-    if function is str and not args and set(kwargs) == {"object"}:
-        return safe_str(kwargs["object"])
+    """``str(...)`` with any other arguments: ``str(*[x])`` and ``str(object=x)`` are safe text too."""
+    if function is str and len(args) + len(kwargs) == 1 and (args or "object" in kwargs):
+        return safe_str(args[0] if args else kwargs["object"])
     return function(*args, **kwargs)
 
 
