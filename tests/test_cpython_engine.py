@@ -247,6 +247,31 @@ async def test_pandas_and_matplotlib_read_and_write_workspace_files(data_runtime
     assert (out / "sales.parquet").read_bytes()[:4] == b"PAR1"
 
 
+async def test_a_new_file_and_a_missing_one_are_answers_not_failed_calls(data_runtime: Runtime) -> None:
+    """The file layer asks whether a path exists before it writes (savefig, mode 'x', os.path.exists): the model's
+    tool-call summary must not show that question as a failed call (a model trial read 'file_info: 1 (1 failed:
+    FILE_NOT_FOUND)' after a savefig that worked)."""
+    code = (
+        "import os, matplotlib.pyplot as plt\n"
+        "fig, ax = plt.subplots()\n"
+        "ax.plot([1, 2, 3])\n"
+        "fig.savefig('new_chart.png')\n"
+        "plt.close(fig)\n"
+        "with open('fresh.txt', 'x') as f:\n"
+        "    f.write('hello')\n"
+        "try:\n"
+        "    os.stat('missing.txt')\n"
+        "    stat = 'found'\n"
+        "except FileNotFoundError as e:\n"
+        "    stat = e.errno\n"
+        "__result__ = [os.path.exists('missing.txt'), os.path.exists('fresh.txt'), os.path.isdir('.'), stat]"
+    )
+    result = await run(data_runtime, code)
+    assert ok(result) == [False, True, True, 2]
+    assert [call for call in result.calls if not call.ok] == []
+    assert (data_runtime.settings.workspace / "new_chart.png").read_bytes().startswith(b"\x89PNG")
+
+
 async def test_open_os_pathlib_and_glob_see_the_workspace(data_runtime: Runtime) -> None:
     code = (
         "import os, glob, pathlib\n"

@@ -42,6 +42,7 @@ def test_bytes_round_trip_in_chunks(files: SimpleNamespace, tmp_path: Path) -> N
         "modified": pytest.approx(os.stat(tmp_path / "ws" / "bin").st_mtime),
     }
     assert files.file_info("bin/a.dat")["size"] == 768
+    assert files.file_info("bin/none.dat") == {"kind": "none", "size": 0, "modified": 0.0}  # an answer, not an error
 
 
 def test_the_workspace_boundary_and_the_size_limit_hold(files: SimpleNamespace, tmp_path: Path) -> None:

@@ -72,16 +72,19 @@ class BinaryTools:
         return {"path": target.rel, "bytes": len(content), "created": created}
 
     def file_info(self, path: str) -> dict[str, str | int | float]:
-        """What a workspace path is: {"kind": "file" or "dir", "size": bytes, "modified": seconds since the epoch}.
+        """What a workspace path is: {"kind": "file", "dir" or "none", "size": bytes, "modified": seconds since the
+        epoch}. A path that does not exist is an answer ("none"), not a failure: the engine's file layer asks before
+        it writes (``os.path.exists``, ``savefig``), and the program's tool-call summary should not show that
+        question as a failed call.
 
         Raises:
-            ToolError: FILE_NOT_FOUND, NOT_A_REGULAR_FILE, PATH_OUTSIDE_WORKSPACE, INVALID_PATH.
+            ToolError: NOT_A_REGULAR_FILE, PATH_OUTSIDE_WORKSPACE, INVALID_PATH.
         """
         target = self.workspace.resolve(path)
         try:
             found = os.stat(target.real)
         except (FileNotFoundError, NotADirectoryError):
-            raise self.workspace.not_found(target) from None
+            return {"kind": "none", "size": 0, "modified": 0.0}
         if stat.S_ISDIR(found.st_mode):
             return {"kind": "dir", "size": 0, "modified": found.st_mtime}
         check_kind(found, target.rel)

@@ -290,7 +290,7 @@ class FileTools:
         return result
 
     def list_files(self, directory: str = ".", pattern: str = "*", recursive: bool = False) -> list[str]:
-        """List the files in a workspace folder whose names match a glob pattern.
+        """List the files in a workspace folder whose names match a glob pattern (paths relative to the workspace).
 
         Args:
             directory: Folder relative to the workspace root; "." is the root.

@@ -183,7 +183,9 @@ class Files:
 
     def info(self, path: str) -> dict[str, Any]:
         found = self._tool("file_info", path)
-        return found if isinstance(found, dict) else {}
+        if not isinstance(found, dict) or found.get("kind") not in {"file", "dir"}:
+            raise FileNotFoundError(errno.ENOENT, "no such file in the workspace", path)
+        return found
 
     def listing(self, directory: str, pattern: str = "*", recursive: bool = False) -> list[str]:
         found = self._tool("list_files", directory, pattern=pattern, recursive=recursive)
