@@ -136,7 +136,7 @@ PROCESSES = [
 LIMITS = [
     a("huge-bytearray", "x = bytearray(10**11)", None, ("MEMORY_LIMIT",)),
     a("huge-numpy", "import numpy as np\nx = np.zeros(10**11)", None, ("MEMORY_LIMIT",)),
-    a("growing-list", "x = []\nwhile True:\n    x.append(bytearray(10**8))", None, ("MEMORY_LIMIT",)),
+    a("growing-list", "x = []\nwhile True:\n    x.append(bytearray(4 * 10**8))", None, ("MEMORY_LIMIT",)),
     a("spin", "while True:\n    pass", None, ("TIMEOUT",)),
     a(
         "spin-catching-the-timeout",
