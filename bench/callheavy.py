@@ -24,8 +24,12 @@ from __future__ import annotations
 
 import statistics
 import tempfile
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+import anyio
 
 from attp_server.run.runtime import Runtime
 from attp_server.run.startup import open_runtime
@@ -268,7 +272,9 @@ async def _measure(report: Report, engines: list[Engine], work: CallHeavy, quick
             continue
         if engine.name in REMOTE:  # its round trip, in the same rounds
             calls[f"{engine.name}{EMPTY_SUFFIX}"] = await checked(engine, EMPTY)
-    samples = await interleaved(calls, 1 if quick else REPEATS[work.name], warmup=0 if quick else 1)
+    samples = await interleaved(
+        calls, 1 if quick else REPEATS[work.name], warmup=0 if quick else 1, settle=_settled(engines)
+    )
     for name, times in samples.items():
         report.add(SECTION, f"{work.name}.{name}_ms", median_ms(times), "ms")
     floor = samples["exec"]
@@ -284,6 +290,26 @@ async def _measure(report: Report, engines: list[Engine], work: CallHeavy, quick
     if "runtime" in net and "monty" in net and net["monty"] > 0:
         versus = round(net["runtime"] / net["monty"], 2)
         report.add(SECTION, f"{work.name}.runtime_net_vs_monty_net", versus, "x", "< 1")
+
+
+SETTLE_LIMIT_S = 5.0
+"""The longest `_settled` waits for a pool's refill (a worker starting takes tens of milliseconds)."""
+
+
+def _settled(engines: list[Engine]) -> Callable[[], Awaitable[None]]:
+    """Waits, after each timed call, until the runtime's pool has no worker starting: asteval's worker is spent
+    after each run and its replacement is forked, locked down and warmed in the background, on the same two cores
+    as the next call; without the wait that work is timed in whichever engine comes next (it doubled the
+    ``runtime`` engine's empty round trip)."""
+    pools = [engine.runtime.pool for engine in engines if isinstance(engine, RuntimeEngine)]
+
+    async def settle() -> None:
+        deadline = time.monotonic() + SETTLE_LIMIT_S
+        while any(pool.stats()["starting"] for pool in pools) and time.monotonic() < deadline:
+            await anyio.sleep(0.002)
+        await anyio.sleep(0.005)  # a spent worker's exit (killed at once; its memory freed by the kernel)
+
+    return settle
 
 
 def _net(times: list[float], empty: list[float], floor: list[float]) -> float:

@@ -14,14 +14,15 @@ Call = Callable[[], Awaitable[Any]]
 
 
 async def interleaved(
-    calls: dict[str, Call], repeats: int, warmup: int = 3, settle_s: float = 0.0
+    calls: dict[str, Call], repeats: int, warmup: int = 3, settle_s: float = 0.0, settle: Call | None = None
 ) -> dict[str, list[float]]:
     """Time each call `repeats` times, one of each in turn, each round in a new order (shuffled with a fixed seed, so
     that no call always follows the same other: a call that follows its own engine's last one finds that process's
     caches warm, and one that follows another engine's finds them cold); returns seconds per call, by name.
 
     `settle_s`: an untimed pause after each call, for work a server does after its reply (the telemetry's
-    spans), so that it is not timed in the next call, to another server."""
+    spans), so that it is not timed in the next call, to another server. `settle`: awaited (untimed) after each call
+    too, until what that call left running has ended (a worker pool's refill)."""
     for _ in range(warmup):
         for call in calls.values():
             await call()
@@ -37,6 +38,8 @@ async def interleaved(
             samples[name].append(time.perf_counter() - started)
             if settle_s:
                 await anyio.sleep(settle_s)
+            if settle is not None:
+                await settle()
     return samples
 
 
