@@ -308,10 +308,30 @@ READ_FILE = "Read a UTF-8 text file from the workspace: max_lines lines (5000 at
         pytest.param(
             "Find code, e.g. `repo:owner/name` - newest first.", 40, "Find code… (`repo:owner/name`)", id="ticks"
         ),
+        pytest.param("Change a page's name, description, or parent.", 40, "", id="not-mid-list"),
+        pytest.param(
+            "Execute an INSERT, UPDATE, or DELETE query on the SQLite database", 40, "", id="not-mid-list-oxford"
+        ),
+        pytest.param(
+            "Merge two lists, sets and dicts, keeping order", 45, "Merge two lists, sets and dicts…", id="list"
+        ),
+        pytest.param(
+            "Read a text file attached to a skill: a template, a script, or an example.",
+            60,
+            "Read a text file attached to a skill…",
+            id="before-the-list",
+        ),
+        pytest.param(
+            "List the files of a folder, with their sizes and kinds, newest first",
+            60,
+            "List the files of a folder, with their sizes and kinds…",
+            id="clause-comma",
+        ),
     ],
 )
 def test_shorten_cuts_at_a_sentence_or_clause_and_keeps_formats(text: str, limit: int, cut: str) -> None:
-    """Issue 34: "Read a UTF-8 text file from the…" said less than nothing; git's <revision>:<path> was cut away."""
+    """Issue 34: "Read a UTF-8 text file from the…" said less than nothing; git's <revision>:<path> was cut away;
+    "Execute an INSERT, UPDATE…" read as if DELETE were not allowed (a list is kept whole or not at all)."""
     assert shorten(text, limit) == cut
     assert len(cut) <= limit
 

@@ -140,10 +140,46 @@ _FORMAT = re.compile(
 the prose around it is cut."""
 
 
+_CLAUSE_END = re.compile(r"[.!?;:](?=\s|$)")
+_CONJUNCTION = re.compile(r"\b(?:and|or)\b")
+_CLAUSE_WORDS = frozenset(
+    "with without for from in into by to as at on of when where which who that so but then if unless because while "  # noqa: SIM905 (a word list reads best as words)
+    "keeping using returning giving".split()
+)
+"""A part after a comma that starts with one of these words is a clause (``, with line numbers``), not a list item."""
+LIST_ITEM_WORDS = 4
+"""An item of a list written in prose (``name, description, or parent``) has at most this many words."""
+
+
+def _in_list(line: str, comma: int) -> bool:
+    """Whether the comma at `comma` separates the items of a list (``an INSERT, UPDATE, or DELETE query``), where a
+    cut would read as if the list ended there, rather than a clause (``a file, with line numbers``; ``a commit, or
+    of a file``): its clause goes on in short items up to one with ``and`` or ``or`` in it; a comma right before
+    the ``and`` or ``or`` is a list's when a short item and another comma come before it."""
+    end = _CLAUSE_END.search(line, comma + 1)
+    parts = line[comma + 1 : end.start() if end else len(line)].split(",")
+    for index, part in enumerate(parts):
+        words = part.split()
+        if not words or words[0].lower() in _CLAUSE_WORDS:
+            return False
+        joined = _CONJUNCTION.search(part)
+        if joined is None:
+            if len(words) > LIST_ITEM_WORDS:
+                return False
+            continue
+        before = part[: joined.start()].split()
+        if before or index > 0:
+            return len(before) <= LIST_ITEM_WORDS
+        starts = [match.end() for match in _CLAUSE_END.finditer(line, 0, comma)]
+        earlier = line[starts[-1] if starts else 0 : comma].split(",")
+        return len(earlier) > 1 and len(earlier[-1].split()) <= LIST_ITEM_WORDS
+    return False
+
+
 def shorten(text: str, limit: int) -> str:
     """`text` on one line, within `limit` characters: cut after its last sentence or clause that fits (with an
-    ellipsis), never mid-phrase; the argument formats it gives (``<revision>:<path>``) are kept before prose. Empty
-    when not even its first clause fits."""
+    ellipsis), never mid-phrase nor mid-list (`_in_list`); the argument formats it gives (``<revision>:<path>``) are
+    kept before prose. Empty when not even its first clause fits."""
     line = " ".join(text.split())
     if len(line) <= limit:
         return line
@@ -152,7 +188,9 @@ def shorten(text: str, limit: int) -> str:
     ends = [
         match.start()
         for match in _BOUNDARY.finditer(line)
-        if 0 < match.start() <= room and not _ABBREVIATION.search(line, 0, match.start() + 1)
+        if 0 < match.start() <= room
+        and not _ABBREVIATION.search(line, 0, match.start() + 1)
+        and not (line[match.start()] == "," and _in_list(line, match.start()))
     ]
     prose = line[: ends[-1]].rstrip() if ends else ""
     if formats and all(part in prose for part in formats.split(" ")):
