@@ -291,6 +291,14 @@ def test_bad_cli_value_names_field_and_command_line(cli: dict[str, Any], field: 
     assert "command line" in message
 
 
+def test_a_bad_item_of_a_list_is_named_by_its_place_in_plain_words(tmp_path: Path) -> None:
+    """Issue 34: ``skills_dirs = ["/x", 3]`` said "Input is not a valid path for <class 'pathlib.Path'>"."""
+    path = write_config(tmp_path, 'skills_dirs = ["/x", 3]\n')
+    message = config_error(config_file=path)
+    assert "skills_dirs: item 2: expected a path, as text (got ['/x', 3] from config file" in message
+    assert "<class" not in message
+
+
 def test_bad_value_names_the_source_that_won(tmp_path: Path) -> None:
     path = write_config(tmp_path, "memory_mb = 512\n")
     message = config_error(config_file=path, environ={"ATTP_MEMORY_MB": "2"})

@@ -677,7 +677,9 @@ def _problems(exc: ValidationError, sources: Mapping[str, PydanticBaseSettingsSo
         if error["type"] == "extra_forbidden":
             problems.append(_unknown_key(tuple(str(part) for part in error["loc"]), source))
             continue
-        message = str(error["msg"]).removeprefix("Value error, ")
+        message = _PLAIN_MESSAGES.get(error["type"]) or str(error["msg"]).removeprefix("Value error, ")
+        if len(error["loc"]) > 1 and isinstance(error["loc"][-1], int):
+            message = f"item {error['loc'][-1] + 1}: {message}"
         if field in _SECRET_BEARING:  # never echo a value that may hold a token; name where it is instead
             where = ".".join(str(part) for part in error["loc"])
             problems.append(f"{where}: {message} (from {source})")
@@ -688,6 +690,11 @@ def _problems(exc: ValidationError, sources: Mapping[str, PydanticBaseSettingsSo
         else:
             problems.append(f"{field}: {message} (got {_plain(received)} from {source})")
     return problems
+
+
+_PLAIN_MESSAGES = {"path_type": "expected a path, as text"}
+"""Pydantic's messages that name a Python class (``Input is not a valid path for <class 'pathlib.Path'>``), as a
+person who writes a config file reads them."""
 
 
 def _plain(value: Any) -> str:
