@@ -141,3 +141,58 @@ async def test_an_edit_of_the_rules_applies_while_serving(served: Any, tokens: d
         deadline = time.monotonic() + 20
         while "add(" in await description(served, tokens["alice"]) and time.monotonic() < deadline:
             await anyio.sleep(0.2)
+
+
+SEPARATE = """
+[access.engineering]
+groups = ["eng"]
+tools = ["files.*"]
+isolation = "tenant"
+
+[access.sales]
+groups = ["sales"]
+tools = ["files.*"]
+isolation = "session"
+
+[access.visitors]
+groups = ["visitors"]
+tools = ["files.*"]
+"""
+
+
+@pytest.fixture(scope="module")
+def separate(idp: Idp, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A server whose own ``isolation`` is shared, and whose rules give the engineers a folder each and the sales
+    people a folder per session."""
+    tmp = tmp_path_factory.mktemp("separate")
+    port = free_port()
+    config = tmp / "attp.toml"
+    config.write_text(f'oauth_issuer = "{idp.issuer}"\npublic_url = "http://127.0.0.1:{port}"\n' + SEPARATE)
+    with serving_http(tmp / "ws", "--config", str(config), "--toolpack", "files", port=port) as server:
+        server.extra["ws"] = tmp / "ws"
+        yield server
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_rule_gives_its_people_their_own_folders(separate: Any, idp: Idp, mode: str) -> None:
+    """Issue 37: the rules say whose files and memory a person's calls see (``isolation``), beside the server's."""
+    token = {name: idp.access_token(name, separate.url + "/mcp") for name in ("alice", "bob", "carol")}
+    ws: Path = separate.extra["ws"]
+    write = "write_file({!r}, 'x')\n__result__ = sorted(list_files('.'))"
+    async with as_person(separate, token["alice"], mode=mode) as client:
+        alice = await execute(client, write.format(f"alice-{mode}.txt"))
+    async with as_person(separate, token["carol"], mode=mode) as client:
+        carol = await execute(client, write.format(f"carol-{mode}.txt"))
+    assert f"alice-{mode}.txt" in alice["result"] and f"carol-{mode}.txt" not in alice["result"]
+    assert f"carol-{mode}.txt" in carol["result"] and f"alice-{mode}.txt" not in carol["result"]
+    assert (ws / f"carol-{mode}.txt").is_file()  # carol's rule sets none: the server's shared workspace
+    assert [path.parent.parent.name for path in ws.glob(f"*/*/alice-{mode}.txt")] == ["tenants"]
+    async with as_person(separate, token["bob"], mode=mode) as client:
+        first = await execute(client, write.format(f"bob-{mode}.txt"))
+        handle = {"session": first["session"]} if first.get("session") else {}  # the handshake era: the connection
+        again = await execute(client, "__result__ = sorted(list_files('.'))", **handle)
+    assert first["result"] == again["result"] == [f"bob-{mode}.txt"]
+    assert [path.parent.parent.name for path in ws.glob(f"*/*/bob-{mode}.txt")] == ["sessions"]
+    async with as_person(separate, token["bob"], mode=mode) as client:  # another session: another folder
+        other = await execute(client, "__result__ = sorted(list_files('.'))")
+    assert other["result"] == []

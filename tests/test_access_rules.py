@@ -50,6 +50,20 @@ def test_matching_rules_add_up() -> None:
     assert Policy({}).grant("anyone") is None  # no rules: everything
 
 
+def test_the_most_separate_isolation_of_the_matching_rules_holds() -> None:
+    rules = {
+        "all": AccessRule(groups=["staff"], tools=["*"]),
+        "own": AccessRule(groups=["eng"], tools=["*"], isolation="tenant"),
+        "apart": AccessRule(principals=["bob"], tools=["*"], isolation="session"),
+        "open": AccessRule(principals=["bob", "carol"], tools=["*"], isolation="shared"),
+    }
+    policy = Policy(rules)
+    assert policy.grant("dave", frozenset({"staff"})).isolation is None  # type: ignore[union-attr]  # the server's
+    assert policy.grant("alice", frozenset({"staff", "eng"})).isolation == "tenant"  # type: ignore[union-attr]
+    assert policy.grant("bob", frozenset({"eng"})).isolation == "session"  # type: ignore[union-attr]
+    assert policy.grant("carol", frozenset()).isolation == "shared"  # type: ignore[union-attr]
+
+
 async def test_the_rules_give_their_approval_rate_limit_and_engines(tmp_path: Path) -> None:
     async with running(tmp_path / "ws", access=RULES) as runtime:
         alice = Caller(person="alice", groups=frozenset({"eng"}))

@@ -3,9 +3,9 @@
 A rule names whom it applies to (``principals``: signed-in principals by their principal claim, or the names of
 `auth_tokens`; ``groups``: the groups claim's values) and what they reach (``tools``: globs of ``pack.tool``,
 ``files.*``, ``github.search_*``, ``*``), and optionally what else holds for them: ``engines``, ``approval``,
-``rate_limit_per_minute``. When any rule exists, a principal reaches the union of the ``tools`` of the rules that
-match it and nothing else; a principal no rule matches reaches no tool. The rules are data here; `attp_server.access`
-applies them.
+``rate_limit_per_minute``, ``isolation``. When any rule exists, a principal reaches the union of the ``tools`` of
+the rules that match it and nothing else; a principal no rule matches reaches no tool. The rules are data here;
+`attp_server.access` applies them.
 
     [access.engineering]
     groups = ["engineering"]
@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator,
 from attp_server.sandbox.engines import EngineName
 
 Approval = Literal["never", "destructive", "always"]
+Isolation = Literal["shared", "session", "tenant"]
 Engine = EngineName
 
 MAX_NAMES = 1000
@@ -57,6 +58,10 @@ class AccessRule(BaseModel):
     approval: Approval | None = Field(None, description="The approval mode for their calls (default: approval's).")
     rate_limit_per_minute: PositiveInt | None = Field(
         None, description="Their tool calls per minute (default: rate_limit_per_minute's)."
+    )
+    isolation: Isolation | None = Field(
+        None,
+        description="Whose files and memory their calls see: shared, session or tenant (default: isolation's).",
     )
 
     @field_validator("principals", "groups")

@@ -4,7 +4,8 @@ With no rule configured, everyone reaches every tool (`Policy.grant` is None). W
 union of the ``tools`` patterns of the rules that name it (``principals``) or one of its groups (``groups``); a
 principal no rule matches reaches nothing. Of the optional settings of the matching rules: ``engines`` is their
 union (any rule without it: any engine), ``approval`` the strictest one set, ``rate_limit_per_minute`` the largest
-one set (a principal gets what its most generous rule gives). Grants are remembered per principal and set of groups
+one set (a principal gets what its most generous rule gives), ``isolation`` the most separate one set (session, then
+tenant, then shared). Grants are remembered per principal and set of groups
 (at most `MAX_GRANTS`, the least recently used forgotten first).
 """
 
@@ -19,6 +20,7 @@ from attp_server.access_config import AccessRule
 
 MAX_GRANTS = 4096
 STRICTNESS = {"never": 0, "destructive": 1, "always": 2}
+SEPARATION = {"shared": 0, "tenant": 1, "session": 2}
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,8 @@ class Grant:
     """Its approval mode; None: the server's `approval`."""
     rate_limit_per_minute: int | None = None
     """Its tool calls per minute; None: the server's `rate_limit_per_minute`."""
+    isolation: str | None = None
+    """Whose files and memory its calls see; None: the server's `isolation`."""
 
     def admits(self, pack: str, tool: str) -> bool:
         """Whether ``pack.tool`` is one of its tools."""
@@ -89,10 +93,12 @@ class Policy:
         engines = None if any(e is None for e in languages) else {name for e in languages for name in e or ()}
         approvals = [rule.approval for _, rule in matched if rule.approval is not None]
         limits = [rule.rate_limit_per_minute for _, rule in matched if rule.rate_limit_per_minute is not None]
+        isolations = [rule.isolation for _, rule in matched if rule.isolation is not None]
         return Grant(
             rules=tuple(name for name, _ in matched),
             patterns=patterns,
             engines=frozenset(engines) if engines is not None and matched else None,
             approval=max(approvals, key=STRICTNESS.__getitem__) if approvals else None,
             rate_limit_per_minute=max(limits) if limits else None,
+            isolation=max(isolations, key=SEPARATION.__getitem__) if isolations else None,
         )

@@ -102,7 +102,7 @@ class Evaluation:
         """Whose worker runs it: a worker serves one owner only (`WorkerPool.run`), which is the principal (the
         token's name, or the one anonymous principal), and under ``isolation = "session"`` the principal's session.
         Callers without a token are one principal: nothing tells them apart but a session."""
-        if self.settings.isolation == "session":
+        if (run.isolation or self.settings.isolation) == "session":
             return f"{run.principal}/{run.session.key if run.session is not None else ''}"
         return run.principal
 

@@ -102,11 +102,27 @@ class Reach:
             self._views.move_to_end(key)
             return found[1]
         tools = restricted(registry, grant)
-        made = View(tools, Catalog(tools, self.settings), grant)
+        settings = self.settings
+        if grant.isolation is not None and grant.isolation != settings.isolation:  # its description says so
+            settings = settings.model_copy(update={"isolation": grant.isolation})
+        made = View(tools, Catalog(tools, settings), grant)
         self._views[key] = (registry.tools, made)  # the dict is held: its id is not reused while remembered
         if len(self._views) > MAX_VIEWS:
             self._views.popitem(last=False)
         return made
+
+    @property
+    def separates_sessions(self) -> bool:
+        """Whether some caller's calls may work in a folder of their session's own (the server's ``isolation``, or a
+        rule's): then a session's folders go when it ends."""
+        return self.settings.isolation == "session" or any(
+            rule.isolation == "session" for rule in self.policy.rules.values()
+        )
+
+    def isolation(self, caller: Caller | None) -> str:
+        """Whose files and memory `caller`'s calls see: its access rules' ``isolation``, or the server's."""
+        grant = self.grant(caller)
+        return grant.isolation if grant is not None and grant.isolation is not None else self.settings.isolation
 
     def approval(self, caller: Caller | None) -> str:
         """The approval mode of `caller`'s calls: its access rules', or the server's `approval`."""

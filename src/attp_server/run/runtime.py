@@ -84,7 +84,8 @@ class Runtime:
         self.store = store
         self.sessions = Sessions(settings, store) if store is not None else None
         """Sessions and their state, in the store (None without a store: every call stands alone)."""
-        self.scopes = Scopes(settings, registry)
+        self.reach = Reach(settings, store)  # the access rules: each call runs on its caller's view of the tools
+        self.scopes = Scopes(settings, registry, separate=lambda: self.reach.separates_sessions)
         if self.sessions is not None:
             self.sessions.removed_listeners.append(self.scopes.end_sessions)
         self.approvals = Approvals(settings)
@@ -98,7 +99,6 @@ class Runtime:
         self.limits = RateLimits(settings)
         for name in self.limits.unknown_names():
             logger.warning("rate_limit_per_minute names %r, which no token in auth_tokens has", name)
-        self.reach = Reach(settings, store)  # the access rules: each call runs on its caller's view of the tools
         self.dispatch = Dispatcher(
             settings,
             registry,
@@ -199,7 +199,8 @@ class Runtime:
         """The call's session, taken for it (None: the CLI, or no store). Raises `SessionRefused`."""
         if self.sessions is None or (caller is None and handle is None):
             return None
-        return await self.sessions.open(caller if caller is not None else Caller(), handle)
+        own_folder = self.reach.isolation(caller) == "session"
+        return await self.sessions.open(caller if caller is not None else Caller(), handle, own_folder=own_folder)
 
     async def _admitted(
         self, request: ExecuteRequest, context: CallContext, session: Session | None
@@ -227,6 +228,7 @@ class Runtime:
                 tools=view.tools,
                 catalog=view.catalog,
                 grant=view.grant,
+                isolation=self.reach.isolation(caller),
                 ask=context.ask,
                 **who,
                 open_url=context.open_url,
@@ -274,8 +276,9 @@ class Runtime:
         return Session(key, caller.principal, "implicit") if key is not None else None
 
     async def tools_for(self, caller: Caller | None, session: Session | None) -> ToolRegistry:
-        """The tools working on the caller's folder and memory (`isolation`). Raises `NoSession`."""
-        return await self.scopes.tools(self.scopes.scope_for(caller, session))
+        """The tools working on the caller's folder and memory (`isolation`, or its access rules'). Raises
+        `NoSession`."""
+        return await self.scopes.tools(self.scopes.scope_for(caller, session, self.reach.isolation(caller)))
 
     async def end_idle_sessions(self) -> None:
         """End the sessions idle past `session_idle_s` or older than `session_max_age_s` (theirs and every other

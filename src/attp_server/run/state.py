@@ -46,6 +46,8 @@ class RunState:
     server's own."""
     grant: Grant | None = None
     """What the caller's access rules give it (its approval mode, rate limit); None: no rules apply."""
+    isolation: str | None = None
+    """Whose files and memory the run's tools work on (its access rules', else the server's); None: the server's."""
     person: str | None = None
     """Whom upstream servers that see the person act for (`ToolCall.principal`); None for an anonymous caller."""
     credential: str | None = field(default=None, repr=False)

@@ -79,8 +79,11 @@ class NoSession(Exception):
 class Scopes:
     """Each scope's tools, built on first use and forgotten (and removed, when temporary) when it ends."""
 
-    def __init__(self, settings: Settings, registry: ToolRegistry) -> None:
+    def __init__(self, settings: Settings, registry: ToolRegistry, separate: Callable[[], bool] | None = None) -> None:
+        """`separate`: whether any call may have a session folder now (an access rule may give one when the
+        server's ``isolation`` does not); default: the server's ``isolation`` is ``session``."""
         self.isolation = settings.isolation
+        self.separate = separate or (lambda: self.isolation == "session")
         self.workspace = settings.workspace.resolve()
         self.db_path = settings.db_path.resolve()
         self.registry = registry
@@ -92,9 +95,11 @@ class Scopes:
         """How many scopes have their tools built right now."""
         return len(self._built)
 
-    def scope_for(self, caller: Caller | None, session: Session | None) -> Scope:
-        """The scope of a call. Raises `NoSession` under session isolation for a request without a session."""
-        if self.isolation == "tenant":
+    def scope_for(self, caller: Caller | None, session: Session | None, isolation: str | None = None) -> Scope:
+        """The scope of a call under `isolation` (default: the server's; the caller's access rules may set another).
+        Raises `NoSession` under session isolation for a request without a session."""
+        isolation = isolation or self.isolation
+        if isolation == "tenant":
             tenant = (caller.tenant if caller is not None else None) or DEFAULT_TENANT
             if caller is not None and caller.person is not None:  # a signed-in principal: its name may be any text
                 tenant = PERSON_PREFIX + hashlib.sha256(caller.person.encode("utf-8", "surrogatepass")).hexdigest()[:32]
@@ -103,7 +108,7 @@ class Scopes:
                 self.workspace / TENANTS_DIR / tenant,
                 self.db_path.parent / TENANTS_DIR / tenant / self.db_path.name,
             )
-        if self.isolation == "session":
+        if isolation == "session":
             if session is None:
                 raise NoSession
             folder = session.folder
@@ -145,11 +150,11 @@ class Scopes:
             built.refresh()
 
     def session_scope(self, key: str) -> Scope:
-        return self.scope_for(None, Session(key, "", ""))
+        return self.scope_for(None, Session(key, "", ""), "session")
 
     async def end_sessions(self, keys: list[str]) -> None:
         """Sessions ended (by their keys): under session isolation their scopes end with them (folders removed)."""
-        if self.isolation == "session":
+        if self.separate():
             for key in keys:
                 await self.end(self.session_scope(key))
 
@@ -180,7 +185,7 @@ class Scopes:
 
     async def sweep_stale(self, present: Callable[[list[str]], Awaitable[set[str]]]) -> int:
         """Remove the session folders whose sessions the store no longer has; return how many sessions'."""
-        if self.isolation != "session":
+        if not self.separate():
             return 0
         names = await anyio.to_thread.run_sync(self.session_folders)
         if not names:

@@ -230,11 +230,12 @@ class Sessions:
         handle = self.implicit_handle(caller)
         return self.key_of(handle) if handle is not None else None
 
-    async def open(self, caller: Caller, handle: str | None) -> Session:
+    async def open(self, caller: Caller, handle: str | None, own_folder: bool | None = None) -> Session:
         """The session a call continues (`handle`, or its transport's), taken for this call; or a new one.
 
         A new session is minted, not stored: it is written when the call ends, if there is anything to keep
-        (under ``isolation = "session"`` at once, since its folder needs an owner).
+        (under ``isolation = "session"`` at once, since its folder needs an owner; `own_folder` says whether the
+        caller's calls have one, default: the server's ``isolation`` is ``session``).
 
         Raises:
             SessionRefused: ``SESSION_NOT_FOUND`` (not this principal's, unknown, expired), or ``SERVER_BUSY``
@@ -251,7 +252,7 @@ class Sessions:
             return await self._take(self.key_of(implicit), principal, implicit, kind)
         handle = mint()
         session = Session(self.key_of(handle), principal, KIND_HANDLE, handle)
-        if self.settings.isolation == "session":
+        if own_folder if own_folder is not None else self.settings.isolation == "session":
             session.lease = secrets.token_hex(8)
             turns = self._turns(session.key)
             await turns.lock.acquire()
