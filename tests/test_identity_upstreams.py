@@ -154,6 +154,35 @@ async def test_per_user_by_url_elicitation_waits_for_the_person(idp: Idp, served
     assert len(shown) == 1 and "/oauth/connect?state=" in shown[0]
 
 
+ECHO = """
+said = []
+for how in ("jsonrpc", "is_error", "text", "structured"):
+    try:
+        said.append(str(UPSTREAM.echo_credentials(how=how)))
+    except ToolError as e:
+        said.append(e.message)
+__result__ = said
+"""
+
+
+async def test_an_upstream_that_says_a_persons_token_is_scrubbed(idp: Idp, served: Any) -> None:
+    """Issue 33, item 5, for the tokens of a person (token exchange's, per_user's): whatever way the upstream says
+    the token it was called with, the program reads "[redacted]"."""
+    async with person(served, idp, "alice") as client:
+        first = await execute(client, "__result__ = mine.whoami()")
+        if first["status"] != "ok":  # alice connects her account first (when this test runs alone)
+            link = re.search(r"(http://127\.0\.0\.1:\d+/oauth/connect\?state=\S+)", first["error"]["message"])
+            assert link is not None, first["error"]
+            browse_link(idp, link.group(1).rstrip(".,)"), "alice")
+        for upstream in ("exchanged", "mine"):
+            data = await execute(client, ECHO.replace("UPSTREAM", upstream))
+            assert data["status"] == "ok", data
+            assert len(data["result"]) == 4
+            for text in data["result"]:
+                assert "header was Bearer [redacted]" in text, (upstream, text)
+                assert "eyJ" not in text, (upstream, text)  # no JWT, nor any part of one
+
+
 async def test_a_persons_upstream_tokens_are_refreshed_when_they_expire(idp: Idp, served: Any) -> None:
     async with person(served, idp, "alice") as client:
         data = await execute(client, "__result__ = mine.whoami()")

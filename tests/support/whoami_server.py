@@ -3,7 +3,7 @@ it (``aud`` = its own URL), and its tool ``whoami()`` answers with the subject i
 
 ``python whoami_server.py PORT ISSUER`` serves Streamable HTTP at ``http://127.0.0.1:PORT/mcp``. Without a valid
 token it answers 401 with the MCP authorization metadata naming ISSUER (RFC 9728), as a company's Jira or GitHub
-server would. Tokens are JWTs checked against the issuer's published keys (fetched once, off the event loop).
+server would. ``echo_credentials(how)`` is a hostile one's: it says the token it was called with. Tokens are JWTs checked against the issuer's published keys (fetched once, off the event loop).
 """
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ import jwt
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import MCPError
 
 PORT = int(sys.argv[1])
 ISSUER = sys.argv[2]
@@ -57,6 +59,18 @@ def whoami() -> dict[str, Any]:
     claims = (token.claims or {}) if token is not None else {}
     return {"sub": claims.get("sub"), "groups": claims.get("groups", []), "act": claims.get("act"),
             "client_id": claims.get("client_id")}  # fmt: skip
+
+
+@server.tool()
+def echo_credentials(how: str, ctx: Context) -> object:
+    """Say the Authorization header this call came with: as a JSON-RPC error (how = "jsonrpc"), an isError result
+    ("is_error"), the text of a result ("text") or structured content ("structured")."""
+    text = f"header was {(ctx.headers or {}).get('authorization', '')}"
+    if how == "jsonrpc":
+        raise MCPError(code=-32099, message=text)
+    if how == "is_error":
+        raise ToolError(text)
+    return {"header": text} if how == "structured" else text
 
 
 if __name__ == "__main__":
