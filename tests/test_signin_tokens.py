@@ -174,6 +174,93 @@ def test_a_key_set_that_hangs_or_answers_10_mb_costs_a_bounded_wait(
         assert took_again < 1
 
 
+@pytest.mark.parametrize(
+    ("case", "accepted"),
+    [("expired 30 s ago", True), ("valid in 30 s", True), ("expired 90 s ago", False), ("valid in 90 s", False)],
+)
+def test_the_clocks_may_differ_by_a_minute(idp: Idp, served: Any, case: str, accepted: bool) -> None:
+    """A provider's clock and this server's may differ: ``exp`` and ``nbf`` are taken with 60 s of leeway."""
+    now = int(time.time())
+    claims = {
+        "expired 30 s ago": {"iat": now - 600, "exp": now - 30},
+        "valid in 30 s": {"nbf": now + 30},
+        "expired 90 s ago": {"iat": now - 600, "exp": now - 90},
+        "valid in 90 s": {"nbf": now + 90},
+    }[case]
+    answer, _ = post_with(served.url, idp.forge({"sub": "alice", "aud": served.url + "/mcp", **claims}))
+    if accepted:
+        assert answer.status_code == 200, answer.text
+    else:
+        assert_refused(answer, served.url, "has expired" if "expired" in case else "not valid yet")
+
+
+class RotatingKeys(BaseHTTPRequestHandler):
+    """The issuer's key set, as `published` says it is now."""
+
+    published: dict[str, Any] = {"keys": []}
+
+    def do_GET(self) -> None:
+        body = json.dumps(self.published).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_args: Any) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def key_set(*jwks: dict[str, Any]) -> Iterator[str]:
+    """A key set server publishing `jwks` (change `RotatingKeys.published` to rotate them); its URL."""
+    RotatingKeys.published = {"keys": list(jwks)}
+    keys = ThreadingHTTPServer(("127.0.0.1", 0), RotatingKeys)
+    keys.daemon_threads = True
+    threading.Thread(target=keys.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{keys.server_address[1]}/jwks"
+    finally:
+        keys.shutdown()
+        keys.server_close()
+
+
+def public(jwk: dict[str, Any]) -> dict[str, Any]:
+    return {name: value for name, value in jwk.items() if name not in ("d", "p", "q", "dp", "dq", "qi")}
+
+
+def test_a_key_set_that_holds_private_keys_is_read_without_them(idp: Idp, tmp_path: Any) -> None:
+    """A misconfigured issuer publishes its private JWK: tokens are checked with its public half (it was a 500)."""
+    key, jwk = rsa_key("leaky")
+    with key_set(jwk) as url, signed_in_server(idp, tmp_path, ATTP_OAUTH_JWKS_URL=url) as server:
+        person = {"sub": "alice", "aud": server.url + "/mcp"}
+        answer, _ = post_with(server.url, idp.forge(person, key=key, kid="leaky"))
+        assert answer.status_code == 200, answer.text
+        forged, _ = post_with(server.url, idp.forge(person, key=rsa_key("x")[0], kid="leaky"))
+        assert_refused(forged, server.url, "signature does not verify")
+
+
+def test_rotated_keys_are_fetched_again_at_most_every_30_s(idp: Idp, tmp_path: Any) -> None:
+    """The issuer rotates its signing key: a token signed with the new one is refused until the key set may be
+    fetched again (30 s after the last fetch: a flood of made-up ``kid`` values fetches nothing), then accepted;
+    the old key, gone from the set, no longer is."""
+    old_key, old_jwk = rsa_key("old")
+    new_key, new_jwk = rsa_key("new")
+    with key_set(public(old_jwk)) as url, signed_in_server(idp, tmp_path, ATTP_OAUTH_JWKS_URL=url) as server:
+        person = {"sub": "alice", "aud": server.url + "/mcp"}
+        first, _ = post_with(server.url, idp.forge(person, key=old_key, kid="old"))
+        fetched = time.monotonic()
+        assert first.status_code == 200, first.text
+        RotatingKeys.published = {"keys": [public(new_jwk)]}
+        early, _ = post_with(server.url, idp.forge(person, key=new_key, kid="new"))
+        assert_refused(early, server.url, "key the issuer does not publish")
+        time.sleep(max(0.0, fetched + 30.5 - time.monotonic()))
+        late, _ = post_with(server.url, idp.forge(person, key=new_key, kid="new"))
+        assert late.status_code == 200, late.text
+        gone, _ = post_with(server.url, idp.forge(person, key=old_key, kid="old"))
+        assert_refused(gone, server.url, "key the issuer does not publish")
+
+
 def test_an_opaque_token_is_introspected_at_the_provider(tmp_path: Any) -> None:
     with identity_provider(tmp_path, {"alice": ["eng"]}, opaque=True) as idp:
         settings = {

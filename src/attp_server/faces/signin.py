@@ -65,6 +65,9 @@ REFETCH_S = 30.0
 again sooner either."""
 MAX_TOKEN_CHARS = 16 * 1024
 """Longer bearer values are refused unread."""
+PRIVATE_MEMBERS = frozenset({"d", "p", "q", "dp", "dq", "qi", "oth", "k"})
+"""A JWK's private members (RFC 7518 §6): a key set that holds them (a misconfigured issuer) is read without them
+(with them the key is a private key, and a signature check with it fails inside the library)."""
 INTROSPECTION_CACHE_S = 30.0
 """How long an introspected token's answer is trusted (never past the token's ``exp``)."""
 CHECKED_CACHE = 4096
@@ -168,8 +171,12 @@ class IssuerKeys:
         for entry in entries[:MAX_KEYS]:
             if not isinstance(entry, dict) or entry.get("use", "sig") != "sig":
                 continue
+            private = PRIVATE_MEMBERS.intersection(entry)
+            if private:  # a key set must publish public keys only: a token is checked with the public half
+                logger.warning("sign-in: the issuer's key set holds private key material (%s)", ", ".join(private))
+            published = {name: value for name, value in entry.items() if name not in PRIVATE_MEMBERS}
             try:
-                key = jwt.PyJWK(entry)
+                key = jwt.PyJWK(published)
             except (jwt.PyJWKError, jwt.InvalidKeyError, ValueError, TypeError):
                 continue  # a key of a type this server does not check with: not one a token may use
             if key.algorithm_name not in ASYMMETRIC:
@@ -291,6 +298,9 @@ class Verifier:
             raise Refused(f"the token has no {exc.claim} claim") from None
         except jwt.PyJWTError as exc:
             raise Refused(f"the token is not valid: {type(exc).__name__}") from None
+        except Exception as exc:  # the issuer's key or the token is of a shape the library cannot check: not a 500
+            logger.warning("sign-in: a token could not be checked with the issuer's key %r: %r", kid, exc)
+            raise Refused("the token cannot be checked with the issuer's key") from None
         return self._signed_in(claims, token)
 
     async def _introspect(self, token: str) -> SignedIn:
