@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 from harness import execute, free_port, serving_http
 from idp import Idp, identity_provider
@@ -196,3 +197,27 @@ async def test_a_rule_gives_its_people_their_own_folders(separate: Any, idp: Idp
     async with as_person(separate, token["bob"], mode=mode) as client:  # another session: another folder
         other = await execute(client, "__result__ = sorted(list_files('.'))")
     assert other["result"] == []
+
+
+async def test_metrics_answer_a_signed_in_person_and_name_no_one_the_configuration_does_not(
+    idp: Idp, tmp_path: Path
+) -> None:
+    """``/metrics`` takes a signed-in person's token; a person no rule names by name is counted as ``other``, so
+    the series stay bounded whoever signs in, and no person's name is in them."""
+    port = free_port()
+    config = tmp_path / "attp.toml"
+    config.write_text(
+        f'oauth_issuer = "{idp.issuer}"\npublic_url = "http://127.0.0.1:{port}"\n'
+        '[access.visitors]\ngroups = ["visitors"]\ntools = ["files.*"]\nrate_limit_per_minute = 1\n'
+    )
+    with serving_http(tmp_path / "ws", "--config", str(config), "--toolpack", "files", port=port) as server:
+        token = idp.access_token("carol", server.url + "/mcp")
+        async with as_person(server, token) as client:
+            data = await execute(client, "__result__ = [list_files('.') for _ in range(3)]")
+        assert data["error"]["code"] == "RATE_LIMITED", data
+        async with httpx.AsyncClient() as http:
+            refused = await http.get(server.url + "/metrics")
+            answer = await http.get(server.url + "/metrics", headers={"Authorization": f"Bearer {token}"})
+    assert refused.status_code == 401 and answer.status_code == 200
+    assert 'attp_rate_limited_total{principal="other"} 1.0' in answer.text
+    assert "carol" not in answer.text
