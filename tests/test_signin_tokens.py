@@ -294,3 +294,28 @@ async def test_an_introspected_person_runs_a_program(tmp_path: Any) -> None:
             async with server.client(headers={"Authorization": f"Bearer {token}"}) as client:
                 data = await execute(client, "__result__ = add(4, 5)")
             assert data["result"] == 9
+
+
+@pytest.mark.anyio
+async def test_the_principal_and_groups_come_from_the_configured_claims(idp: Idp, tmp_path: Any) -> None:
+    """``oauth_principal_claim`` and ``oauth_groups_claim`` name other claims than ``sub`` and ``groups`` (an
+    issuer whose ``sub`` is a UUID, whose groups are ``roles``): the rules match what those claims say."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    config = tmp_path / "attp.toml"
+    config.write_text(
+        f'oauth_issuer = "{idp.issuer}"\npublic_url = "{url}"\n'
+        'oauth_principal_claim = "preferred_username"\noauth_groups_claim = "roles"\n'
+        '[access.her]\nprincipals = ["alice.smith"]\ntools = ["demo.add"]\n'
+        '[access.admins]\ngroups = ["admins"]\ntools = ["demo.records"]\n'
+    )
+    with serving_http(
+        tmp_path / "ws", "--config", str(config), "--toolpack", "demo_pack:toolpack", port=port
+    ) as server:
+        person = {"sub": "0b6e1c52-8f0e-4d0c-9d55-3f1d7c8a2e11", "aud": server.url + "/mcp"}
+        named = idp.forge({**person, "preferred_username": "alice.smith", "roles": ["admins"], "groups": ["x"]})
+        async with server.client(headers={"Authorization": f"Bearer {named}"}) as client:
+            data = await execute(client, "__result__ = sorted(t['name'] for t in tools())")
+        assert data["result"] == ["add", "records"], data
+        unnamed, _ = post_with(server.url, idp.forge({**person, "sub": "alice.smith"}))
+        assert_refused(unnamed, server.url, "no usable preferred_username claim")
