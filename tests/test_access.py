@@ -17,6 +17,7 @@ import httpx
 import pytest
 from harness import execute, free_port, serving_http
 from idp import Idp, identity_provider
+from upstreams import time_stdio
 
 pytestmark = pytest.mark.anyio
 
@@ -221,3 +222,29 @@ async def test_metrics_answer_a_signed_in_person_and_name_no_one_the_configurati
     assert refused.status_code == 401 and answer.status_code == 200
     assert 'attp_rate_limited_total{principal="other"} 1.0' in answer.text
     assert "carol" not in answer.text
+
+
+async def test_a_rule_gives_a_person_some_tools_of_an_upstream_server(idp: Idp, tmp_path: Path) -> None:
+    """Patterns over a real upstream server's tools (mcp-server-time): alice reaches one of its tools, bob the
+    other; each is refused the other's as if it did not exist."""
+    port = free_port()
+    time_server = time_stdio()
+    config = tmp_path / "attp.toml"
+    config.write_text(
+        f'oauth_issuer = "{idp.issuer}"\npublic_url = "http://127.0.0.1:{port}"\ntoolpacks = []\n'
+        f"[mcp_servers.time]\ncommand = {json.dumps(time_server['command'])}\nargs = {json.dumps(time_server['args'])}\n"
+        '[access.engineering]\ngroups = ["eng"]\ntools = ["time.get_current_time"]\n'
+        '[access.sales]\ngroups = ["sales"]\ntools = ["time.convert_*"]\n'
+    )
+    now = "__result__ = time.get_current_time(timezone='UTC')['timezone']"
+    convert = "__result__ = time.convert_time(source_timezone='UTC', time='12:00', target_timezone='UTC')['source']"
+    with serving_http(tmp_path / "ws", "--config", str(config), port=port) as server:
+        answers = {}
+        for login in ("alice", "bob"):
+            async with as_person(server, idp.access_token(login, server.url + "/mcp")) as client:
+                listed = await execute(client, "__result__ = sorted(t['name'] for t in tools())")
+                answers[login] = (listed, await execute(client, now), await execute(client, convert))
+    alice, bob = answers["alice"], answers["bob"]
+    assert alice[0]["result"] == ["get_current_time"] and bob[0]["result"] == ["convert_time"]
+    assert alice[1]["result"] == "UTC" and alice[2]["error"]["code"] == "NAME_NOT_FOUND"
+    assert bob[2]["result"]["timezone"] == "UTC" and bob[1]["error"]["code"] == "NAME_NOT_FOUND"
