@@ -56,6 +56,9 @@ class Engine:
     """What installs `package`, as its users know it."""
     extra: str | None = None
     """The extra of attp-server that installs `distribution`."""
+    own_workers: bool = False
+    """It runs on workers of its own (forked from a fork server that loaded its packages), never on the default
+    engine's: those workers do not build it."""
     reuse: bool = True
     """A worker that ran a program on it may run another. False where a program can change what its process
     holds for later runs (asteval lets it set attributes on what it reaches): the worker retires after one run."""
@@ -107,6 +110,7 @@ ENGINES: Mapping[str, Engine] = {
             walls=True,  # real CPython: only the walls hold it
             runner="attp_server.sandbox.engines.cpython.engine:CPythonEngine",
             extra="data",
+            own_workers=True,  # data-stack workers
             reuse=False,  # a program can change anything in its process
         ),
     )
