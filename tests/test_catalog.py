@@ -310,6 +310,12 @@ READ_FILE = "Read a UTF-8 text file from the workspace: max_lines lines (5000 at
         ),
         pytest.param("Change a page's name, description, or parent.", 40, "", id="not-mid-list"),
         pytest.param(
+            "Change a page's name, description, or (detail pages only) detail text; the rest stays.",
+            55,
+            "",
+            id="not-after-or",
+        ),
+        pytest.param(
             "Execute an INSERT, UPDATE, or DELETE query on the SQLite database", 40, "", id="not-mid-list-oxford"
         ),
         pytest.param(

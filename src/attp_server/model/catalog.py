@@ -147,6 +147,8 @@ _CLAUSE_WORDS = frozenset(
     "keeping using returning giving".split()
 )
 """A part after a comma that starts with one of these words is a clause (``, with line numbers``), not a list item."""
+_DANGLING = re.compile(r"\b(?:and|or|nor|but|of|to|the|an?|with|for|in|on|by|from|as|at|into)$", re.I)
+"""A word a phrase cannot end on: no cut right after it (``name, description, or…``)."""
 LIST_ITEM_WORDS = 4
 """An item of a list written in prose (``name, description, or parent``) has at most this many words."""
 
@@ -190,6 +192,7 @@ def shorten(text: str, limit: int) -> str:
         for match in _BOUNDARY.finditer(line)
         if 0 < match.start() <= room
         and not _ABBREVIATION.search(line, 0, match.start() + 1)
+        and not _DANGLING.search(line, max(0, match.start() - 8), match.start())
         and not (line[match.start()] == "," and _in_list(line, match.start()))
     ]
     prose = line[: ends[-1]].rstrip() if ends else ""
