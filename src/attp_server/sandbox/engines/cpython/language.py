@@ -16,8 +16,8 @@ LANGUAGE_RULE = (
 )
 FILES = (
     '- Workspace files open as usual, by a path relative to the workspace: open("notes.txt"), '
-    'pd.read_csv("sales.csv"), pd.read_excel(...), df.to_parquet("out.parquet"), fig.savefig("chart.png"); '
-    "each open goes through the files pack (tool_calls counts it as files.read_bytes, files.write_bytes, ...)."
+    'pd.read_csv("sales.csv"), pd.read_excel(...), df.to_parquet("out.parquet"), fig.savefig("chart.png"); each '
+    "open goes through the files pack (tool_calls counts it as files.file_info, files.read_bytes or files.write_bytes)."
 )
 PICTURES = (
     "- show(fig) (or plt.show(), or a figure left open) sends a matplotlib chart to the user as a PNG image with "
