@@ -160,7 +160,7 @@ def test_past_the_budget_summaries_give_way_before_signatures(tmp_path: Path) ->
 class FixedLive:
     """The live tools of an upstream server, fixed (a catalog test needs no connection)."""
 
-    problem = None
+    problem = told = None
 
     def __init__(self, pack: Toolpack) -> None:
         self._tools = [make_tool(f, pack.name, marks=ToolMarks()) for f in pack.tools]

@@ -529,6 +529,21 @@ async def test_credentials_stay_out_of_every_output(
     assert leaks == [], f"the secret appears in outputs {leaks}"
 
 
+async def test_a_program_is_told_why_a_server_is_down_without_the_hosts_path(workspace: Path) -> None:
+    """The operator reads the PATH that was searched (log, /healthz, attp tools); the program reads the reason and
+    the fix, not the host's folders."""
+    servers = {"uvxed": {"command": "uvx-not-installed-here", "args": ["mcp-server-git"]}}
+    async with gateway(workspace, servers, mcp_startup_timeout_s=10) as runtime:
+        live = runtime.registry.packs["uvxed"].live
+        assert live is not None and live.problem is not None and live.told is not None
+        done = await run(runtime, "uvxed.git_status(repo_path='.')")
+    path = os.environ["PATH"]
+    assert f"was not found on the PATH attp-server was started with ({path[:300]})" in live.problem
+    assert done["error"]["code"] == "UPSTREAM_UNAVAILABLE"
+    assert "was not found on the PATH attp-server was started with" in done["error"]["message"]
+    assert path[:300] not in done["error"]["message"] and path[:300] not in live.told
+
+
 async def test_a_server_that_dies_says_why_without_its_secrets(
     workspace: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -248,6 +248,11 @@ class LiveTools(Protocol):
         """Why the tools cannot be called right now (naming the cause and the fix), or None."""
         ...
 
+    @property
+    def told(self) -> str | None:
+        """`problem` as a program calling its tools is told it (without the host's details), or None."""
+        ...
+
     def tools(self) -> Sequence[Tool]:
         """The current tools (built with `make_tool`), named as the sandbox calls them within the pack."""
         ...
@@ -861,11 +866,11 @@ class ToolRegistry:
         return None
 
     def unavailable(self) -> dict[str, str]:
-        """Live packs whose tools cannot be called now -> why, and what fixes it."""
+        """Live packs whose tools cannot be called now -> why, and what fixes it, as a program is told it."""
         return {
-            name: pack.live.problem
+            name: pack.live.told
             for name, pack in self.packs.items()
-            if pack.live is not None and pack.live.problem is not None
+            if pack.live is not None and pack.live.told is not None
         }
 
 

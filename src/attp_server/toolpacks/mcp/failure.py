@@ -78,7 +78,8 @@ def not_started(command: str, cause: BaseException, where: str, path: str) -> tu
         )
     if os.sep in command or (os.altsep and os.altsep in command):
         return f"the command {command!r} does not exist", f"correct {where}.command (an absolute path)"
-    reason = f"the command {command!r} was not found on the PATH attp-server was started with ({path[:300]})"
+    reason = f"the command {command!r} was not found on the PATH attp-server was started with"
+    reason += f" ({path[:300]})" if path else ""
     comes_with = COMES_WITH.get(Path(command).name)
     fix = f"install {comes_with}, or " if comes_with else "install it, or "
     fix += (

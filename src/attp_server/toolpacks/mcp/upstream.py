@@ -113,6 +113,8 @@ class Upstream:
         self.startup_timeout_s = startup_timeout_s
         self.environ = environ
         self.problem: str | None = "not connected yet"
+        self.told: str | None = self.problem
+        """`problem` as a program reads it: without the host's details (its PATH, the variables not passed on)."""
         self._client: Client | None = None
         self._tools: list[Tool] = []
         self._secrets: list[str] = []
@@ -207,7 +209,7 @@ class Upstream:
                     self._tools = await self._list_tools(client)
                     connecting.deadline = math.inf  # connected: from here on the connection lives until it breaks
                     self._client = client
-                    self.problem = None
+                    self.problem = self.told = None
                     self._backoff = FIRST_BACKOFF_S
                     self.connects += 1
                     logger.info(
@@ -269,9 +271,12 @@ class Upstream:
             self._retry_at = time.monotonic() + self._backoff
             self._backoff = min(self._backoff * 2, MAX_BACKOFF_S)
         self.problem = self._scrub(self._explain(exc, broke=broke))
+        self.told = self._scrub(self._explain(exc, broke=broke, host=False))
         logger.warning("mcp server %r is unavailable: %s", self.pack, self.problem)
 
-    def _explain(self, exc: BaseException, *, broke: bool) -> str:
+    def _explain(self, exc: BaseException, *, broke: bool, host: bool = True) -> str:
+        """Why it is down, and the fix; with `host`, the host's details too (the PATH it searched, the variables it
+        did not pass on): the operator's, in the log, ``/healthz`` and ``attp tools``, not the program's."""
         cause = _leaf(exc)
         where = f"mcp_servers.{self.config_name}"
         said = self._stderr.meaningful(errors_only=broke) if self._stderr is not None else None
@@ -295,7 +300,8 @@ class Upstream:
         reason = _reason(cause)
         if self.config.command is not None:
             if isinstance(cause, FileNotFoundError | PermissionError):
-                reason, fix = not_started(str(self.config.command), cause, where, self.environ.get("PATH", ""))
+                path = self.environ.get("PATH", "") if host else ""
+                reason, fix = not_started(str(self.config.command), cause, where, path)
             else:
                 if said:
                     reason = f"it exited at start; its stderr said: {said}"
@@ -303,7 +309,7 @@ class Upstream:
                 else:
                     fix = f"run the command of {where} by hand to see its error, and correct it"
                 lines = self._stderr.lines() if self._stderr is not None else []
-                fix += self._withheld("\n".join([reason, *lines]))
+                fix += self._withheld("\n".join([reason, *lines])) if host else ""
             return f"{self.config.describe()}: {reason}. Fix: {fix}; it is retried on the next call."
         if self._challenge is not None or (
             isinstance(cause, httpx2.HTTPStatusError) and cause.response.status_code in (401, 403)
@@ -607,7 +613,7 @@ class Upstream:
             return self._client
         wait = self._retry_at - time.monotonic()
         if wait > 0:
-            raise self._unavailable(f"{self.problem} (next attempt in {math.ceil(wait)} s)")
+            raise self._unavailable(f"{self.told} (next attempt in {math.ceil(wait)} s)")
         if self._request is None:
             self._request = anyio.Event()
             self._wanted.set()
@@ -619,7 +625,7 @@ class Upstream:
 
     def _connected(self) -> Client:
         if self._client is None:
-            raise self._unavailable(self.problem or "it is still connecting")
+            raise self._unavailable(self.told or "it is still connecting")
         return self._client
 
     def _unavailable(self, reason: str) -> ToolError:
