@@ -9,8 +9,12 @@ import json
 import os
 import sqlite3
 import stat
+import subprocess
+import sys
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -276,3 +280,62 @@ def test_the_secret_is_generated_once_for_the_owner_only_and_derives_stable_dige
     (tmp_path / "short").write_bytes(b"abc")
     with pytest.raises(AttpError, match="at least 16"):
         load_secret(tmp_path / "short", generate=False)
+
+
+def test_the_secret_file_appears_whole_or_not_at_all(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Replicas (or two servers on one data folder) starting at the same moment: one that looked while another was
+    writing found an empty secret.key and refused to start. Whenever the secret is being written, the file is
+    absent or whole."""
+    path = tmp_path / "data" / "secret.key"
+    seen: list[bytes | None] = []
+    opened = os.fdopen
+
+    class Watched:
+        def __init__(self, handle: Any) -> None:
+            self.handle = handle
+
+        def __enter__(self) -> Watched:
+            self.handle.__enter__()
+            return self
+
+        def __exit__(self, *exc: Any) -> None:
+            self.handle.__exit__(*exc)
+
+        def write(self, data: bytes) -> int:
+            seen.append(path.read_bytes() if path.exists() else None)  # what another process would read now
+            return int(self.handle.write(data))
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.handle, name)
+
+    monkeypatch.setattr("attp_server.store.secret.os.fdopen", lambda *a, **k: Watched(opened(*a, **k)))
+    load_secret(path, generate=True)
+    assert seen == [None]
+    assert len(path.read_bytes().strip()) == 64
+    assert sorted(p.name for p in path.parent.iterdir()) == ["secret.key"]  # nothing staged is left behind
+
+
+def test_processes_that_start_at_once_share_one_whole_secret(tmp_path: Path) -> None:
+    """Replicas (or two servers on one data folder) starting at the same moment: each reads the one secret, whole
+    (one that read the file between another's create and write found it empty and refused to start)."""
+    path = tmp_path / "data" / "secret.key"
+    go = tmp_path / "go"
+    racer = (
+        "import sys, time, pathlib\n"
+        "from attp_server.store.secret import load_secret\n"
+        "go = pathlib.Path(sys.argv[2])\n"
+        "while not go.exists(): time.sleep(0.0005)\n"
+        "print(load_secret(pathlib.Path(sys.argv[1]), generate=True).digest('folder', 'h'))\n"
+    )
+    racers = [
+        subprocess.Popen(
+            [sys.executable, "-c", racer, str(path), str(go)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        for _ in range(16)
+    ]
+    time.sleep(1.0)  # every racer waiting
+    go.touch()
+    answers = [racer.communicate(timeout=60) for racer in racers]
+    assert [racer.returncode for racer in racers] == [0] * 16, [err.decode()[-300:] for _, err in answers]
+    assert len({out for out, _ in answers}) == 1
+    assert sorted(p.name for p in path.parent.iterdir()) == ["secret.key"]  # nothing staged is left behind

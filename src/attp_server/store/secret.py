@@ -11,6 +11,7 @@ so a digest of one kind can never be passed off as another.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import os
@@ -65,15 +66,7 @@ def load_secret(path: Path, *, generate: bool) -> Secret:
         AttpError: the file is missing (and not to be generated), unreadable, or too short.
     """
     if generate and not path.exists():
-        private_folder(path.parent)
-        text = secrets.token_hex(SECRET_BYTES).encode("ascii")
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            pass  # another replica or process made it first: read theirs
-        else:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(text + b"\n")
+        _generate(path)
     try:
         material = path.read_bytes().strip()
     except FileNotFoundError:
@@ -87,3 +80,21 @@ def load_secret(path: Path, *, generate: bool) -> Secret:
     if len(material) < MIN_SECRET_BYTES:
         raise AttpError(f"secret_file {path} holds {len(material)} bytes; it needs at least {MIN_SECRET_BYTES}")
     return Secret(material)
+
+
+def _generate(path: Path) -> None:
+    """Write a new secret to `path` unless another process did first. The file appears whole or not at all: it is
+    written under a name of its own, then linked into place (a process starting at the same moment, a replica on
+    the same data folder, read an empty file between another's create and write, and refused to start)."""
+    private_folder(path.parent)
+    staged = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(secrets.token_hex(SECRET_BYTES).encode("ascii") + b"\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        with contextlib.suppress(FileExistsError):  # another replica or process made it first: read theirs
+            os.link(staged, path)
+    finally:
+        staged.unlink(missing_ok=True)
