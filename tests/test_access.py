@@ -248,3 +248,26 @@ async def test_a_rule_gives_a_person_some_tools_of_an_upstream_server(idp: Idp, 
     assert alice[0]["result"] == ["get_current_time"] and bob[0]["result"] == ["convert_time"]
     assert alice[1]["result"] == "UTC" and alice[2]["error"]["code"] == "NAME_NOT_FOUND"
     assert bob[2]["result"]["timezone"] == "UTC" and bob[1]["error"]["code"] == "NAME_NOT_FOUND"
+
+
+async def test_a_rules_approval_and_engines_hold_through_the_server(idp: Idp, tmp_path: Path) -> None:
+    """A rule's ``approval`` and ``engines`` through the real server: the engineers' writes need a person's approval
+    (a client that cannot ask gets APPROVAL_UNAVAILABLE), the visitors' programs are Starlark only."""
+    port = free_port()
+    config = tmp_path / "attp.toml"
+    config.write_text(
+        f'oauth_issuer = "{idp.issuer}"\npublic_url = "http://127.0.0.1:{port}"\nengines = ["python", "starlark"]\n'
+        '[access.engineering]\ngroups = ["eng"]\ntools = ["files.*"]\napproval = "destructive"\n'
+        '[access.visitors]\ngroups = ["visitors"]\ntools = ["files.*"]\nengines = ["starlark"]\n'
+    )
+    with serving_http(tmp_path / "ws", "--config", str(config), "--toolpack", "files", port=port) as server:
+        async with as_person(server, idp.access_token("alice", server.url + "/mcp")) as client:
+            written = await execute(client, "__result__ = write_file('a.txt', 'x')")
+            listed = await execute(client, "__result__ = list_files('.')")
+        async with as_person(server, idp.access_token("carol", server.url + "/mcp")) as client:
+            python = await execute(client, "__result__ = list_files('.')")
+            starlark = await execute(client, "__result__ = len(list_files('.'))", engine="starlark")
+    assert written["error"]["code"] == "APPROVAL_UNAVAILABLE", written
+    assert listed["status"] == "ok" and listed["result"] == []  # nothing was written
+    assert python["error"]["code"] == "FORBIDDEN" and "starlark" in python["error"]["message"], python
+    assert starlark["status"] == "ok" and starlark["result"] == 0, starlark
