@@ -280,6 +280,31 @@ def test_an_opaque_token_is_introspected_at_the_provider(tmp_path: Any) -> None:
             assert_refused(unknown, server.url, "not active")
 
 
+def test_an_introspection_answer_is_kept_briefly(tmp_path: Any) -> None:
+    """An active token's introspection is cached (30 s): revoked at the provider, it still works on the server that
+    asked, and is refused at once by a server that has to ask again."""
+    with identity_provider(tmp_path, {"alice": ["eng"]}, opaque=True) as idp:
+        port = free_port()
+        env = {
+            "ATTP_OAUTH_ISSUER": idp.issuer,
+            "ATTP_PUBLIC_URL": f"http://127.0.0.1:{port}",
+            "ATTP_OAUTH_INTROSPECTION_URL": f"{idp.issuer}/token/introspection",
+            "ATTP_OAUTH_CLIENT_ID": ATTP_CLIENT,
+            "ATTP_OAUTH_CLIENT_SECRET": ATTP_SECRET,
+        }
+        client_id = idp.register()
+        token = idp.access_token("alice", f"http://127.0.0.1:{port}/mcp", client_id=client_id)
+        with serving_http(tmp_path / "ws", "--toolpack", "demo_pack:toolpack", port=port, env=env) as server:
+            assert post_with(server.url, token)[0].status_code == 200
+            revoked = httpx.post(f"{idp.issuer}/token/revocation", data={"token": token, "client_id": client_id})
+            assert revoked.status_code == 200, revoked.text
+            cached, _ = post_with(server.url, token)
+            assert cached.status_code == 200, cached.text  # the answer it had, within INTROSPECTION_CACHE_S
+        with serving_http(tmp_path / "ws", "--toolpack", "demo_pack:toolpack", port=port, env=env) as again:
+            asked, _ = post_with(again.url, token)
+            assert_refused(asked, again.url, "not active")
+
+
 @pytest.mark.anyio
 async def test_an_introspected_person_runs_a_program(tmp_path: Any) -> None:
     """The whole path with an opaque token: introspection, then attp_execute as that person."""
