@@ -3,11 +3,13 @@
 Owns: `ENGINES`, the table every part reads about an engine (its language as the model reads it, from the
 engine's own ``language.py``; what a handle keeps of its runs between calls; whether it runs only behind every
 containment layer; whether a worker that ran it may run another; the extra that installs it and whether it is
-installed here), and `EngineRun`, what a worker asks of an engine for one program.
+installed here), `EngineRun`, what a worker asks of an engine for one program, and `import_hint`, the hint every
+engine gives for an unnecessary import.
 The engines: `python/` (the project's evaluator, the default), `starlark/` (starlark-pyo3), `asteval/` (asteval's
 own `Interpreter`), `cpython/` (real CPython behind the walls, with the data stack).
 
-A worker builds each installed engine once, before its lockdown (`runner`), and for each ``run`` message asks
+A worker's fork server builds each installed engine its workers run once, before they fork and lock down
+(`runner`; an engine with workers of its own only there), and for each ``run`` message a worker asks
 that engine for an `EngineRun`; the worker maps what the run raises to error codes and the answer to the
 result, the same way for every engine.
 Runs in the worker and in the server (the table only); imports nothing above `attp_server.sandbox`.
@@ -133,6 +135,12 @@ class Answer:
     """Pictures the program showed, each ``{"mime_type": "image/png", "data": base64}``."""
     error: Mapping[str, Any] | None = None
     """The run's error although the program ran to its end (its result cannot be returned: too large)."""
+
+
+def import_hint(modules: list[str]) -> str:
+    """The hint for a program that imported modules it already had by name (`Answer.hint`)."""
+    names = ", ".join(modules)
+    return f"imports are unnecessary here: {names} {'is' if len(modules) == 1 else 'are'} already available by name"
 
 
 class EngineRun(Protocol):

@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from types import MappingProxyType
 from typing import Any
 
-from attp_server.sandbox.engines import Answer
+from attp_server.sandbox.engines import Answer, import_hint
 from attp_server.sandbox.engines.asteval import lacks
 from attp_server.sandbox.engines.asteval.failures import failure
 from attp_server.sandbox.limits import Abort, Forbidden, ImportForbidden
@@ -196,7 +196,7 @@ class AstevalRun:
                 value = self._statement(interpreter, statement)
                 if isinstance(statement, ast.Expr) and value is not None:
                     last = (value, statement.lineno)
-        hint = _import_hint(self.imported) if self.imported else None
+        hint = import_hint(self.imported) if self.imported else None
         return Answer(self.symbols, last, hint)
 
     def kept(self) -> dict[str, Any] | None:
@@ -287,8 +287,3 @@ def _recursion(limit: int) -> Iterator[None]:
         yield
     finally:
         sys.setrecursionlimit(default)
-
-
-def _import_hint(modules: list[str]) -> str:
-    names = ", ".join(modules)
-    return f"imports are unnecessary here: {names} {'is' if len(modules) == 1 else 'are'} already available by name"

@@ -17,7 +17,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from attp_server.sandbox.engines import Answer
+from attp_server.sandbox.engines import Answer, import_hint
 from attp_server.sandbox.engines.python.evaluator import Evaluator, Program, TooDeep, compile_program
 from attp_server.sandbox.policy import scan
 from attp_server.sandbox.process import keep
@@ -145,7 +145,7 @@ class PythonRun:
         if restored is not None:
             evaluator.symtable.update(restored.values)
         last = evaluator.execute(program, before)
-        hint = _import_hint(evaluator.imported) if evaluator.imported else None
+        hint = import_hint(evaluator.imported) if evaluator.imported else None
         return Answer(evaluator.symtable, last, hint)
 
     def kept(self) -> dict[str, Any] | None:
@@ -174,11 +174,6 @@ def _compiled(tree: ast.Module) -> Program:
         return compile_program(tree)
     except TooDeep:
         raise CheckRefused(dict(TOO_DEEP)) from None
-
-
-def _import_hint(modules: list[str]) -> str:
-    names = ", ".join(modules)
-    return f"imports are unnecessary here: {names} {'is' if len(modules) == 1 else 'are'} already available by name"
 
 
 def _extend_deadline(evaluator: Evaluator, seconds: float) -> None:
