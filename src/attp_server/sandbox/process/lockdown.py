@@ -15,6 +15,7 @@ import codecs
 import contextlib
 import ctypes
 import ctypes.util
+import functools
 import math
 import os
 import resource
@@ -56,6 +57,7 @@ def preload() -> None:
         with contextlib.suppress(Exception):
             codecs.lookup(module.name)
     "x".encode("ascii", "namereplace")
+    _libc()
     _preload_starlark()
 
 
@@ -88,7 +90,9 @@ def _limit(name: str, soft: int, hard: int | None = None) -> bool:
     return True
 
 
+@functools.cache
 def _libc() -> Any:
+    """The C library, found once (by `preload`, in the fork server: finding it runs ``ldconfig``, 3 ms a worker)."""
     name = ctypes.util.find_library("c")
     return ctypes.CDLL(name, use_errno=True) if name else None
 
