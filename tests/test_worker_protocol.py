@@ -59,6 +59,7 @@ def test_the_run_message_holds_what_a_job_sends() -> None:
         modules=["json"],
         keep=True,
         state={},
+        warm_up=True,
     )
     message = job.message()
     assert set(message) == set(get_type_hints(protocol.RunMessage))
@@ -119,6 +120,55 @@ async def test_a_worker_may_only_ask_to_retire_sooner(retire: str, reused: bool)
     if retire in ("'no'", "None"):
         assert first["status"] == "error" and "sandbox process sent" in first["error"]["message"], first
     assert (second["result"] == first.get("result")) is reused
+
+
+async def test_a_new_worker_warms_up_on_its_own_engine_and_a_one_run_engine_still_serves_one_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each new worker runs the server's own program on the pool's engine before anybody's (a cpython worker's first
+    touches were otherwise paid by the caller, 1 ms at rest); the program finds nothing of it, and its worker serves
+    that one run only."""
+    sent: list[dict[str, Any]] = []
+    send = pool_module.WorkerProcess.send
+
+    async def recorded(worker: pool_module.WorkerProcess, message: Any) -> None:
+        sent.append(dict(message))
+        await send(worker, message)
+
+    monkeypatch.setattr(pool_module.WorkerProcess, "send", recorded)
+    code = "import os\n__result__ = [os.getpid(), sorted(name for name in dir() if name in ('step', 'value'))]"
+    async with WorkerPool(size=1, max_workers=1, memory_mb=1024, engine="cpython") as pool:
+        assert pool.stats()["idle"] == 1, "its warm-up ran as it should (a worker that fails it is not handed out)"
+        first = await pool.run(Job(code, [], {}, 20, 1000, 1000, 1, engine="cpython"), no_calls, owner="alice")
+        second = await pool.run(Job(code, [], {}, 20, 1000, 1000, 1, engine="cpython"), no_calls, owner="alice")
+    warm_ups = [message for message in sent if message.get("warm_up")]
+    assert warm_ups and {message["engine"] for message in warm_ups} == {"cpython"}
+    assert first["status"] == "ok" and first["result"][1] == [], first
+    assert second["result"][0] != first["result"][0], "a cpython worker serves one run, warm-up or not"
+
+
+async def test_a_run_that_leaves_a_worker_ready_replaces_its_own_after_it_ends(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Making a worker (a fork, its lockdown, its warm-up) takes the cores for milliseconds: while another is ready for
+    the next run, the one a run took is replaced when the run ends, not while it runs; the last one ready is
+    replaced at once."""
+    events: list[str] = []
+    refill = WorkerPool._refill
+
+    def recorded(pool: WorkerPool) -> None:
+        events.append("refill")
+        refill(pool)
+
+    monkeypatch.setattr(WorkerPool, "_refill", recorded)
+    job = Job("__result__ = 1", [], {}, 20, 1000, 1000, 1)
+    async with WorkerPool(size=2, max_workers=2, memory_mb=256) as pool:
+        for owner in ("alice", "bob"):
+            events.append(f"{owner} starts")
+            await pool.run(job, no_calls, lambda: events.append("running"), owner=owner)
+            events.append(f"{owner} ends")
+    assert events == [
+        "alice starts", "running", "refill", "alice ends",  # another was ready: replaced after the run
+        "bob starts", "refill", "running", "refill", "bob ends",  # the last ready one: at once
+    ], events  # fmt: skip
 
 
 async def test_an_honest_worker_refuses_a_call_the_server_would_refuse(tmp_path: Path) -> None:

@@ -94,6 +94,9 @@ class RunMessage(_Run, total=False):
     """Report the state the program leaves in `DoneMessage.state`."""
     state: dict[str, Any]
     """A session's kept state, restored before the program runs."""
+    warm_up: bool
+    """The server's own warm-up program, run before the worker is handed to anybody (`WorkerPool._warmed`): it is
+    not the one run an engine that serves one run per worker allows."""
 
 
 class CallMessage(TypedDict):

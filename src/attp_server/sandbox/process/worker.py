@@ -146,7 +146,8 @@ class Runner:
         done["stdout"] = output.text()
         done["truncated"] = output.truncated
         engine = ENGINES.get(name)
-        done["retire"] = retire or (engine is not None and not engine.reuse)  # the engine's word: one run per worker
+        one_run = engine is not None and not engine.reuse and not job.get("warm_up")  # the engine's word
+        done["retire"] = retire or one_run
         return done
 
     def _result(
