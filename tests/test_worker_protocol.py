@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, get_type_hints
 
+import anyio
 import pytest
 from harness import run_code, running
 
@@ -126,24 +127,33 @@ async def test_a_new_worker_warms_up_on_its_own_engine_and_a_one_run_engine_stil
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Each new worker runs the server's own program on the pool's engine before anybody's (a cpython worker's first
-    touches were otherwise paid by the caller, 1 ms at rest); the program finds nothing of it, and its worker serves
-    that one run only."""
-    sent: list[dict[str, Any]] = []
-    send = pool_module.WorkerProcess.send
+    touches were otherwise paid by the caller, 1 ms at rest); the worker does not retire for it, but says it retires
+    after the one owner's run it then serves (and the server would kill it anyway: the engine table decides)."""
+    sent: list[tuple[str, int, dict[str, Any]]] = []
+    send, receive = pool_module.WorkerProcess.send, pool_module.WorkerProcess.receive
 
-    async def recorded(worker: pool_module.WorkerProcess, message: Any) -> None:
-        sent.append(dict(message))
+    async def sending(worker: pool_module.WorkerProcess, message: Any) -> None:
+        sent.append(("to", worker.pid, dict(message)))
         await send(worker, message)
 
-    monkeypatch.setattr(pool_module.WorkerProcess, "send", recorded)
+    async def receiving(worker: pool_module.WorkerProcess, limits: Any) -> dict[str, Any]:
+        message = await receive(worker, limits)
+        sent.append(("from", worker.pid, message))
+        return message
+
+    monkeypatch.setattr(pool_module.WorkerProcess, "send", sending)
+    monkeypatch.setattr(pool_module.WorkerProcess, "receive", receiving)
     code = "import os\n__result__ = [os.getpid(), sorted(name for name in dir() if name in ('step', 'value'))]"
     async with WorkerPool(size=1, max_workers=1, memory_mb=1024, engine="cpython") as pool:
-        assert pool.stats()["idle"] == 1, "its warm-up ran as it should (a worker that fails it is not handed out)"
         first = await pool.run(Job(code, [], {}, 20, 1000, 1000, 1, engine="cpython"), no_calls, owner="alice")
         second = await pool.run(Job(code, [], {}, 20, 1000, 1000, 1, engine="cpython"), no_calls, owner="alice")
-    warm_ups = [message for message in sent if message.get("warm_up")]
-    assert warm_ups and {message["engine"] for message in warm_ups} == {"cpython"}
-    assert first["status"] == "ok" and first["result"][1] == [], first
+    pid = first["result"][0]  # the first worker's messages, whatever the next worker's warm-up did meanwhile
+    runs = [message for way, of, message in sent if of == pid and way == "to" and message["op"] == "run"]
+    dones = [message for way, of, message in sent if of == pid and way == "from" and message["op"] == "done"]
+    assert [(run["engine"], bool(run.get("warm_up"))) for run in runs] == [("cpython", True), ("cpython", False)]
+    assert (dones[0]["status"], dones[0]["retire"]) == ("ok", False), "the warm-up ran, and used up nothing"
+    assert (dones[1]["status"], dones[1]["retire"]) == ("ok", True), "the owner's run is the worker's one run"
+    assert first["result"][1] == [], "nothing of the warm-up's program is in the owner's"
     assert second["result"][0] != first["result"][0], "a cpython worker serves one run, warm-up or not"
 
 
@@ -169,6 +179,69 @@ async def test_a_run_that_leaves_a_worker_ready_replaces_its_own_after_it_ends(m
         "alice starts", "running", "refill", "alice ends",  # another was ready: replaced after the run
         "bob starts", "refill", "running", "refill", "bob ends",  # the last ready one: at once
     ], events  # fmt: skip
+
+
+ENDINGS = {
+    "answered": ("__result__ = 1", 5.0, {"ok"}),
+    "timed out": ("while True:\n    pass", 0.5, {"TIMEOUT"}),
+    "died": ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", 5.0, {"MEMORY_LIMIT", "INTERNAL_ERROR"}),
+    "broke the protocol": (
+        "import gc\ngc.unfreeze()\nchannel = next(o for o in gc.get_objects() if type(o).__name__ == 'Channel')\n"
+        "channel.writer.write(b'garbage\\n')\nchannel.writer.flush()\nwhile True:\n    pass",
+        5.0,
+        {"INTERNAL_ERROR"},
+    ),
+}
+
+
+async def test_however_a_run_ends_its_worker_is_replaced() -> None:
+    """Answered, timed out, died, broke the protocol or cancelled by its client: a run's one-run worker is gone after
+    it and the pool is back to its ready workers (the replacement is made at the run's end now, not at its start)."""
+
+    async def settled(pool: WorkerPool) -> dict[str, int]:
+        with anyio.fail_after(30):
+            while pool.stats()["starting"] or pool.stats()["idle"] < pool.size:
+                await anyio.sleep(0.02)
+        return {key: pool.stats()[key] for key in ("idle", "busy", "starting")}
+
+    async with WorkerPool(size=2, max_workers=2, memory_mb=1024, engine="cpython") as pool:
+        for ending, (code, timeout_s, expected) in ENDINGS.items():
+            before = set(pool.worker_pids())
+            done = await pool.run(Job(code, [], {}, timeout_s, 1000, 1000, 1, engine="cpython"), no_calls, owner="a")
+            error = done.get("error")
+            assert (error["code"] if error else done["status"]) in expected, (ending, done)
+            assert await settled(pool) == {"idle": 2, "busy": 0, "starting": 0}, ending
+            assert len(before - set(pool.worker_pids())) == 1, f"{ending}: the worker it took is not among the ready"
+        with anyio.move_on_after(0.3):
+            await pool.run(
+                Job("while True:\n    pass", [], {}, 5, 1000, 1000, 1, engine="cpython"), no_calls, owner="b"
+            )
+        assert await settled(pool) == {"idle": 2, "busy": 0, "starting": 0}, "cancelled"
+
+
+async def test_a_run_that_ends_while_its_pool_closes_ends_with_a_report_and_leaves_no_worker() -> None:
+    """The pool closes (the server stopping) while a run is on a worker: the run still ends with a report (its answer,
+    or its worker stopped with the pool), never an exception, and its worker is neither kept nor replaced, since
+    nothing would be left to reap them."""
+    pool = WorkerPool(size=2, max_workers=2, memory_mb=256)
+    outcome: dict[str, Any] = {}
+    running = anyio.Event()
+    job = Job("total = 0\nfor i in range(100000):\n    total += i\n__result__ = 1", [], {}, 20, 1000, 1000, 1)
+
+    async def one_run() -> None:
+        try:
+            outcome["done"] = await pool.run(job, no_calls, running.set, owner="a")
+        except Exception as exc:  # (a closed task group once raised here)
+            outcome["raised"] = exc
+
+    async with anyio.create_task_group() as tasks:
+        await pool.__aenter__()
+        tasks.start_soon(one_run)
+        await running.wait()
+        await pool.__aexit__(None, None, None)
+    assert "done" in outcome and outcome["done"]["op"] == "done", outcome
+    assert pool.stats() | {"idle": 0, "busy": 0, "starting": 0} == pool.stats()
+    assert pool.worker_pids() == []
 
 
 async def test_an_honest_worker_refuses_a_call_the_server_would_refuse(tmp_path: Path) -> None:

@@ -487,6 +487,7 @@ class WorkerPool:
         self._stack = AsyncExitStack()
         self._last = AsyncExitStack()
         self._tasks: anyio.abc.TaskGroup | None = None
+        self._closing = False
         self.lockdown: dict[str, Any] = {}
         self.runs = 0
         self.kills = 0
@@ -504,6 +505,7 @@ class WorkerPool:
 
     async def __aexit__(self, *exc_info: object) -> None:
         assert self._tasks is not None
+        self._closing = True  # a run still ending keeps no worker and makes none (nothing would reap them)
         self._tasks.cancel_scope.cancel()
         await self._stack.aclose()  # every refill task has finished (or killed its half-started worker)
         idle, self._idle, self._kept = [*self._idle, *self._kept], [], []
@@ -590,18 +592,19 @@ class WorkerPool:
             worker = await self._acquire(owner)
         except ContainmentMissing as exc:
             return _failed("INTERNAL_ERROR", str(exc), solution=NOT_CONTAINED)
-        if started is not None:
-            started()
         self._running.add(worker)
         worker.owner = owner
         worker.runs += 1
         reusable = finished = False
-        demotion = asyncio.get_running_loop().call_later(LONG_RUN_S, _demote, worker)
+        demotion: asyncio.TimerHandle | None = None
         token: contextvars.Token[RunClock | None] | None = None
-        pictures = job.engine == "cpython"  # the engine whose programs show pictures
         single_use = job.engine in ENGINES and not ENGINES[job.engine].reuse
-        expected = {"call": MAX_CALL_BYTES, "done": done_bytes(job.message()["limits"], job.keep, pictures)}
-        try:
+        try:  # from here on the worker is killed or kept, and its replacement made, whatever happens
+            if started is not None:
+                started()
+            demotion = asyncio.get_running_loop().call_later(LONG_RUN_S, _demote, worker)
+            pictures = job.engine == "cpython"  # the engine whose programs show pictures
+            expected = {"call": MAX_CALL_BYTES, "done": done_bytes(job.message()["limits"], job.keep, pictures)}
             with anyio.move_on_after(job.timeout_s + KILL_GRACE_S) as scope:
                 clock = RunClock(scope, slots)
                 token = _CLOCK.set(clock)  # for the tool calls served below (approvals pause it)
@@ -646,15 +649,16 @@ class WorkerPool:
             self.cancelled += 1  # the client cancelled the call: the worker is killed below, at once
             raise
         finally:
-            demotion.cancel()
+            if demotion is not None:
+                demotion.cancel()
             if token is not None:
                 _CLOCK.reset(token)
             self._running.discard(worker)
             self.runs += 1
-            if reusable and worker.alive and not worker.demoted:
+            if reusable and worker.alive and not worker.demoted and not self._closing:
                 await self._keep(worker)
                 self._refill()
-            elif finished and single_use and self._tasks is not None:  # a spent one-run worker: reaped after the reply
+            elif finished and single_use and self._tasks is not None and not self._closing:  # reaped after the reply
                 worker.killed = True
                 kill_worker(worker.pid)
                 self._tasks.start_soon(worker.kill)
@@ -692,11 +696,11 @@ class WorkerPool:
 
     def _refill(self) -> None:
         missing = self.size - len(self._idle) - self._starting
-        if self._tasks is None or self.refused is not None:
+        if self._tasks is None or self._closing or self.refused is not None:
             return
         for _ in range(max(0, missing)):
-            self._starting += 1
             self._tasks.start_soon(self._spawn_idle, True)
+            self._starting += 1
 
     async def _spawn_idle(self, counted: bool = False) -> None:
         if not counted:
@@ -717,7 +721,7 @@ class WorkerPool:
     async def _warmed(self, worker: WorkerProcess) -> bool:
         """Run the server's own `WARM_UP` program, on the pool's engine, on a fresh worker before any owner's, so that
         what a first run touches (copy-on-write pages, lazily built tables) is paid here, not by a caller; False (the
-        worker killed) when it did not run it as it should. Its one run counts among the worker's runs; it binds it
+        worker killed) when it did not answer as it should. Its one run counts among the worker's runs; it binds it
         to nobody, and a worker of an engine that serves one run still serves one after it (the engine table decides
         that here, whatever the worker says)."""
         if self.fallen or self.probing:
@@ -732,11 +736,11 @@ class WorkerPool:
                 while (message := await worker.receive({"call": 4096, "done": 64 * 1024}))["op"] == "call":
                     await worker.send({"op": "reply", "ok": True, "value": ""})
             done = inbound.done(message, keep=False)
-            if done["status"] == "ok" and done.get("retire") is False:
-                return True
-            if not self._warm_up_failed:  # said once: an engine that cannot run the server's own program is broken
+            if done["status"] != "ok" and not self._warm_up_failed:  # said once: the engine is broken somewhere
                 self._warm_up_failed = True
-                logger.warning("a new %s worker failed its warm-up, so each run starts a worker: %s", engine, done)
+                logger.warning("a new %s worker's warm-up program failed: %s", engine, done.get("error"))
+            if done.get("retire") is False:
+                return True  # it answered as a worker should: it serves, warm or not
         except (TimeoutError, ProtocolError, anyio.EndOfStream, anyio.BrokenResourceError):
             pass
         await worker.kill()
