@@ -222,7 +222,11 @@ async def target(tmp_path_factory: pytest.TempPathFactory, listener: tuple[int, 
     canary_dir.mkdir()
     (canary_dir / "secret.txt").write_text(FILE_SECRET)
     os.environ["ATTP_CPYTHON_ENV_SECRET"] = ENV_SECRET
-    settings = make_settings(workspace, engine="cpython", timeout_s=TIMEOUT_S, workers=2, max_tool_calls=20)
+    # Half the default address space: the growing-list attack touches every page it gets (1.5 GB under the
+    # default, 1.5 s alone, past TIMEOUT_S on a loaded machine); here it meets the limit after one 400 MB step.
+    settings = make_settings(
+        workspace, engine="cpython", timeout_s=TIMEOUT_S, workers=2, max_tool_calls=20, cpython_memory_mb=1024
+    )
     try:
         async with open_runtime(settings) as runtime:
             yield Target(runtime, workspace, canary_dir, *listener)
