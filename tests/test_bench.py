@@ -110,6 +110,16 @@ def test_breakdown_runs_and_reports_each_piece() -> None:
     assert all(value > 0 for value in figures.values())
 
 
+def test_gaps_times_the_same_call_after_each_gap() -> None:
+    """``python -m bench.gaps`` at a few calls: a figure for each gap and for the bare pipe, never their values."""
+    from bench.gaps import GAPS, gaps
+
+    figures = anyio.run(gaps, 2)
+    assert {f"kept_worker_{name}_ms" for name in GAPS} < set(figures)
+    assert {"pipe_round_trip_back_to_back_ms", "pipe_round_trip_after_50ms_sleep_ms"} < set(figures)
+    assert all(value > 0 for value in figures.values())
+
+
 def test_result_text_counts_every_rendering_of_every_program(tmp_path: Path) -> None:
     """``python -m bench.result_text``: the programs run as meant, and the 60-call one stays within issue 13's target."""
     from bench.result_text import PROGRAMS, RENDERINGS, main
