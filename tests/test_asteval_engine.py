@@ -123,6 +123,7 @@ async def test_print_last_expression_and_hints_as_on_python(asteval: Runtime) ->
     assert (data["stdout"], data["result"]) == ("a-b!1\n", 5)
     assert "last expression (line 3)" in data["hint"]
     assert "already available by name" in (await run(asteval, "import math\n__result__ = 1"))["hint"]
+    assert (await run(asteval, "from math import sqrt\n__result__ = sqrt(4)"))["hint"] is None  # binds a new name
     refused = await run(asteval, "print('x', file=None or 1)")
     assert refused["error"]["code"] == "FORBIDDEN"
 

@@ -282,7 +282,16 @@ async def test_closures_and_imports_through_the_worker(runtime: Runtime) -> None
     data = await run_code(runtime, code)
     assert data["status"] == "ok", data["error"]
     assert data["result"] == [4, "1", ["22", "333"], "2024-02-29"]
-    assert "imports are unnecessary" in data["hint"] and "re, datetime" in data["hint"]
+    assert "imports are unnecessary" in data["hint"] and "re is" in data["hint"]
+    assert "datetime" not in data["hint"], "from datetime import date binds `date`, which the program lacked"
+
+
+@pytest.mark.anyio
+async def test_a_from_import_gets_no_unnecessary_import_hint(runtime: Runtime) -> None:
+    """``from decimal import Decimal`` binds ``Decimal``, which the program has only as ``decimal.Decimal``: a hint
+    calling the import unnecessary would lead a model to drop it and meet a NameError."""
+    data = await run_code(runtime, "from decimal import Decimal\n__result__ = str(Decimal('0.10') + Decimal('0.20'))")
+    assert (data["status"], data["result"], data["hint"]) == ("ok", "0.30", None), data
 
 
 @pytest.mark.anyio

@@ -243,14 +243,15 @@ class AstevalRun:
     def _import(self, node: ast.Import) -> None:
         self._check_import(node)
         for alias in node.names:
-            module = self._module(alias.name)
-            self.symbols[alias.asname or alias.name] = module
+            if alias.name not in self.imported:  # ``import x`` of a module it has by name: the hint says so
+                self.imported.append(alias.name)
+            self.symbols[alias.asname or alias.name] = self.modules[alias.name]
 
     def _import_from(self, node: ast.ImportFrom) -> None:
         self._check_import(node)
         if node.module == "__future__":
             return  # a compiler directive, nothing to bind
-        module = self._module(node.module or "")
+        module = self.modules[node.module or ""]  # (``from x import y`` binds a name it lacks: no hint)
         for alias in node.names:
             if alias.name not in module.members:
                 raise _placed(ImportForbidden(f"cannot import name {alias.name!r} from {module.name!r}"), node)
@@ -264,11 +265,6 @@ class AstevalRun:
         if refused:
             kind = Forbidden if refused[0].code == "FORBIDDEN" else ImportForbidden
             raise _placed(kind(refused[0].message), node)
-
-    def _module(self, name: str) -> Module:
-        if name not in self.imported:
-            self.imported.append(name)
-        return self.modules[name]
 
     def _extend_deadline(self, seconds: float) -> None:
         self.deadline += seconds

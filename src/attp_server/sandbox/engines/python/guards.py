@@ -290,10 +290,17 @@ class Imports:
         self.allow = allow
         self.symbols = symbols
         self.imported: list[str] = []
-        """Modules the program imported (the result's hint says imports are unnecessary)."""
+        """Modules the program imported with ``import x`` though it has them by name (the result's hint says that
+        import is unnecessary). ``from x import y`` binds a name the program lacks, so it is not one of them."""
 
     def module(self, name: str) -> Any:
-        """The namespace `name` names for this run, or `ImportForbidden`."""
+        """``import name``: the namespace `name` names for this run, or `ImportForbidden`."""
+        space = self._space(name)
+        if name not in self.imported:
+            self.imported.append(name)
+        return space
+
+    def _space(self, name: str) -> Any:
         modules = self.modules
         if not self.allow:
             raise ImportForbidden(
@@ -303,13 +310,11 @@ class Imports:
         space = modules.get(name)
         if space is None:
             raise ImportForbidden(unavailable(name, list(modules)))
-        if name not in self.imported:
-            self.imported.append(name)
         return space
 
     def member(self, module: str, name: str) -> Any:
         """``from module import name``."""
-        space = self.module(module)
+        space = self._space(module)
         try:
             return space.members[name]
         except KeyError:
@@ -319,7 +324,7 @@ class Imports:
 
     def everything(self, module: str) -> None:
         """``from module import *`` (at the top level only, as in Python)."""
-        self.symbols.update(self.module(module).members)
+        self.symbols.update(self._space(module).members)
 
 
 def unavailable(name: str, modules: Iterable[str]) -> str:
